@@ -1,0 +1,17 @@
+/* cmd: the subcommand entry points (one cmd-<name>.c each) and shared option helpers. */
+#ifndef ALIGN_CMD_H
+#define ALIGN_CMD_H
+
+#define ALIGN_DEFAULT_DB "align.db"
+#define ALIGN_BUSY_MS 5000
+
+#define COMMAND(name, fn, summary) int fn(int argc, char **argv);
+#include "commands.def"
+#undef COMMAND
+
+/* Resolve the database path: --db wins, then $ALIGN_DB, then align.db in the working directory. */
+const char *cmd_db_path(const char *opt);
+/* Parse a non-negative integer option value; returns 0 or prints and returns ALIGN_EINPUT. */
+int cmd_parse_int(const char *opt, const char *text, long long min, long long max, long long *out);
+
+#endif

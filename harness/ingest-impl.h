@@ -1,0 +1,45 @@
+/* ingest-impl: the ingest state shared by ingest.c (emit) and ingest-files.c (the file driver). */
+#ifndef ALIGN_INGEST_IMPL_H
+#define ALIGN_INGEST_IMPL_H
+
+#include "ingest.h"
+
+#include <jansson.h>
+
+/* One key (canon, rank, step, micro) seen in this run: how many times, and the first value's hash. */
+struct occ_slot {
+	uint64_t key;      /* 0 = empty */
+	int64_t rank, step;
+	int64_t count;
+	uint64_t value_hash;
+};
+
+struct seq_slot {
+	int64_t rank;
+	int64_t next;
+};
+
+struct ingest {
+	sqlite3 *db;
+	const char *db_path;
+	struct reader *r;
+	const struct ingest_format *fmt;
+	const struct ingest_opts *opts;
+	int64_t run_id, source_id;
+	int run_preexisted;           /* occurrence and order counters must consult the database */
+	sqlite3_stmt *ins, *occ_q, *seq_q;
+	struct occ_slot *occ;
+	size_t occ_cap, occ_used;
+	struct seq_slot *seq;
+	size_t n_seq, cap_seq;
+	json_t *warnings;
+	int64_t n_records, n_deduped;
+	int64_t file_rank;
+	double progress_at;
+};
+
+extern const char ingest_insert_sql[];
+/* Rank from a file name (workerlog.N, rankN, _RANK_N_, globalrank-N), or -1. */
+int64_t ingest_rank_from_path(const char *path);
+
+#endif

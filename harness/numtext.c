@@ -1,0 +1,119 @@
+/* numtext: strict float syntax, precision intervals and ULP distances. */
+#include "numtext.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static int special_word(const char *s, size_t n, int *neg)
+{
+	*neg = 0;
+	if (n && (*s == '-' || *s == '+')) {
+		*neg = *s == '-';
+		s++, n--;
+	}
+	if ((n == 3 && !strncasecmp(s, "nan", 3)))
+		return 1;
+	if ((n == 3 && !strncasecmp(s, "inf", 3)) || (n == 8 && !strncasecmp(s, "infinity", 8)))
+		return *neg ? 3 : 2;
+	return 0;
+}
+
+int numtext_parse(const char *text, size_t n, enum prec_kind prec, int prec_n, struct numtext *out)
+{
+	memset(out, 0, sizeof *out);
+	int neg;
+	int sp = special_word(text, n, &neg);
+	if (sp) {
+		out->special = sp;
+		out->value = sp == 1 ? NAN : (sp == 2 ? INFINITY : -INFINITY);
+		out->lo = out->hi = out->value;
+		return 0;
+	}
+	/* [sign] digits [. digits] [e|E [sign] digits] with at least one mantissa digit */
+	size_t i = 0;
+	if (i < n && (text[i] == '-' || text[i] == '+'))
+		i++;
+	int int_digits = 0, frac_digits = 0, sig = 0, leading = 1;
+	for (; i < n && text[i] >= '0' && text[i] <= '9'; i++, int_digits++)
+		if (text[i] != '0' || !leading)
+			leading = 0, sig++;
+	if (i < n && text[i] == '.') {
+		for (i++; i < n && text[i] >= '0' && text[i] <= '9'; i++, frac_digits++)
+			if (text[i] != '0' || !leading)
+				leading = 0, sig++;
+	}
+	if (int_digits + frac_digits == 0)
+		return -1;
+	long exp10 = 0;
+	if (i < n && (text[i] == 'e' || text[i] == 'E')) {
+		size_t j = i + 1;
+		int eneg = 0;
+		if (j < n && (text[j] == '-' || text[j] == '+'))
+			eneg = text[j++] == '-';
+		if (j >= n || text[j] < '0' || text[j] > '9')
+			return -1;
+		for (; j < n && text[j] >= '0' && text[j] <= '9'; j++)
+			if (exp10 < 100000)
+				exp10 = exp10 * 10 + (text[j] - '0');
+		exp10 = eneg ? -exp10 : exp10;
+		i = j;
+	}
+	if (i != n)
+		return -1;
+	char tmp[512];
+	if (n >= sizeof tmp)
+		return -1;
+	memcpy(tmp, text, n);
+	tmp[n] = '\0';
+	out->value = strtod(tmp, NULL);
+	long double v = strtold(tmp, NULL);
+	out->digits = sig ? sig : 1;
+	long last = exp10 - frac_digits; /* decimal exponent of the last printed digit */
+	if (prec == PREC_DEC)
+		last = -prec_n;
+	if (prec == PREC_EXACT) {
+		out->lo = out->hi = out->value;
+	} else {
+		long double half = 0.5L * powl(10.0L, (long double)last);
+		out->lo = v - half;
+		out->hi = v + half;
+	}
+	return 0;
+}
+
+int numtext_unique_f32(long double lo, long double hi, uint32_t *bits)
+{
+	if (isnan(lo) || isnan(hi) || lo > hi)
+		return 0;
+	float a = (float)lo;
+	if ((long double)a < lo)
+		a = nextafterf(a, INFINITY);
+	float b = (float)hi;
+	if ((long double)b > hi)
+		b = nextafterf(b, -INFINITY);
+	if (a != b || (a == 0.0f && lo < 0 && hi > 0)) /* +0 and -0 both inside: not unique */
+		return 0;
+	if (a == 0.0f && hi <= 0 && lo < 0)
+		a = -0.0f;
+	memcpy(bits, &a, 4);
+	return 1;
+}
+
+static uint64_t ordered(uint64_t bits, int width)
+{
+	uint64_t sign = 1ull << (width - 1);
+	return (bits & sign) ? ~bits & ((sign << 1) - 1) : bits | sign;
+}
+
+static uint64_t dist(uint64_t a, uint64_t b, int width)
+{
+	uint64_t x = ordered(a, width), y = ordered(b, width);
+	/* +0 and -0 are adjacent in this order (distance 1), as in the usual ULP convention */
+	return x > y ? x - y : y - x;
+}
+
+uint64_t ulp_distance_f32(uint32_t a, uint32_t b) { return dist(a, b, 32); }
+uint64_t ulp_distance_f64(uint64_t a, uint64_t b) { return dist(a, b, 64); }
+uint64_t ulp_distance_bf16(uint16_t a, uint16_t b) { return dist(a, b, 16); }

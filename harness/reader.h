@@ -1,0 +1,34 @@
+/* reader: one input file, plain or gzip (detected by the magic bytes 1f 8b, not the name), read as
+ * lines or whole, with the SHA-256 of the decompressed content.
+ * Contract: lines are returned without their '\n'; a line longer than READER_MAX_LINE, a NUL byte in a
+ * text line, a corrupt or truncated gzip stream are errors naming the file and line. The last line
+ * without a '\n' is returned with *terminated == 0 so parsers can report it as truncated. */
+#ifndef ALIGN_READER_H
+#define ALIGN_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define READER_MAX_LINE (1u << 20)  /* 1 MiB */
+#define READER_MAX_SLURP (1ull << 31)
+
+struct reader;
+
+/* Open path ("-" is not supported: ingest needs a name); returns an exit-code class, message printed. */
+int reader_open(const char *path, struct reader **out);
+void reader_close(struct reader *r);
+/* First bytes of the decompressed content (up to 64 KiB) for format detection; does not consume. */
+int reader_peek(struct reader *r, const char **buf, size_t *len);
+/* Next line: 1 with a line, 0 at end of input, else an exit-code class (message printed). */
+int reader_next_line(struct reader *r, char **line, size_t *len, int *terminated);
+/* The whole remaining content, NUL-terminated (owned by the reader); exit-code class. */
+int reader_slurp(struct reader *r, char **buf, size_t *len);
+/* 1-based number of the line last returned. */
+int64_t reader_lineno(const struct reader *r);
+const char *reader_path(const struct reader *r);
+int reader_is_gzip(const struct reader *r);
+/* After end of input: decompressed byte count and SHA-256 hex (65 bytes with the NUL). */
+uint64_t reader_bytes(const struct reader *r);
+void reader_sha256(struct reader *r, char hex[65]);
+
+#endif

@@ -1,0 +1,155 @@
+/* store: opening align.db, applying the embedded migrations, transactions with a busy wait. */
+#include "store.h"
+
+#include "err.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+extern const char *const schema_migrations[];
+extern const int schema_migration_count;
+
+int store_schema_version(void) { return schema_migration_count; }
+
+int store_exec(sqlite3 *db, const char *sql)
+{
+	char *msg = NULL;
+	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+		int rc = err_internal("sqlite: %s", msg ? msg : sqlite3_errmsg(db));
+		sqlite3_free(msg);
+		return rc;
+	}
+	return ALIGN_OK;
+}
+
+static int query_int(sqlite3 *db, const char *sql, int *out)
+{
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*out = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	return rc == SQLITE_ROW ? 0 : -1;
+}
+
+static int is_busy(int code) { return code == SQLITE_BUSY || code == SQLITE_LOCKED; }
+
+static int check_foreign(sqlite3 *db, const char *path, int version)
+{
+	int tables = 0, ours = 0;
+	if (query_int(db, "SELECT count(*) FROM sqlite_schema WHERE type='table'", &tables) ||
+	    query_int(db, "SELECT count(*) FROM sqlite_schema WHERE type='table' AND name IN "
+	                  "('run','source','record')", &ours))
+		return err_input("'%s' is not a database: %s", path, sqlite3_errmsg(db));
+	if (version == 0 && tables > 0)
+		return err_input("'%s' is not an align database (it has %d tables and no align schema)",
+		                 path, tables);
+	if (version > 0 && ours < 3)
+		return err_input("'%s' is not an align database (user_version %d without align tables)",
+		                 path, version);
+	if (version > schema_migration_count)
+		return err_input("'%s' has schema version %d, newer than this align (%d): upgrade align",
+		                 path, version, schema_migration_count);
+	return ALIGN_OK;
+}
+
+static int migrate(sqlite3 *db, const char *path, int version)
+{
+	if (version == schema_migration_count)
+		return ALIGN_OK;
+	int rc = store_begin(db, path);
+	if (rc)
+		return rc;
+	/* re-read under the write lock: another process may have migrated meanwhile */
+	if (query_int(db, "PRAGMA user_version", &version)) {
+		store_rollback(db);
+		return err_internal("sqlite: %s", sqlite3_errmsg(db));
+	}
+	for (int i = version; i < schema_migration_count; i++) {
+		if ((rc = store_exec(db, schema_migrations[i]))) {
+			store_rollback(db);
+			return rc;
+		}
+	}
+	char sql[64];
+	snprintf(sql, sizeof sql, "PRAGMA user_version=%d", schema_migration_count);
+	if ((rc = store_exec(db, sql)) || (rc = store_commit(db, path))) {
+		store_rollback(db);
+		return rc;
+	}
+	return ALIGN_OK;
+}
+
+int store_open(const char *path, enum store_mode mode, int busy_ms, sqlite3 **out)
+{
+	sqlite3 *db = NULL;
+	*out = NULL;
+	if (mode == STORE_READ && access(path, F_OK) != 0)
+		return err_input("no database '%s' (run 'align ingest' first, or pass --db)", path);
+	int flags = mode == STORE_WRITE ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
+	if (sqlite3_open_v2(path, &db, flags, NULL) != SQLITE_OK) {
+		int rc = err_input("cannot open database '%s': %s", path, db ? sqlite3_errmsg(db) : "out of memory");
+		sqlite3_close(db);
+		return rc;
+	}
+	sqlite3_busy_timeout(db, busy_ms);
+	sqlite3_extended_result_codes(db, 1);
+	int version = 0, rc;
+	if (query_int(db, "PRAGMA user_version", &version)) {
+		int code = sqlite3_errcode(db);
+		rc = is_busy(code) ? err_input("database '%s' is locked by another process (waited %d ms)", path, busy_ms)
+		                   : err_input("'%s' is not an align database: %s", path, sqlite3_errmsg(db));
+		sqlite3_close(db);
+		return rc;
+	}
+	if ((rc = check_foreign(db, path, version)) || (rc = store_exec(db, "PRAGMA foreign_keys=ON"))) {
+		sqlite3_close(db);
+		return rc;
+	}
+	if (mode == STORE_WRITE && (rc = migrate(db, path, version))) {
+		sqlite3_close(db);
+		return rc;
+	}
+	if (mode == STORE_READ && version != schema_migration_count) {
+		sqlite3_close(db);
+		return err_input("'%s' has schema version %d, expected %d: run 'align ingest' once to migrate",
+		                 path, version, schema_migration_count);
+	}
+	*out = db;
+	return ALIGN_OK;
+}
+
+void store_close(sqlite3 *db) { sqlite3_close(db); }
+
+int store_begin(sqlite3 *db, const char *path)
+{
+	char *msg = NULL;
+	int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, &msg);
+	if (rc == SQLITE_OK)
+		return ALIGN_OK;
+	sqlite3_free(msg);
+	if (is_busy(rc & 0xff))
+		return err_input("database '%s' is locked by another writer (gave up waiting)", path);
+	return err_internal("cannot start a transaction on '%s': %s", path, sqlite3_errmsg(db));
+}
+
+int store_commit(sqlite3 *db, const char *path)
+{
+	char *msg = NULL;
+	int rc = sqlite3_exec(db, "COMMIT", NULL, NULL, &msg);
+	if (rc == SQLITE_OK)
+		return ALIGN_OK;
+	sqlite3_free(msg);
+	if (is_busy(rc & 0xff))
+		return err_input("database '%s' is locked by another process (commit gave up waiting)", path);
+	return err_internal("cannot commit to '%s': %s", path, sqlite3_errmsg(db));
+}
+
+void store_rollback(sqlite3 *db)
+{
+	if (!sqlite3_get_autocommit(db))
+		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+}
