@@ -197,6 +197,14 @@ static void finalize(struct ingest *ig)
 	ig->ins = ig->occ_q = ig->seq_q = NULL;
 }
 
+/* Counters saw rolled-back records: forget them; later files of the run ask the database. */
+static void reset_counters(struct ingest *ig)
+{
+	free(ig->occ), ig->occ = NULL, ig->occ_cap = ig->occ_used = 0;
+	ig->n_seq = 0;
+	free(ig->steps), ig->steps = NULL, ig->steps_cap = ig->steps_used = 0;
+}
+
 /* One file in one transaction. *run_id carries the run between files of one invocation. */
 static int ingest_one(struct ingest *ig, const char *path, const char *name, int append, const char *format)
 {
@@ -251,9 +259,10 @@ static int ingest_one(struct ingest *ig, const char *path, const char *name, int
 		free(owner);
 		if (!existing)
 			ig->run_id = 0;
+		reset_counters(ig);
 		goto out_closed;
 	}
-	if ((rc = finish_source(ig, sha)))
+	if ((rc = finish_source(ig, sha)) || (rc = ingest_flush_stepsum(ig)))
 		goto out;
 	finalize(ig);
 	if ((rc = store_commit(ig->db, ig->db_path)))
@@ -268,9 +277,7 @@ out:
 	store_rollback(ig->db);
 	if (!existing)
 		ig->run_id = 0;
-	/* counters saw the rolled-back records: forget them, later files ask the database */
-	free(ig->occ), ig->occ = NULL, ig->occ_cap = ig->occ_used = 0;
-	ig->n_seq = 0;
+	reset_counters(ig);
 out_closed:
 	json_decref(ig->warnings);
 	ig->warnings = NULL;
@@ -289,8 +296,7 @@ int ingest_files(sqlite3 *db, const char *db_path, const char *as, int append, c
 		if (!as) { /* every file is its own run */
 			default_name(files[i], name, sizeof name);
 			ig.run_id = 0;
-			free(ig.occ), ig.occ = NULL, ig.occ_cap = ig.occ_used = 0;
-			ig.n_seq = 0;
+			reset_counters(&ig);
 		} else {
 			snprintf(name, sizeof name, "%s", as);
 		}

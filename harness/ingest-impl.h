@@ -14,6 +14,14 @@ struct occ_slot {
 	uint64_t value_hash;
 };
 
+/* Running stepsum of one (rank, step) in this file, flushed into the stepsum table at commit. */
+struct step_slot {
+	int64_t rank, step;
+	int64_t n, n_exact;
+	uint64_t h;
+	int used;
+};
+
 struct seq_slot {
 	int64_t rank;
 	int64_t next;
@@ -30,6 +38,8 @@ struct ingest {
 	sqlite3_stmt *ins, *occ_q, *seq_q;
 	struct occ_slot *occ;
 	size_t occ_cap, occ_used;
+	struct step_slot *steps;      /* open addressing on (rank, step) */
+	size_t steps_cap, steps_used;
 	struct seq_slot *seq;
 	size_t n_seq, cap_seq;
 	json_t *warnings;
@@ -41,5 +51,7 @@ struct ingest {
 extern const char ingest_insert_sql[];
 /* Rank from a file name (workerlog.N, rankN, _RANK_N_, globalrank-N), or -1. */
 int64_t ingest_rank_from_path(const char *path);
+/* Add this file's per-step summaries into the stepsum table (inside the file's transaction). */
+int ingest_flush_stepsum(struct ingest *ig);
 
 #endif

@@ -140,8 +140,78 @@ static uint64_t key_hash(const char *canon, int64_t rank, int64_t step, int64_t 
 	return h ? h : 1;
 }
 
+static struct step_slot *step_lookup(struct ingest *ig, int64_t rank, int64_t step)
+{
+	if (2 * (ig->steps_used + 1) > ig->steps_cap) {
+		size_t cap = ig->steps_cap ? 2 * ig->steps_cap : 1024;
+		struct step_slot *grown = calloc(cap, sizeof *grown);
+		for (size_t i = 0; i < ig->steps_cap; i++) {
+			if (!ig->steps[i].used)
+				continue;
+			size_t j = (size_t)XXH3_64bits(&ig->steps[i].rank, 16) & (cap - 1);
+			while (grown[j].used)
+				j = (j + 1) & (cap - 1);
+			grown[j] = ig->steps[i];
+		}
+		free(ig->steps);
+		ig->steps = grown;
+		ig->steps_cap = cap;
+	}
+	int64_t k[2] = {rank, step};
+	size_t j = (size_t)XXH3_64bits(k, 16) & (ig->steps_cap - 1);
+	while (ig->steps[j].used && (ig->steps[j].rank != rank || ig->steps[j].step != step))
+		j = (j + 1) & (ig->steps_cap - 1);
+	if (!ig->steps[j].used) {
+		ig->steps[j].used = 1, ig->steps[j].rank = rank, ig->steps[j].step = step;
+		ig->steps_used++;
+	}
+	return &ig->steps[j];
+}
+
+int ingest_flush_stepsum(struct ingest *ig)
+{
+	sqlite3_stmt *st;
+	const char *sql = "INSERT INTO stepsum(run_id, rank, step, n, n_exact, h) VALUES (?1,?2,?3,?4,?5,?6) "
+	                  "ON CONFLICT(run_id, rank, step) DO UPDATE SET n=n+excluded.n, n_exact=n_exact+excluded.n_exact, "
+	                  "h=(h+excluded.h)";
+	if (sqlite3_prepare_v2(ig->db, sql, -1, &st, NULL) != SQLITE_OK)
+		return err_internal("sqlite: %s", sqlite3_errmsg(ig->db));
+	int rc = SQLITE_DONE;
+	for (size_t i = 0; i < ig->steps_cap && rc == SQLITE_DONE; i++) {
+		struct step_slot *s = &ig->steps[i];
+		if (!s->used || s->n == 0)
+			continue;
+		sqlite3_bind_int64(st, 1, ig->run_id);
+		sqlite3_bind_int64(st, 2, s->rank);
+		sqlite3_bind_int64(st, 3, s->step);
+		sqlite3_bind_int64(st, 4, s->n);
+		sqlite3_bind_int64(st, 5, s->n_exact);
+		/* h is a sum mod 2^64; SQLite integer addition must not overflow, so store the high-bit-cleared
+		 * sum of 63-bit parts: add in unsigned space here, keep 62 bits per flush */
+		sqlite3_bind_int64(st, 6, (int64_t)(s->h & 0x3fffffffffffffffull));
+		rc = sqlite3_step(st);
+		sqlite3_reset(st);
+	}
+	sqlite3_finalize(st);
+	free(ig->steps);
+	ig->steps = NULL;
+	ig->steps_cap = ig->steps_used = 0;
+	if (rc != SQLITE_DONE)
+		return err_internal("sqlite: %s", sqlite3_errmsg(ig->db));
+	return store_exec(ig->db, "UPDATE stepsum SET h = h & 4611686018427387903 WHERE h > 4611686018427387903");
+}
+
 int ingest_supersede(struct ingest *ig, int64_t rank, int64_t from_step)
 {
+	for (size_t i = 0; i < ig->steps_cap; i++)
+		if (ig->steps[i].used && ig->steps[i].rank == rank && ig->steps[i].step >= from_step)
+			ig->steps[i].n = ig->steps[i].n_exact = 0, ig->steps[i].h = 0;
+	char del[160];
+	snprintf(del, sizeof del, "DELETE FROM stepsum WHERE run_id=%lld AND rank=%lld AND step>=%lld",
+	         (long long)ig->run_id, (long long)rank, (long long)from_step);
+	if (store_exec(ig->db, del))
+		return ALIGN_EINTERNAL;
+
 	sqlite3_stmt *st;
 	const char *sql = "UPDATE record SET superseded=1 WHERE run_id=?1 AND rank=?2 AND step>=?3 AND superseded=0";
 	if (sqlite3_prepare_v2(ig->db, sql, -1, &st, NULL) != SQLITE_OK)
@@ -274,8 +344,12 @@ static int classify(struct ingest *ig, const struct rec *r, struct classified *c
 
 static uint64_t value_hash(const struct rec *r, const struct classified *c)
 {
-	if (c->has_bits)
-		return XXH3_64bits(&c->bits, sizeof c->bits) | 1;
+	if (r->missing)
+		return XXH3_64bits(r->missing, strlen(r->missing)) ^ 0x5bd1e995u;
+	if (c->has_bits) {
+		uint64_t b[2] = {c->bits, c->dtype ? XXH3_64bits(c->dtype, strlen(c->dtype)) : 0};
+		return XXH3_64bits(b, sizeof b) | 1;
+	}
 	if (r->digest)
 		return XXH3_64bits(r->digest, strlen(r->digest)) | 1;
 	if (r->text)
@@ -412,6 +486,15 @@ int ingest_emit(struct ingest *ig, const struct rec *r)
 			                    (long long)r->rank, (long long)seq, r->name);
 		return err_internal("sqlite: %s", sqlite3_errmsg(ig->db));
 	}
+	struct step_slot *ss = step_lookup(ig, r->rank, r->step);
+	int64_t idn[3] = {r->micro, occ, (int64_t)vh};
+	unsigned char kb[256 + sizeof idn];
+	size_t cl = strlen(canon);
+	memcpy(kb, idn, sizeof idn);
+	memcpy(kb + sizeof idn, canon, cl);
+	ss->h += XXH3_64bits(kb, sizeof idn + cl) >> 2; /* 62-bit terms: sums stay exact in SQLite */
+	ss->n++;
+	ss->n_exact += c.has_bits || r->digest;
 	ig->n_records++;
 	progress(ig);
 	return ALIGN_OK;

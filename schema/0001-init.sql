@@ -59,3 +59,17 @@ CREATE TABLE record (
 
 CREATE UNIQUE INDEX record_order ON record(run_id, rank, seq);
 CREATE INDEX record_key ON record(run_id, canon, rank, step, micro, occ);
+
+-- Per (run, rank, step) summary kept by ingest, so a comparison can skip steps whose records are
+-- identical without reading them. h = sum (mod 2^64, as a signed integer) of a hash of each
+-- non-superseded record's key and value identity (canon, micro, occ, and bits+dtype, or digest, or
+-- printed text, or the missing reason); n_exact counts records identified by bits or digest.
+CREATE TABLE stepsum (
+  run_id  INTEGER NOT NULL REFERENCES run(id) ON DELETE CASCADE,
+  rank    INTEGER NOT NULL,
+  step    INTEGER NOT NULL,
+  n       INTEGER NOT NULL,
+  n_exact INTEGER NOT NULL,
+  h       INTEGER NOT NULL,
+  PRIMARY KEY (run_id, rank, step)
+) STRICT, WITHOUT ROWID;
