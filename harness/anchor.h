@@ -1,0 +1,145 @@
+/* anchor: the alignment anchors both frameworks print (specs/formats.md 4.1, 4.2), found anywhere in a
+ * line, and the small helpers for Python-printed values that the Paddle and XTuner parsers share.
+ *
+ * Anchors recognised (find-all: several per physical line, glued together, ANSI codes ignored):
+ *   per_token_loss: rank=R shape=[..] md5=H             -> "per_token_loss" (or "mtpK.per_token_loss")
+ *   final_loss: rank=R val=V md5=H                      -> "final_loss" (main) or "mtpK.final_loss"
+ *   [LOSS_PATH_MD5] rank=R NAME shape=[..] md5=H        -> "loss_path.NAME"
+ *   [LOSS_PATH_MD5] rank=R per_token_loss md5=H         -> "loss_path.per_token_loss"
+ *   [LOSS_PATH_MD5] rank=R lossmask md5=H valid_tokens=V -> "loss_path.lossmask", "loss_path.valid_tokens"
+ *   [LOSS_PATH_MD5] rank=R loss_sum=V final_loss=V      -> "loss_path.loss_sum", "loss_path.final_loss"
+ *   [LOSS_PATH_MD5] rank=R line_wise_loss=V             -> "loss_path.line_wise_loss"
+ *   [MTP_LOSS_PATH_MD5] rank=R mtpK.final_loss=V mtpK.final_loss_md5=H -> "loss_path.mtpK.final_loss"
+ *   [MD5 Probe] Rank=R Layer=I NAME MD5=H shape=[..]    -> "layers.I.NAME"
+ *   [MD5 Probe PF] Rank=R NAME MD5=H shape=[..] q_dtype=D -> "NAME" (q_dtype kept in extra)
+ * Every anchor is a per-rank record (rank from its own rank= field), md5 values are digest_alg "md5"
+ * over float32 bytes (dtype fp32; int64 for names ending in "labels"). A value printed next to its md5
+ * (final_loss val=, mtpK.final_loss=) is kept on the same record as text + digest, and the md5 is
+ * verified against the float32s the print may stand for: a mismatch is a warning (file:line).
+ * Numbers with 20 or more fixed decimals ({:.20f}) are PREC_TEXT, other numbers Python repr (PREC_EXACT).
+ * An anchor whose tag is followed by malformed fields (rank not an integer, md5 not 32 hex digits, a
+ * value that is not a number, an unclosed shape) is an input error. Text glued after an anchor's last
+ * field (another process's print) is left alone.
+ *
+ * Step and micro-batch (anchors carry neither) come from print order, per rank, per file:
+ * - The clock of a rank is its "final_loss:" anchors (accuracy-compatible mode). Tick i of a rank is
+ *   step i / (mb * L) + 1, micro (i % (mb * L)) / L, loss kind order[i % L], where mb is
+ *   --micro-batches and order/L the --order list (PaddleFleet main,mtp; Megatron mtp,main). Kind main is
+ *   named "final_loss", mtp or mtpK "mtpK.final_loss" (K = 1 for a bare "mtp").
+ * - A rank that prints no "final_loss:" (LOG_LOSS_MD5=1 only) is clocked by its loss-path lines instead:
+ *   "[LOSS_PATH_MD5] ... final_loss=" ticks kind main, "[MTP_LOSS_PATH_MD5] mtpK.final_loss=" ticks kind
+ *   mtpK; each kind is counted on its own (the j-th tick of a kind is micro-batch j: step j / mb + 1,
+ *   micro j % mb), so the print order does not matter. The clock of a rank is chosen by the first
+ *   clock-capable anchor it prints.
+ * - Every other anchor (per_token_loss, loss-path and layer probes, and in the first clock the loss-path
+ *   lines) belongs to the micro-batch of the NEXT loss tick of its rank (they are printed on the way to
+ *   that loss: the forward pass, the CE output, the loss path). With the "final_loss:" clock, a
+ *   per_token_loss takes the kind of that next tick ("mtp1.per_token_loss" when it is an MTP loss).
+ * - anchor_finish warns when a rank ended mid-step (ticks not a whole number of steps) or printed anchors
+ *   after its last tick (counted into a micro-batch that never printed its loss).
+ * Counters start at zero in every file: one rank's anchors must be in one file.
+ *
+ * The caller owns the state (no globals): anchor_init once per file, anchor_scan_line on every line
+ * (or \r segment) of the input, anchor_finish at the end (anchor_free instead on an error path). */
+#ifndef ALIGN_ANCHOR_H
+#define ALIGN_ANCHOR_H
+
+#include "ingest.h"
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum anchor_clock { ANCHOR_CLOCK_NONE = 0, ANCHOR_CLOCK_FINAL, ANCHOR_CLOCK_PATH };
+
+#define ANCHOR_MAX_KINDS 8
+
+/* Counters of one rank in the current file. */
+struct anchor_rank {
+	int64_t rank;
+	enum anchor_clock clock;      /* chosen by the first clock-capable anchor */
+	int64_t ticks;                /* FINAL clock: loss ticks so far (all kinds) */
+	int64_t kind_ticks[ANCHOR_MAX_KINDS]; /* PATH clock: ticks per kind (0 main, K mtpK) */
+	int64_t since_tick;           /* anchors since the last tick (counted into the next one) */
+	int64_t anchors;              /* all anchors of this rank in this file */
+	int64_t restart_from;         /* > 0: a restart was declared; rebase to this step at the next anchor */
+	int warned_step;              /* anchor_check_step already warned for this rank */
+};
+
+struct anchor_state {
+	int mb;                       /* micro-batches per step (opts->micro_batches) */
+	int n_order;                  /* L */
+	int order_kind[8];            /* 0 main, K mtpK, per --order entry */
+	struct anchor_rank *ranks;
+	size_t n_ranks, cap_ranks;
+	int64_t n_anchors;            /* anchors emitted, all ranks */
+	int64_t pending_restart;      /* > 0: applies to every rank at its next anchor */
+	char *scratch;                /* line copy without ANSI codes */
+	size_t scratch_cap;
+};
+
+/* Read micro_batches and the print order from the ingest options; checks the order. Exit-code class. */
+int anchor_init(struct ingest *ig, struct anchor_state *s);
+/* Find every anchor in line[0..len) and emit it. Exit-code class (errors printed as file:line). */
+int anchor_scan_line(struct ingest *ig, struct anchor_state *s, const char *line, size_t len);
+/* The process restarted (an appended rerun): the next anchors of every rank seen so far belong to step
+ * from_step on; the rank's records of steps >= from_step are superseded when its first anchor arrives.
+ * Calling it again before any anchor arrives only moves from_step. */
+void anchor_restart(struct anchor_state *s, int64_t from_step);
+/* A trainer line says step `step` is complete: warn (once per rank) when a rank's clock disagrees,
+ * which means --micro-batches or --order do not describe this log. */
+void anchor_check_step(struct ingest *ig, struct anchor_state *s, int64_t step);
+/* End of file: warnings for ranks that ended mid-step, then frees the state. Exit-code class. */
+int anchor_finish(struct ingest *ig, struct anchor_state *s);
+void anchor_free(struct anchor_state *s);
+
+/* ---- float32 md5 helpers (Paddle loss_md5, *_md5, anchor md5=) ---- */
+
+/* md5 of the 4 little-endian bytes of a float32, as 32 lower-case hex digits. */
+void anchor_md5_f32(uint32_t bits, char hex[33]);
+/* 1 when s[0..n) is exactly 32 hex digits. */
+int anchor_is_md5(const char *s, size_t n);
+/* Which float32 a printed value with its md5 is. Candidates: the float32s inside the print's interval
+ * (for PREC_EXACT, the double rounded to float32). Returns 1 and sets *bits when one candidate has the
+ * md5 (its exact bits: md5-verified), 0 when none has it (the print and the md5 disagree), -1 when it
+ * cannot be checked (nan, not a number, or more than 4096 candidates). md5 in lower case. */
+int anchor_md5_verify(const char *text, size_t n, enum prec_kind prec, int prec_n, const char *md5, uint32_t *bits);
+
+/* ---- Paddle trainer dicts (paddle-log lines and metrics_rank*.json records), in ingest-paddle-log.c ---- */
+
+/* One "key: value" pair as printed. */
+struct paddle_kv {
+	const char *key, *val;
+	size_t key_len, val_len;
+	int is_string;                /* a JSON string value (metrics), not a number */
+};
+
+/* What a Paddle parser remembers between dicts of one file. */
+struct paddle_state {
+	int64_t last_step;            /* global_step of the last training dict (0: none yet) */
+	int64_t file_rank;            /* rank from the file name (-1 unknown): per-rank MTP losses */
+	int restart_banner;           /* a trainer start banner was seen after training output */
+	struct anchor_state *anchors; /* rebased on restarts (NULL: none) */
+};
+
+/* Emit one dict: a training dict (has loss and global_step), an eval dict (eval_* keys, attached to the
+ * step of the preceding training dict), else nothing. Returns an exit-code class. */
+int paddle_emit_dict(struct ingest *ig, struct paddle_state *ps, const struct paddle_kv *kv, size_t n, int64_t line);
+
+/* ---- Python json.dumps lines (NaN, Infinity, -Infinity tokens), in ingest-paddle-metrics.c ---- */
+
+/* The raw text of one top-level member of a JSON object line. */
+struct pyjson_member {
+	const char *key, *val;        /* key unescaped only if it has no escapes (else NULL) */
+	size_t key_len, val_len;
+};
+
+/* Parse one json.dumps object line: jansson object in *out, where NaN/Infinity/-Infinity became the
+ * strings "nan", "inf", "-inf" (pyjson_special tells them from real strings), and the raw text of up to
+ * max top-level members in m (*n_m set). Returns 0, or -1 with a message in err. */
+int pyjson_parse(const char *s, size_t n, json_t **out, struct pyjson_member *m, size_t max, size_t *n_m,
+                 char *err, size_t errlen);
+/* 1 when v is one of the NaN/Infinity stand-ins made by pyjson_parse (text in *text). */
+int pyjson_special(const json_t *v, const char **text);
+
+#endif
