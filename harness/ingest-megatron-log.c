@@ -1,0 +1,460 @@
+/* ingest-megatron-log: Megatron-LM stdout, the per-iteration training line and the validation lines
+ * (specs/formats.md §1, launchers §9, pitfalls §11).
+ *
+ * What becomes a record (rank ALIGN_NO_RANK: the line is a global value printed by the last rank;
+ * micro ALIGN_NO_MICRO; step = the printed iteration):
+ *   - every key containing "loss" except "loss scale" ("lm loss", "mtp_1 loss", "z_loss", ...):
+ *     phase "loss", dtype fp32, PREC_TEXT (any float syntax: {:.6E}, the 16-decimal fork, INF, NAN);
+ *   - learning rate, decoupled learning rate, loss scale, grad norm, num zeros, params norm and any
+ *     other numeric field (MoE metrics): phase "metric";
+ *   - consumed/skipped samples, elapsed time, throughput, energy, power, global batch size and the
+ *     skipped/nan iteration counters: phase "meta". Kept, not dropped: nothing is lost, and a report
+ *     compares "meta" only when asked (the golden parser keeps iteration-time the same way);
+ *   - validation lines: "<key> value" as "validation <key>" ("validation-<set> <key>" with
+ *     --multiple-validation-sets, "test <key>" for the end-of-training test set), phase "eval"; the
+ *     PPL fields are exp() of the value and are not kept.
+ * A loss key printed on an earlier iteration line of this file and absent from a later one is a
+ * record with no text and `missing` set (Megatron omits NaN and negative losses). An iteration number
+ * <= the last one seen is a restart: the earlier records from that step on are superseded.
+ * Launcher prefixes, ANSI colour codes and '\r' segments are handled by matching the iteration and
+ * validation grammars anywhere in a segment (find-all), so glued lines of interleaved ranks still
+ * parse; everything else (timer blocks, memory reports, warnings) is ignored. */
+#include "err.h"
+#include "ingest.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MLOG_MAX_KEYS 64
+#define MLOG_KEY_LEN 128
+#define MLOG_MISSING "absent from the iteration line (Megatron omits NaN and negative losses)"
+
+struct mlog_state {
+	char keys[MLOG_MAX_KEYS][MLOG_KEY_LEN]; /* loss keys seen on iteration lines, in first-seen order */
+	int n_keys;
+	int64_t last_it;                        /* last iteration number seen, -1 before the first */
+	int64_t n_lines;                        /* iteration and validation lines parsed */
+	int header_set;
+};
+
+struct field_kind {
+	const char *key;
+	const char *phase;
+	const char *dtype; /* of the value Megatron formats (Python float = fp64, tensor .item() of fp32) */
+	enum prec_kind prec;
+};
+
+static const struct field_kind known_fields[] = {
+	{"consumed samples", "meta", "int64", PREC_TEXT},
+	{"skipped samples", "meta", "int64", PREC_TEXT},
+	{"elapsed time per iteration (ms)", "meta", "fp64", PREC_TEXT},
+	{"throughput per GPU (TFLOP/s/GPU)", "meta", "fp64", PREC_TEXT},
+	{"energy per GPU (J/iter/GPU)", "meta", "fp64", PREC_TEXT},
+	{"power per GPU (W/GPU)", "meta", "fp64", PREC_TEXT},
+	{"global batch size", "meta", "int64", PREC_TEXT},
+	{"number of skipped iterations", "meta", "int64", PREC_TEXT},
+	{"number of nan iterations", "meta", "int64", PREC_TEXT},
+	{"learning rate", "metric", "fp64", PREC_TEXT},
+	{"decoupled learning rate", "metric", "fp64", PREC_TEXT},
+	{"loss scale", "metric", "fp32", PREC_TEXT},
+	{"grad norm", "metric", "fp64", PREC_TEXT},   /* fp32 sum of squares, .item() ** 0.5 in Python */
+	{"num zeros", "metric", "fp32", PREC_EXACT}, /* str() of a count: exact ({:.1f} too) */
+	{"params norm", "metric", "fp64", PREC_TEXT},
+};
+
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+static int is_word(char c) { return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+static int is_blank(char c) { return c == ' ' || c == '\t'; }
+
+/* Remove ANSI escape sequences (ESC '[' params final-byte, or ESC + one byte) in place. */
+static size_t strip_ansi(char *s, size_t n)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] != '\x1b') {
+			s[o++] = s[i];
+			continue;
+		}
+		if (i + 1 < n && s[i + 1] == '[') {
+			i += 2;
+			while (i < n && !((s[i] >= '@' && s[i] <= '~')))
+				i++;
+		} else if (i + 1 < n) {
+			i++;
+		}
+	}
+	s[o] = '\0';
+	return o;
+}
+
+/* Parse "iteration <it>/<total> |" at p (p points at "iteration"); returns the byte after '|' or NULL. */
+static const char *match_iteration(const char *p, const char *end, int64_t *it, int64_t *total)
+{
+	if (end - p < 9 || memcmp(p, "iteration", 9))
+		return NULL;
+	p += 9;
+	if (p >= end || !is_blank(*p))
+		return NULL;
+	while (p < end && is_blank(*p))
+		p++;
+	if (p >= end || !is_digit(*p))
+		return NULL;
+	*it = 0;
+	for (; p < end && is_digit(*p); p++)
+		if (*it < (int64_t)1e15)
+			*it = *it * 10 + (*p - '0');
+	if (p >= end || *p != '/')
+		return NULL;
+	for (p++; p < end && is_blank(*p); p++)
+		;
+	if (p >= end || !is_digit(*p))
+		return NULL;
+	*total = 0;
+	for (; p < end && is_digit(*p); p++)
+		if (*total < (int64_t)1e15)
+			*total = *total * 10 + (*p - '0');
+	while (p < end && is_blank(*p))
+		p++;
+	return p < end && *p == '|' ? p + 1 : NULL;
+}
+
+/* First "iteration N/M |" in [s, end) that starts a word; sets *at and *after. */
+static int find_iteration(const char *s, const char *end, const char **at, const char **after, int64_t *it,
+                          int64_t *total)
+{
+	for (const char *p = s; p + 9 <= end; p++) {
+		p = memchr(p, 'i', (size_t)(end - p));
+		if (!p)
+			return 0;
+		if (p > s && is_word(p[-1]))
+			continue;
+		const char *a = match_iteration(p, end, it, total);
+		if (a) {
+			*at = p, *after = a;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* "validation[-sfx] loss at <prefix> |" at p; returns the byte after '|' or NULL. */
+static const char *match_validation(const char *p, const char *end, const char **sfx, size_t *sfx_len,
+                                    const char **prefix, size_t *prefix_len)
+{
+	if (end - p < 10 || memcmp(p, "validation", 10))
+		return NULL;
+	p += 10;
+	*sfx = p, *sfx_len = 0;
+	if (p < end && *p == '-') {
+		while (p < end && *p != ' ' && *p != '\t')
+			p++;
+		*sfx = *sfx + 1;
+		*sfx_len = (size_t)(p - *sfx);
+		if (*sfx_len == 0)
+			return NULL;
+	}
+	if (end - p < 9 || memcmp(p, " loss at ", 9))
+		return NULL;
+	p += 9;
+	const char *bar = memchr(p, '|', (size_t)(end - p));
+	if (!bar)
+		return NULL;
+	*prefix = p;
+	*prefix_len = (size_t)(bar - p);
+	while (*prefix_len && is_blank(p[*prefix_len - 1]))
+		(*prefix_len)--;
+	return bar + 1;
+}
+
+static void trim(const char **s, size_t *n)
+{
+	while (*n && is_blank(**s))
+		(*s)++, (*n)--;
+	while (*n && is_blank((*s)[*n - 1]))
+		(*n)--;
+}
+
+static const struct field_kind *field_lookup(const char *key)
+{
+	for (size_t i = 0; i < sizeof known_fields / sizeof known_fields[0]; i++)
+		if (!strcmp(known_fields[i].key, key))
+			return &known_fields[i];
+	return NULL;
+}
+
+static int is_loss_key(const char *key) { return strstr(key, "loss") && strcmp(key, "loss scale"); }
+
+static void note_loss_key(struct mlog_state *s, const char *key)
+{
+	for (int i = 0; i < s->n_keys; i++)
+		if (!strcmp(s->keys[i], key))
+			return;
+	if (s->n_keys < MLOG_MAX_KEYS)
+		snprintf(s->keys[s->n_keys++], MLOG_KEY_LEN, "%s", key);
+}
+
+/* One " key: value |" field of an iteration line. seen: bit i set when loss key i was printed. */
+static int emit_field(struct ingest *ig, struct mlog_state *s, int64_t it, const char *key, const char *val,
+                      size_t vlen, uint64_t *seen)
+{
+	struct rec r = {.rank = ALIGN_NO_RANK, .step = it, .micro = ALIGN_NO_MICRO, .seq = ALIGN_NO_SEQ,
+	                .name = key, .text = val, .text_len = vlen, .prec = PREC_TEXT};
+	const struct field_kind *k = field_lookup(key);
+	if (k) {
+		r.phase = k->phase, r.dtype = k->dtype, r.prec = k->prec;
+	} else if (is_loss_key(key)) {
+		r.phase = "loss", r.dtype = "fp32";
+		note_loss_key(s, key);
+		for (int i = 0; i < s->n_keys; i++)
+			if (!strcmp(s->keys[i], key))
+				*seen |= 1ull << i;
+	} else {
+		struct numtext nt;
+		if (numtext_parse(val, vlen, PREC_TEXT, 0, &nt))
+			return ALIGN_OK; /* RL and future non-numeric fields: not a value */
+		r.phase = "metric";
+	}
+	return ingest_emit(ig, &r);
+}
+
+/* The fields of one iteration record: rest is everything after "iteration N/M |" up to end. */
+static int parse_iteration(struct ingest *ig, struct mlog_state *s, int64_t it, const char *rest, const char *end)
+{
+	uint64_t seen = 0;
+	char key[MLOG_KEY_LEN];
+	for (const char *p = rest; p < end;) {
+		const char *bar = memchr(p, '|', (size_t)(end - p));
+		if (!bar)
+			break; /* an unterminated last piece is not a field */
+		const char *colon = memchr(p, ':', (size_t)(bar - p));
+		if (colon) {
+			const char *k = p, *v = colon + 1;
+			size_t kn = (size_t)(colon - p), vn = (size_t)(bar - v);
+			trim(&k, &kn);
+			trim(&v, &vn);
+			if (kn && vn && kn < sizeof key) {
+				memcpy(key, k, kn);
+				key[kn] = '\0';
+				int rc = emit_field(ig, s, it, key, v, vn, &seen);
+				if (rc)
+					return rc;
+			}
+		}
+		p = bar + 1;
+	}
+	for (int i = 0; i < s->n_keys; i++) {
+		if (seen & (1ull << i))
+			continue;
+		struct rec r = {.rank = ALIGN_NO_RANK, .step = it, .micro = ALIGN_NO_MICRO, .seq = ALIGN_NO_SEQ,
+		                .name = s->keys[i], .phase = "loss", .dtype = "fp32", .missing = MLOG_MISSING};
+		int rc = ingest_emit(ig, &r);
+		if (rc)
+			return rc;
+	}
+	return ALIGN_OK;
+}
+
+static int start_iteration(struct ingest *ig, struct mlog_state *s, int64_t it, int64_t total)
+{
+	int rc;
+	if (s->last_it >= 0 && it <= s->last_it) {
+		ingest_warn(ig, 0, "run restarted at iteration %lld (after iteration %lld): the later lines win",
+		            (long long)it, (long long)s->last_it);
+		if ((rc = ingest_supersede(ig, ALIGN_NO_RANK, it)))
+			return rc;
+	}
+	s->last_it = it;
+	if (!s->header_set) {
+		char hdr[64];
+		snprintf(hdr, sizeof hdr, "{\"train_iters\":%lld}", (long long)total);
+		if ((rc = ingest_set_header(ig, hdr)))
+			return rc;
+		s->header_set = 1;
+	}
+	return ALIGN_OK;
+}
+
+/* Step of a validation prefix "iteration N[ on validation set| on test set]"; *test set for the latter. */
+static int validation_step(const char *p, size_t n, int64_t *step, int *test)
+{
+	if (n < 11 || memcmp(p, "iteration ", 10) || !is_digit(p[10]))
+		return -1;
+	size_t i = 10;
+	*step = 0;
+	for (; i < n && is_digit(p[i]); i++)
+		if (*step < (int64_t)1e15)
+			*step = *step * 10 + (p[i] - '0');
+	*test = i < n && n - i == 12 && !memcmp(p + i, " on test set", 12);
+	return i == n || *test || (n - i == 18 && !memcmp(p + i, " on validation set", 18)) ? 0 : -1;
+}
+
+static int parse_validation(struct ingest *ig, const char *sfx, size_t sfx_len, int64_t step, int test,
+                            const char *rest, const char *end)
+{
+	char name[MLOG_KEY_LEN + 64];
+	for (const char *p = rest; p < end;) {
+		const char *bar = memchr(p, '|', (size_t)(end - p));
+		if (!bar)
+			break;
+		const char *f = p;
+		size_t fn = (size_t)(bar - p);
+		trim(&f, &fn);
+		p = bar + 1;
+		const char *v = NULL;
+		for (size_t i = 0; i + 8 <= fn; i++)
+			if (!memcmp(f + i, " value: ", 8))
+				v = f + i;
+		if (!v || v == f || (size_t)(v - f) >= MLOG_KEY_LEN)
+			continue; /* "<key> PPL: x" and anything else */
+		const char *val = v + 8;
+		size_t vn = fn - (size_t)(val - f);
+		trim(&val, &vn);
+		if (!vn)
+			continue;
+		if (test)
+			snprintf(name, sizeof name, "test %.*s", (int)(v - f), f);
+		else if (sfx_len)
+			snprintf(name, sizeof name, "validation-%.*s %.*s", (int)sfx_len, sfx, (int)(v - f), f);
+		else
+			snprintf(name, sizeof name, "validation %.*s", (int)(v - f), f);
+		struct rec r = {.rank = ALIGN_NO_RANK, .step = step, .micro = ALIGN_NO_MICRO, .seq = ALIGN_NO_SEQ,
+		                .name = name, .phase = "eval", .dtype = "fp32", .text = val, .text_len = vn,
+		                .prec = PREC_TEXT};
+		int rc = ingest_emit(ig, &r);
+		if (rc)
+			return rc;
+	}
+	return ALIGN_OK;
+}
+
+/* A validation line anywhere in [seg, end): returns 1 if one was found, its parse result in *rc. */
+static int try_validation(struct ingest *ig, struct mlog_state *s, const char *seg, const char *end, int *rc)
+{
+	*rc = ALIGN_OK;
+	for (const char *p = seg; p + 10 <= end; p++) {
+		p = memchr(p, 'v', (size_t)(end - p));
+		if (!p)
+			return 0;
+		if (p > seg && is_word(p[-1]))
+			continue;
+		const char *sfx, *prefix;
+		size_t sfx_len, prefix_len;
+		const char *rest = match_validation(p, end, &sfx, &sfx_len, &prefix, &prefix_len);
+		int64_t step;
+		int test;
+		if (!rest || validation_step(prefix, prefix_len, &step, &test))
+			continue;
+		s->n_lines++;
+		*rc = parse_validation(ig, sfx, sfx_len, step, test, rest, end);
+		return 1;
+	}
+	return 0;
+}
+
+/* One '\r'-separated segment of a line: every iteration record in it, else a validation record. */
+static int parse_segment(struct ingest *ig, struct mlog_state *s, const char *seg, const char *end)
+{
+	const char *at, *after;
+	int64_t it, total;
+	int rc;
+	if (!find_iteration(seg, end, &at, &after, &it, &total)) {
+		try_validation(ig, s, seg, end, &rc);
+		return rc;
+	}
+	while (at) {
+		const char *next_at = NULL, *next_after = NULL;
+		int64_t next_it = 0, next_total = 0;
+		if (!find_iteration(after, end, &next_at, &next_after, &next_it, &next_total))
+			next_at = NULL;
+		s->n_lines++;
+		if ((rc = start_iteration(ig, s, it, total)) ||
+		    (rc = parse_iteration(ig, s, it, after, next_at ? next_at : end)))
+			return rc;
+		at = next_at, after = next_after, it = next_it, total = next_total;
+	}
+	return ALIGN_OK;
+}
+
+static int mlog_parse(struct ingest *ig, struct reader *rd)
+{
+	struct mlog_state *s = calloc(1, sizeof *s);
+	if (!s)
+		return err_internal("out of memory");
+	s->last_it = -1;
+	char *line;
+	size_t len;
+	int term, got = 0, rc = ALIGN_OK;
+	while (!rc && (got = reader_next_line(rd, &line, &len, &term)) == 1) {
+		if (!term) {
+			if (strspn(line, " \t\r") != len)
+				ingest_warn(ig, 0, "last line is not terminated (truncated log?): ignored");
+			break;
+		}
+		len = strip_ansi(line, len);
+		const char *end = line + len;
+		for (const char *seg = line; !rc && seg <= end;) {
+			const char *cr = memchr(seg, '\r', (size_t)(end - seg));
+			const char *seg_end = cr ? cr : end;
+			rc = parse_segment(ig, s, seg, seg_end);
+			seg = seg_end + 1;
+		}
+	}
+	if (!rc && got != 0 && got != 1)
+		rc = got;
+	if (!rc && s->n_lines == 0)
+		rc = ingest_error(ig, 0, "no Megatron iteration or validation line found");
+	free(s);
+	return rc;
+}
+
+/* Startup banners that only Megatron prints: a weak signal for logs whose first iteration line is
+ * further than the detection window (argument dumps and model printouts are long). */
+static const char *const banners[] = {
+	"------------------------ arguments ------------------------",
+	"> building GPT model ...",
+	"[after megatron is initialized]",
+};
+
+static int mlog_detect(const char *head, size_t len, const char *path)
+{
+	char buf[4096];
+	int score = 0;
+	const char *p = head, *end = head + len;
+	for (int lines = 0; p < end && lines < 4000; lines++) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t n = (size_t)((nl ? nl : end) - p);
+		if (n >= sizeof buf)
+			n = sizeof buf - 1;
+		memcpy(buf, p, n);
+		n = strip_ansi(buf, n);
+		const char *at, *after, *b = buf, *e = buf + n;
+		int64_t it, total;
+		if (find_iteration(b, e, &at, &after, &it, &total) && memchr(after, '|', (size_t)(e - after)) &&
+		    memchr(after, ':', (size_t)(e - after)))
+			return 95;
+		const char *sfx, *prefix;
+		size_t sfx_len, prefix_len;
+		const char *v = strstr(buf, "validation");
+		int64_t step;
+		int test;
+		if (v && match_validation(v, e, &sfx, &sfx_len, &prefix, &prefix_len) &&
+		    !validation_step(prefix, prefix_len, &step, &test) && score < 70)
+			score = 70;
+		for (size_t i = 0; i < sizeof banners / sizeof banners[0]; i++)
+			if (strstr(buf, banners[i]) && score < 40)
+				score = 40;
+		if (!nl)
+			break;
+		p = nl + 1;
+	}
+	return score;
+}
+
+const struct ingest_format ingest_format_megatron_log = {
+	.name = "megatron-log",
+	.framework = "megatron",
+	.summary = "Megatron-LM stdout: iteration and validation lines",
+	.detect = mlog_detect,
+	.parse = mlog_parse,
+};

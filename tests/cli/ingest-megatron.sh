@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# ingest-megatron: Megatron-LM stdout (formats.md §1, §9, §11). Known answers checked in SQL for every
+# pitfall: launcher prefixes, ANSI colour, '\r' segments, timer blocks / memory reports / warnings
+# ignored, INF/NAN, omitted NaN loss reported as missing, restart (later wins, run.resumed, warning),
+# the 16-decimal fork (bits recovered), {:.6E} (not bitwise), validation lines, the pre-2024 layout,
+# glued lines of interleaved ranks, gzip, truncated last line, the real-layout synthetic log
+# refs/logs/megatron-dsv4.log; bad input: message, exit 2, database unchanged.
+. "$SRCROOT/tests/cli/lib.sh"
+
+q() { sql a.db "$1"; }
+# rec RUN STEP NAME COLUMNS: the non-superseded record of NAME at STEP in RUN
+rec() { q "SELECT $4 FROM record r JOIN run ON run.id=r.run_id WHERE run.name='$1' AND step=$2 AND r.name='$3' AND superseded=0"; }
+
+# --- prefixes, ANSI, \r, ignored blocks, validation, 16-decimal fork, INF/NAN -------------------------
+ESC=$(printf '\033')
+{
+	echo 'W0820 10:15:01.114000 2214 torch/distributed/run.py:766] Setting OMP_NUM_THREADS environment variable'
+	echo '[default7]: [2026-08-20 10:15:42.123456] iteration        1/      10 | consumed samples:           32 | elapsed time per iteration (ms): 1203.4 | learning rate: 1.499212E-04 | global batch size:    32 | lm loss: 1.086875E+01 | global_load_balancing_loss: 1.002311E+00 | mtp_1 loss: 1.087522E+01 | loss scale: 1.0 | grad norm: 2.417 | num zeros: 22836424 | params norm: 301.552 | number of skipped iterations:   0 | number of nan iterations:   0 |'
+	echo '[default7]:(min, max) time across ranks (ms):'
+	echo '[default7]:    forward-backward ...............................: (1160.99, 1162.29)'
+	echo '[default0]:[Rank 0] (after 1 iterations) memory (MB) | allocated: 21544.6 | max allocated: 39114.3 | reserved: 41472.0 | max reserved: 41472.0'
+	echo '[default3]:/usr/lib/python3/te/base.py:930: UserWarning: set CUDA_DEVICE_MAX_CONNECTIONS = 1 | iteration: 5 |'
+	printf '7: %s[32m [2026-08-20 10:15:43.331007] iteration        2/      10 | lm loss: 1.086127E+01 | mtp_1 loss: 1.091409E+01 | grad norm: 2.402 |%s[0m\n' "$ESC" "$ESC"
+	printf 'progress 10%%|#   |\r [2026-08-20 10:15:44.5] iteration        3/      10 | lm loss: INF | mtp_1 loss: NAN | global_load_balancing_loss: 1.0E+00 |\rtail text\n'
+	echo ' iteration        4/      10 | lm loss: 11.5952320098876953 | mtp_1 loss: 11.8836364746093750 | loss scale: 1.0 | grad norm: 12.7480366728578041 |'
+	echo '-----------------------------------------------------------------------------------------'
+	echo ' validation loss at iteration 4 | lm loss value: 7.398812E+00 | lm loss PPL: 1.634042E+03 | mtp_1 loss value: 7.401002E+00 | mtp_1 loss PPL: 1.637625E+03 | '
+	echo '-----------------------------------------------------------------------------------------'
+	echo ' validation loss at iteration 4 on test set | lm loss value: 7.5E+00 | lm loss PPL: 1.8E+03 | '
+	echo ' validation-wiki loss at iteration 4 | lm loss value: 7.6E+00 | lm loss PPL: 1.9E+03 | '
+	echo 'saving checkpoint at iteration       4 to /ckpt in torch_dist format'
+} > pitfalls.log
+run_align 0 ingest --db a.db pitfalls.log && expect_out "pitfalls.log: megatron-log, [0-9]+ records into run 'pitfalls'"
+expect_eq "format detected" "$(q "SELECT format||' '||framework FROM run WHERE name='pitfalls'")" "megatron-log megatron"
+expect_eq "steps" "$(q "SELECT group_concat(DISTINCT step) FROM (SELECT step FROM record ORDER BY step)")" "1,2,3,4"
+# iteration 1: 13 fields, all kept (timings as meta); the timer block, memory report and warning add none
+expect_eq "step 1 records" "$(q "SELECT count(*) FROM record WHERE step=1")" "13"
+expect_eq "step 1 names in print order" "$(q "SELECT group_concat(name, ';') FROM (SELECT name FROM record WHERE step=1 ORDER BY seq)")" \
+	"consumed samples;elapsed time per iteration (ms);learning rate;global batch size;lm loss;global_load_balancing_loss;mtp_1 loss;loss scale;grad norm;num zeros;params norm;number of skipped iterations;number of nan iterations"
+expect_eq "phases" "$(q "SELECT group_concat(phase, ',') FROM (SELECT phase FROM record WHERE step=1 AND name IN ('lm loss','grad norm','consumed samples','elapsed time per iteration (ms)') ORDER BY seq)")" \
+	"meta,meta,loss,metric"
+expect_eq "canon" "$(rec pitfalls 1 'lm loss' canon)|$(rec pitfalls 1 'mtp_1 loss' canon)|$(rec pitfalls 1 'grad norm' canon)" "loss|mtp_1_loss|grad_norm"
+expect_eq "global rank, no micro" "$(q "SELECT DISTINCT rank||','||micro FROM record")" "-1,-1"
+# {:.6E} is not bitwise: 7 digits, an interval holding ~10 float32 values, no bits
+expect_eq "E text" "$(rec pitfalls 1 'lm loss' "text||' '||digits||' '||dtype||' '||(bits IS NULL)")" "1.086875E+01 7 fp32 1"
+expect_eq "E interval" "$(rec pitfalls 1 'lm loss' "printf('%.6f %.6f', lo, hi)")" "10.868745 10.868755"
+# num zeros 22836424 as an fp32 count: exactly one float32 in [n-0.5, n+0.5] -> bits
+expect_eq "num zeros bits" "$(rec pitfalls 1 'num zeros' "printf('%x', bits)")" "4bae3a64"
+# launcher prefix "7: " and ANSI colour around the line
+expect_eq "srun + ANSI" "$(rec pitfalls 2 'lm loss' text)|$(rec pitfalls 2 'grad norm' text)" "1.086127E+01|2.402"
+# \r segments: the record between two carriage returns; INF is exact, NAN has no value
+expect_eq "INF bits" "$(rec pitfalls 3 'lm loss' "printf('%x', bits)")" "7f800000"
+expect_eq "NAN" "$(rec pitfalls 3 'mtp_1 loss' "text||' '||(value IS NULL)||' '||(bits IS NULL)")" "NAN 1 1"
+expect_eq "other-rank text ignored" "$(q "SELECT count(*) FROM record WHERE name LIKE '%iteration:%' OR name LIKE '%tail%'")" "0"
+# the 16-decimal fork: enough digits for the float32 bits
+expect_eq "fork bits" "$(rec pitfalls 4 'lm loss' "printf('%x', bits)")|$(rec pitfalls 4 'mtp_1 loss' "printf('%x', bits)")" "41398612|413e2360"
+# step 4 lacks global_load_balancing_loss (printed at steps 1 and 3): reported missing, not skipped
+expect_eq "missing loss" "$(rec pitfalls 4 global_load_balancing_loss "phase||'|'||ifnull(text,'NULL')||'|'||missing")" \
+	"loss|NULL|absent from the iteration line (Megatron omits NaN and negative losses)"
+expect_eq "step 2 also missing it" "$(q "SELECT count(*) FROM record WHERE name='global_load_balancing_loss' AND missing IS NOT NULL")" "2"
+# validation lines: eval phase, canonical eval_loss; PPL not kept; test set and named sets apart
+expect_eq "validation" "$(rec pitfalls 4 'validation lm loss' "canon||' '||phase||' '||text")" "eval_loss eval 7.398812E+00"
+expect_eq "validation mtp" "$(rec pitfalls 4 'validation mtp_1 loss' text)" "7.401002E+00"
+expect_eq "test set" "$(rec pitfalls 4 'test lm loss' text)" "7.5E+00"
+expect_eq "named set" "$(rec pitfalls 4 'validation-wiki lm loss' text)" "7.6E+00"
+expect_eq "no PPL" "$(q "SELECT count(*) FROM record WHERE name LIKE '%PPL%'")" "0"
+expect_eq "train_iters in header" "$(q "SELECT json_extract(header,'$.train_iters') FROM run WHERE name='pitfalls'")" "10"
+
+# --- the pre-2024 layout: no timestamp, {:.3E} learning rate, fp16 loss scale, num zeros as float ----
+cat > old.log <<'L'
+ iteration       40/    1000 | consumed samples:         1280 | elapsed time per iteration (ms): 412.7 | learning rate: 1.500E-04 | global batch size:    32 | lm loss: 9.204512E+00 | loss scale: 65536.0 | grad norm: 3.141 | num zeros: 1937.0 | number of skipped iterations:   1 | number of nan iterations:   0 |
+L
+run_align 0 ingest --db a.db old.log
+expect_eq "old layout" "$(rec old 40 'learning rate' text)|$(rec old 40 'loss scale' text)|$(rec old 40 'num zeros' "printf('%x', bits)")" \
+	"1.500E-04|65536.0|44f22000"
+expect_eq "skipped counter" "$(rec old 40 'number of skipped iterations' "phase||' '||value")" "meta 1.0"
+
+# --- glued records of interleaved ranks: two iteration records on one physical line -------------------
+echo ' iteration        1/      10 | lm loss: 1.0E+01 | [default7]: iteration        2/      10 | lm loss: 9.0E+00 |' > glued.log
+run_align 0 ingest --db a.db glued.log
+expect_eq "glued" "$(q "SELECT group_concat(step||'='||text) FROM record JOIN run ON run.id=run_id WHERE run.name='glued'")" "1=1.0E+01,2=9.0E+00"
+
+# --- restart: iterations repeat; the later occurrence wins, run.resumed=1, a warning -----------------
+cat > restart.log <<'L'
+ iteration        1/       5 | lm loss: 1.100000E+01 |
+ iteration        2/       5 | lm loss: 1.090000E+01 |
+ iteration        3/       5 | lm loss: 1.080000E+01 |
+ iteration        4/       5 | lm loss: 1.070000E+01 |
+> loading checkpoint from /ckpt at iteration 2
+ iteration        3/       5 | lm loss: 1.080001E+01 |
+ iteration        4/       5 | lm loss: 1.070001E+01 |
+ iteration        5/       5 | lm loss: 1.060001E+01 |
+L
+run_align 0 ingest --db a.db restart.log && expect_err "warning: restart.log:6: run restarted at iteration 3"
+expect_eq "resumed" "$(q "SELECT resumed FROM run WHERE name='restart'")" "1"
+expect_eq "later wins" "$(q "SELECT group_concat(step||'='||text) FROM (SELECT step, text FROM record JOIN run ON run.id=run_id WHERE run.name='restart' AND superseded=0 ORDER BY step)")" \
+	"1=1.100000E+01,2=1.090000E+01,3=1.080001E+01,4=1.070001E+01,5=1.060001E+01"
+expect_eq "superseded kept" "$(q "SELECT group_concat(step) FROM record JOIN run ON run.id=run_id WHERE run.name='restart' AND superseded=1")" "3,4"
+expect_eq "warning stored" "$(q "SELECT json_extract(warnings,'\$[0]') FROM source WHERE path='restart.log'")" \
+	"restart.log:6: run restarted at iteration 3 (after iteration 4): the later lines win"
+# a run without a restart is not marked resumed
+expect_eq "not resumed" "$(q "SELECT resumed FROM run WHERE name='pitfalls'")" "0"
+
+# --- gzip input and a truncated last line -------------------------------------------------------------
+{ cat restart.log; echo ' iteration        6/       5 | lm loss: 1.050001E+01 |'; } | gzip -c > zipped.log.gz
+run_align 0 ingest --db a.db zipped.log.gz && expect_out "zipped.log.gz: megatron-log, 8 records into run 'zipped' \\(with warnings\\)"
+expect_eq "gzip" "$(q "SELECT count(*) FROM record JOIN run ON run.id=run_id WHERE run.name='zipped' AND superseded=0")" "6"
+{ head -3 restart.log; printf ' iteration        4/       5 | lm loss: 1.07'; } > trunc.log
+run_align 0 ingest --db a.db trunc.log && expect_err "warning: trunc.log:4: last line is not terminated"
+expect_eq "truncated line ignored" "$(q "SELECT group_concat(step) FROM record JOIN run ON run.id=run_id WHERE run.name='trunc'")" "1,2,3"
+
+# --- the synthetic DSv4-style log of refs/logs (values in megatron-dsv4.values.tsv) --------------------
+run_align 0 ingest --db a.db "$SRCROOT/refs/logs/megatron-dsv4.log" && expect_out "224 records into run 'megatron-dsv4'"
+expect_eq "dsv4 steps" "$(q "SELECT count(DISTINCT step)||' '||min(step)||' '||max(step) FROM record r JOIN run ON run.id=r.run_id WHERE run.name='megatron-dsv4' AND r.name='lm loss'")" "20 1 20"
+expect_eq "dsv4 step 1" "$(rec megatron-dsv4 1 'lm loss' text)|$(rec megatron-dsv4 1 'mtp_1 loss' text)|$(rec megatron-dsv4 1 'grad norm' text)" \
+	"1.180137E+01|1.186337E+01|22.090"
+for row in "1	lm loss" "20	lm loss" "20	mtp_1 loss" "10	validation lm loss"; do
+	step=${row%%	*} name=${row#*	}
+	want=$(awk -F'\t' -v s="$step" -v n="$name" '$1==s && $2==n {print $5}' "$SRCROOT/refs/logs/megatron-dsv4.values.tsv")
+	expect_eq "dsv4 $name $step as in the tsv" "$(rec megatron-dsv4 "$step" "$name" text)" "$want"
+	# the float32 behind the print lies inside the interval the print stands for
+	f=$(awk -F'\t' -v s="$step" -v n="$name" '$1==s && $2==n {print $4}' "$SRCROOT/refs/logs/megatron-dsv4.values.tsv")
+	expect_eq "dsv4 $name $step interval" "$(rec megatron-dsv4 "$step" "$name" "lo <= $f AND $f <= hi")" "1"
+done
+
+# --- bad input: message, exit 2, database unchanged ---------------------------------------------------
+bad() { # bad FILE PATTERN [ARGS...]
+	local before f=$1 pat=$2
+	shift 2
+	before=$(db_count a.db)
+	run_align 2 ingest --db a.db --as "bad-$f" "$@" "$f" && expect_err "$pat"
+	expect_eq "unchanged after $f" "$(db_count a.db)" "$before"
+}
+head -c 3000 /dev/urandom | base64 > garbage.txt
+bad garbage.txt "garbage.txt: cannot detect the format"
+bad garbage.txt "garbage.txt:[0-9]+: no Megatron iteration or validation line found" --format megatron-log
+printf ' iteration        1/      10 | lm loss: 1.0E+01 |\n iteration        2/      10 | lm loss: abc |\n' > notnum.log
+bad notnum.log "notnum.log:2: field 'lm loss': not a number: 'abc'"
+printf ' iteration        1/      10 | lm loss: 1.0E+01 | grad norm: 1.2.3 |\n' > badnorm.log
+bad badnorm.log "badnorm.log:1: field 'grad norm': not a number"
+finish
