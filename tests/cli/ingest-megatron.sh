@@ -110,6 +110,16 @@ run_align 0 ingest --db a.db trunc.log && expect_err "warning: trunc.log:4: last
 expect_eq "truncated line ignored" "$(q "SELECT group_concat(step) FROM record JOIN run ON run.id=run_id WHERE run.name='trunc'")" "1,2,3"
 
 # --- the synthetic DSv4-style log of refs/logs (values in megatron-dsv4.values.tsv) --------------------
+# pinned in refs/MANIFEST, and the command written there regenerates the same bytes
+for f in megatron-dsv4.log megatron-dsv4.values.tsv; do
+	expect_eq "sha256 of $f" "$(sha256sum < "$SRCROOT/refs/logs/$f" | cut -d' ' -f1)" \
+		"$(awk -F'\t' -v p="refs/logs/$f" '$2==p {print $1}' "$SRCROOT/refs/MANIFEST")"
+done
+if command -v python3 >/dev/null; then
+	mkdir regen && python3 "$SRCROOT/refs/logs/megatron-dsv4-gen.py" regen
+	cmp -s regen/megatron-dsv4.log "$SRCROOT/refs/logs/megatron-dsv4.log" || fail "the generator does not reproduce megatron-dsv4.log"
+	cmp -s regen/megatron-dsv4.values.tsv "$SRCROOT/refs/logs/megatron-dsv4.values.tsv" || fail "the generator does not reproduce megatron-dsv4.values.tsv"
+fi
 run_align 0 ingest --db a.db "$SRCROOT/refs/logs/megatron-dsv4.log" && expect_out "224 records into run 'megatron-dsv4'"
 expect_eq "dsv4 steps" "$(q "SELECT count(DISTINCT step)||' '||min(step)||' '||max(step) FROM record r JOIN run ON run.id=r.run_id WHERE run.name='megatron-dsv4' AND r.name='lm loss'")" "20 1 20"
 expect_eq "dsv4 step 1" "$(rec megatron-dsv4 1 'lm loss' text)|$(rec megatron-dsv4 1 'mtp_1 loss' text)|$(rec megatron-dsv4 1 'grad norm' text)" \
