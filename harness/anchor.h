@@ -73,7 +73,7 @@ struct anchor_state {
 	struct anchor_rank *ranks;
 	size_t n_ranks, cap_ranks;
 	int64_t n_anchors;            /* anchors emitted, all ranks */
-	int64_t pending_restart;      /* > 0: applies to every rank at its next anchor */
+	int64_t base_step;            /* first step of ranks first seen from now on (1; moved by restarts) */
 	char *scratch;                /* line copy without ANSI codes */
 	size_t scratch_cap;
 };
@@ -92,6 +92,11 @@ void anchor_check_step(struct ingest *ig, struct anchor_state *s, int64_t step);
 /* End of file: warnings for ranks that ended mid-step, then frees the state. Exit-code class. */
 int anchor_finish(struct ingest *ig, struct anchor_state *s);
 void anchor_free(struct anchor_state *s);
+/* 1 when line[0..len) holds an anchor tag followed by its rank field (a cheap test, no parsing). */
+int anchor_in_line(const char *line, size_t len);
+/* Copy in[0..n) to out without ANSI escape sequences (CSI "ESC [ ... final" and two-byte ESC x);
+ * out has room for n bytes. Returns the length written. */
+size_t anchor_strip_ansi(const char *in, size_t n, char *out);
 
 /* ---- float32 md5 helpers (Paddle loss_md5, *_md5, anchor md5=) ---- */
 
