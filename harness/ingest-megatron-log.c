@@ -18,7 +18,13 @@
  * <= the last one seen is a restart: the earlier records from that step on are superseded.
  * Launcher prefixes, ANSI colour codes and '\r' segments are handled by matching the iteration and
  * validation grammars anywhere in a segment (find-all), so glued lines of interleaved ranks still
- * parse; everything else (timer blocks, memory reports, warnings) is ignored. */
+ * parse; everything else (timer blocks, memory reports, warnings) is ignored.
+ * Alignment anchors (final_loss:, [LOSS_PATH_MD5], ... of the Paddle team's patched Megatron, anchor.h)
+ * on the same stream go to the anchor scanner, segment by segment; each iteration line tells it that
+ * the step is complete (a clock check). A restart seen at an iteration line supersedes the global
+ * records and the file's rank's records from that step on and rebases the anchors to the next step:
+ * the anchors of the restarted iteration itself, printed before its line, are lost (warned). */
+#include "anchor.h"
 #include "err.h"
 #include "ingest.h"
 
@@ -36,6 +42,7 @@ struct mlog_state {
 	int64_t last_it;                        /* last iteration number seen, -1 before the first */
 	int64_t n_lines;                        /* iteration and validation lines parsed */
 	int header_set;
+	struct anchor_state as;                 /* alignment anchors on the same stream */
 };
 
 struct field_kind {
@@ -259,10 +266,14 @@ static int start_iteration(struct ingest *ig, struct mlog_state *s, int64_t it, 
 {
 	int rc;
 	if (s->last_it >= 0 && it <= s->last_it) {
-		ingest_warn(ig, 0, "run restarted at iteration %lld (after iteration %lld): the later lines win",
-		            (long long)it, (long long)s->last_it);
+		ingest_warn(ig, 0, "run restarted at iteration %lld (after iteration %lld): the later lines win%s",
+		            (long long)it, (long long)s->last_it,
+		            s->as.n_anchors ? "; the anchors of that iteration, printed before this line, are lost" : "");
 		if ((rc = ingest_supersede(ig, ALIGN_NO_RANK, it)))
 			return rc;
+		if (s->as.n_anchors && ingest_file_rank(ig) >= 0 && (rc = ingest_supersede(ig, ingest_file_rank(ig), it)))
+			return rc;
+		anchor_restart(&s->as, it + 1);
 	}
 	s->last_it = it;
 	if (!s->header_set) {
@@ -371,6 +382,7 @@ static int parse_segment(struct ingest *ig, struct mlog_state *s, const char *se
 		if ((rc = start_iteration(ig, s, it, total)) ||
 		    (rc = parse_iteration(ig, s, it, after, next_at ? next_at : end)))
 			return rc;
+		anchor_check_step(ig, &s->as, it);
 		at = next_at, after = next_after, it = next_it, total = next_total;
 	}
 	return ALIGN_OK;
@@ -384,7 +396,7 @@ static int mlog_parse(struct ingest *ig, struct reader *rd)
 	s->last_it = -1;
 	char *line;
 	size_t len;
-	int term, got = 0, rc = ALIGN_OK;
+	int term, got = 0, rc = anchor_init(ig, &s->as);
 	while (!rc && (got = reader_next_line(rd, &line, &len, &term)) == 1) {
 		if (!term) {
 			if (strspn(line, " \t\r") != len)
@@ -396,14 +408,20 @@ static int mlog_parse(struct ingest *ig, struct reader *rd)
 		for (const char *seg = line; !rc && seg <= end;) {
 			const char *cr = memchr(seg, '\r', (size_t)(end - seg));
 			const char *seg_end = cr ? cr : end;
-			rc = parse_segment(ig, s, seg, seg_end);
+			rc = anchor_scan_line(ig, &s->as, seg, (size_t)(seg_end - seg));
+			if (!rc)
+				rc = parse_segment(ig, s, seg, seg_end);
 			seg = seg_end + 1;
 		}
 	}
 	if (!rc && got != 0 && got != 1)
 		rc = got;
-	if (!rc && s->n_lines == 0)
+	if (!rc && s->n_lines == 0 && s->as.n_anchors == 0)
 		rc = ingest_error(ig, 0, "no Megatron iteration or validation line found");
+	if (rc)
+		anchor_free(&s->as);
+	else
+		rc = anchor_finish(ig, &s->as);
 	free(s);
 	return rc;
 }

@@ -4,7 +4,7 @@
 # ignored, INF/NAN, omitted NaN loss reported as missing, restart (later wins, run.resumed, warning),
 # the 16-decimal fork (bits recovered), {:.6E} (not bitwise), validation lines, the pre-2024 layout,
 # glued lines of interleaved ranks, gzip, truncated last line, the real-layout synthetic log
-# refs/logs/megatron-dsv4.log; bad input: message, exit 2, database unchanged.
+# refs/logs/megatron-dsv4.log, alignment anchors on the same stream; bad input: message, exit 2, database unchanged.
 . "$SRCROOT/tests/cli/lib.sh"
 
 q() { sql a.db "$1"; }
@@ -108,6 +108,45 @@ expect_eq "gzip" "$(q "SELECT count(*) FROM record JOIN run ON run.id=run_id WHE
 { head -3 restart.log; printf ' iteration        4/       5 | lm loss: 1.07'; } > trunc.log
 run_align 0 ingest --db a.db trunc.log && expect_err "warning: trunc.log:4: last line is not terminated"
 expect_eq "truncated line ignored" "$(q "SELECT group_concat(step) FROM record JOIN run ON run.id=run_id WHERE run.name='trunc'")" "1,2,3"
+
+# --- alignment anchors on the same stream (patched Megatron, per-rank file workerlog.7): scanned, with
+# steps from the anchor clock (Megatron prints mtp before main: --order mtp,main) -----------------------
+mkdir anchors
+a() { printf '\nfinal_loss: rank=7 val=%s md5=%s\n' "$1" "$2"; }
+{
+	a 10.87521934509277343750 bce45fd92085fa4aaf8d5a0464e1f55f
+	a 10.86875057220458984375 36c089f8e14e6d67e0621d7c6dad1be5
+	echo ' iteration        1/       3 | lm loss: 1.086875E+01 | mtp_1 loss: 1.087522E+01 |'
+	a 10.50000000000000000000 135fd4573c5f977c62c75dc3fb73fc68
+	a 10.25000000000000000000 cf1c63fdb0a92006c4df951188455ea2
+	echo ' iteration        2/       3 | lm loss: 1.025000E+01 | mtp_1 loss: 1.050000E+01 |'
+} > anchors/workerlog.7
+run_align 0 ingest --db a.db --as anchored --order mtp,main anchors/workerlog.7
+expect_eq "anchor records" "$(q "SELECT group_concat(step||':'||r.name||':'||rank||':'||digest_alg, ' ') FROM (SELECT * FROM record ORDER BY seq) r JOIN run ON run.id=r.run_id WHERE run.name='anchored' AND rank=7")" \
+	"1:mtp1.final_loss:7:md5 1:final_loss:7:md5 2:mtp1.final_loss:7:md5 2:final_loss:7:md5"
+expect_eq "anchor bits" "$(q "SELECT printf('%x', bits) FROM record r JOIN run ON run.id=r.run_id WHERE run.name='anchored' AND r.name='final_loss' AND step=2")" "41240000"
+expect_eq "no clock warning" "$(q "SELECT ifnull(warnings, 'none') FROM source WHERE path='anchors/workerlog.7'")" "none"
+# the iteration line checks the anchor clock: with 2 micro-batches per step the anchors cannot add up
+cp anchors/workerlog.7 anchors2.log && mkdir anchors2 && mv anchors2.log anchors2/workerlog.7
+echo ' validation loss at iteration 2 | lm loss value: 9.0E+00 | lm loss PPL: 8.1E+03 | ' >> anchors2/workerlog.7
+run_align 0 ingest --db a.db --as anchored2 --order mtp,main --micro-batches 2 anchors2/workerlog.7 && \
+	expect_err "warning: anchors2/workerlog.7:5: rank 7 printed 2 loss anchors by the end of step 1"
+# a restart with anchors: the global records and the file's rank from that step on are superseded, the
+# anchors after the restarted iteration's line belong to the next step
+mkdir anchors3
+{
+	cat anchors/workerlog.7
+	a 10.12500000000000000000 d94eb1d0bd433d6a17896c78bab51918
+	a 10.06250000000000000000 36e8e48de71ebcc4fca3ed53adeba3f9
+	echo ' iteration        2/       3 | lm loss: 1.006250E+01 | mtp_1 loss: 1.012500E+01 |'
+	a 9.87500000000000000000 0b4d696f181a40faf20b4455316925d1
+	a 9.75000000000000000000 a3341095ef29998b3afe76475ca3ddb1
+	echo ' iteration        3/       3 | lm loss: 9.750000E+00 | mtp_1 loss: 9.875000E+00 |'
+} > anchors3/workerlog.7
+run_align 0 ingest --db a.db --as anchored3 --order mtp,main anchors3/workerlog.7 && \
+	expect_err "run restarted at iteration 2 \\(after iteration 2\\): the later lines win; the anchors of that iteration, printed before this line, are lost"
+expect_eq "restart: active" "$(q "SELECT group_concat(step||':'||r.name||'='||ifnull(text,'-'), ' ') FROM (SELECT * FROM record ORDER BY rank DESC, seq) r JOIN run ON run.id=r.run_id WHERE run.name='anchored3' AND superseded=0")" \
+	"1:mtp1.final_loss=10.87521934509277343750 1:final_loss=10.86875057220458984375 3:mtp1.final_loss=9.87500000000000000000 3:final_loss=9.75000000000000000000 1:lm loss=1.086875E+01 1:mtp_1 loss=1.087522E+01 2:lm loss=1.006250E+01 2:mtp_1 loss=1.012500E+01 3:lm loss=9.750000E+00 3:mtp_1 loss=9.875000E+00"
 
 # --- the synthetic DSv4-style log of refs/logs (values in megatron-dsv4.values.tsv) --------------------
 # pinned in refs/MANIFEST, and the command written there regenerates the same bytes
