@@ -123,7 +123,8 @@ struct paddle_kv {
 struct paddle_state {
 	int64_t last_step;            /* global_step of the last training dict (0: none yet) */
 	int64_t file_rank;            /* rank from the file name (-1 unknown): per-rank MTP losses */
-	int restart_banner;           /* a trainer start banner was seen after training output */
+	int restart_banner;           /* a trainer start banner (or a new metrics_dumper_pid) after training output */
+	int64_t dicts;                /* training and eval dicts emitted */
 	struct anchor_state *anchors; /* rebased on restarts (NULL: none) */
 };
 
@@ -133,18 +134,23 @@ int paddle_emit_dict(struct ingest *ig, struct paddle_state *ps, const struct pa
 
 /* ---- Python json.dumps lines (NaN, Infinity, -Infinity tokens), in ingest-paddle-metrics.c ---- */
 
-/* The raw text of one top-level member of a JSON object line. */
+/* The raw text of one top-level member of a JSON object line (pointers into the line). */
 struct pyjson_member {
-	const char *key, *val;        /* key unescaped only if it has no escapes (else NULL) */
+	const char *key, *val;        /* key: NULL when it has escapes; val: as written (strings without quotes) */
 	size_t key_len, val_len;
+	int kind;                     /* 0 number or NaN/Infinity, 1 string (escapes kept), 2 array or object */
 };
 
-/* Parse one json.dumps object line: jansson object in *out, where NaN/Infinity/-Infinity became the
- * strings "nan", "inf", "-inf" (pyjson_special tells them from real strings), and the raw text of up to
- * max top-level members in m (*n_m set). Returns 0, or -1 with a message in err. */
+/* Parse one json.dumps object line (jansson 2.14 has no NaN support): in *out the jansson object, where
+ * NaN, Infinity, -Infinity became stand-in strings that pyjson_special recognises (a "\u0000" escape in
+ * the line is refused so that no real string can look like one), and the raw text of up to max top-level
+ * members in m (*n_m set). Returns 0, or -1 with a message in err (*out NULL). */
 int pyjson_parse(const char *s, size_t n, json_t **out, struct pyjson_member *m, size_t max, size_t *n_m,
                  char *err, size_t errlen);
-/* 1 when v is one of the NaN/Infinity stand-ins made by pyjson_parse (text in *text). */
+/* 1 when v is a NaN/Infinity stand-in made by pyjson_parse; *text is then "nan", "inf" or "-inf". */
 int pyjson_special(const json_t *v, const char **text);
+/* json.dumps text s[0..n) as strict JSON, NaN/Infinity/-Infinity as the strings "nan", "inf", "-inf"
+ * (for head/stats columns); malloc'ed, NULL when out of memory. */
+char *pyjson_strict(const char *s, size_t n);
 
 #endif
