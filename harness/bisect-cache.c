@@ -128,7 +128,8 @@ int bisect_make_key(struct bisect *b)
 	if (dir[0] == '/')
 		snprintf(b->workdir, len, "%s/.align-bisect/%.16s", dir, b->key);
 	else if (getcwd(cwd, sizeof cwd))
-		snprintf(b->workdir, len, "%s/%s/.align-bisect/%.16s", cwd, dir, b->key);
+		snprintf(b->workdir, len, "%s%s%s/.align-bisect/%.16s", cwd, strcmp(dir, ".") ? "/" : "",
+		         strcmp(dir, ".") ? dir : "", b->key);
 	else {
 		free(dbcopy);
 		return err_internal("cannot get the working directory: %s", strerror(errno));

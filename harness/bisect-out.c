@@ -164,10 +164,23 @@ static void culprit_text(FILE *f, json_t *cul, int md)
 	if (json_is_true(json_object_get(cul, "interaction"))) {
 		char keys[2048];
 		join_switches(json_object_get(cul, "needed_jointly"), keys, sizeof keys, "(none proven)");
-		fprintf(f, "%sinteraction: no member diverges alone; needed jointly: %s\n", md ? "\n**" : "  ", keys);
-		if (md)
-			fputs("**\n", f);
+		fprintf(f, md ? "\n**Interaction:** no member diverges alone; needed jointly: %s\n"
+		              : "  interaction: no member diverges alone; needed jointly: %s\n", keys);
 	}
+}
+
+/* A Markdown table cell: '|' escaped, newlines as spaces (in place, truncating at len). */
+static void md_cell(char *s, size_t len)
+{
+	char tmp[4096];
+	size_t n = 0;
+	for (const char *p = s; *p && n + 2 < sizeof tmp; p++) {
+		if (*p == '|')
+			tmp[n++] = '\\';
+		tmp[n++] = *p == '\n' ? ' ' : *p;
+	}
+	tmp[n] = '\0';
+	snprintf(s, len, "%s", tmp);
 }
 
 static void trials_table(FILE *f, json_t *trials, int md)
@@ -176,25 +189,30 @@ static void trials_table(FILE *f, json_t *trials, int md)
 	json_t *t;
 	char diff[1024], sw[4096];
 	if (md)
-		fputs("| # | switches at their bad value | verdict | first diff | duration | cached |\n"
+		fputs("| # | switches at their bad value | verdict | first diff, or why unusable | duration | cached |\n"
 		      "|---|---|---|---|---|---|\n", f);
 	else
-		fprintf(f, "%4s  %-9s %9s  %-6s  %s\n", "#", "verdict", "duration", "cached", "switches at their bad value / first diff or why");
+		fprintf(f, "%4s  %-9s %9s  %-6s  %s\n", "#", "verdict", "duration", "cached", "switches at their bad value");
 	json_array_foreach(trials, i, t) {
 		const char *verdict = json_string_value(json_object_get(t, "verdict"));
+		int unusable = !strcmp(verdict, "unusable");
 		join_switches(json_object_get(t, "switches"), sw, sizeof sw, "(none: the good environment)");
-		if (!strcmp(verdict, "unusable"))
+		if (unusable)
 			snprintf(diff, sizeof diff, "%s", json_string_value(json_object_get(t, "reason")));
 		else
 			diff_text(json_object_get(t, "first_diff"), diff, sizeof diff);
+		long long index = (long long)json_integer_value(json_object_get(t, "index"));
 		double dur = json_real_value(json_object_get(t, "duration_s"));
 		const char *cached = json_is_true(json_object_get(t, "cached")) ? "yes" : "no";
-		if (md)
-			fprintf(f, "| %lld | %s | %s | %s | %.2fs | %s |\n", (long long)json_integer_value(json_object_get(t, "index")),
-			        sw, verdict, diff, dur, cached);
-		else
-			fprintf(f, "%4lld  %-9s %8.2fs  %-6s  %s\n%27s%s\n", (long long)json_integer_value(json_object_get(t, "index")),
-			        verdict, dur, cached, sw, "", diff);
+		if (md) {
+			md_cell(sw, sizeof sw);
+			md_cell(diff, sizeof diff);
+			fprintf(f, "| %lld | %s | %s | %s | %.2fs | %s |\n", index, sw, verdict, diff, dur, cached);
+			continue;
+		}
+		fprintf(f, "%4lld  %-9s %8.2fs  %-6s  %s\n", index, verdict, dur, cached, sw);
+		if (strcmp(verdict, "same"))
+			fprintf(f, "%6s%s: %s\n", "", unusable ? "why" : "first diff", diff);
 	}
 }
 

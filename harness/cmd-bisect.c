@@ -234,6 +234,9 @@ static int prepare(struct bisect *b, struct bisect_opts *o)
 	if ((rc = resolve_command(b)))
 		return rc;
 	b->db_path = cmd_db_path(o->db);
+	if (b->baseline_opt && access(b->db_path, F_OK))
+		return err_input("no database '%s' to take --baseline '%s' from (see 'align ingest', or pass --db)",
+		                 b->db_path, b->baseline_opt);
 	if ((rc = store_open(b->db_path, STORE_WRITE, ALIGN_BUSY_MS, &b->db)))
 		return rc;
 	if (b->baseline_opt && (rc = baseline_exists(b)))

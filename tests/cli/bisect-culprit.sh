@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# bisect-culprit: a planted culprit. Of twelve switches, the step-2 loss changes only when S04 and S11
+# are both bad. bisect must name exactly that pair as an interaction, give every trial the verdict the
+# plant implies, take at most the trials the reference ddmin needs, and a rerun (any format, or the good
+# environment given as @FILE) must run no new process.
+. "$SRCROOT/tests/cli/lib.sh"
+. "$SRCROOT/tests/cli/bisect-fixtures/lib-bisect.sh"
+
+log=$PWD/procs.log
+cmd=("$TRACE" --culprit S04,S11 --log "$log")
+run_align 0 bisect --db a.db --good "$GOOD12" --bad "$BAD12" --format json --out r1.json -- "${cmd[@]}"
+expect_eq "stdout with --out" "$OUT_TXT" ""
+expect_eq "result" "$(jget r1.json "r['result']")" "culprit"
+expect_eq "culprit" "$(culprit_of r1.json)" "S04,S11"
+expect_eq "interaction" "$(jget r1.json "r['culprit']['interaction']")" "true"
+expect_eq "needed jointly" "$(jget r1.json "','.join(r['culprit']['needed_jointly'])")" "S04,S11"
+expect_eq "members alone" "$(jget r1.json "','.join(m['alone'] + '/' + m['without'] for m in r['culprit']['switches'])")" "same/same,same/same"
+expect_eq "first diff" "$(jget r1.json "'%(step)s %(name)s %(verdict)s %(baseline)s %(trial)s %(ulp)s' % r['culprit']['first_diff']")" \
+	"2 loss differs 0x40000000 0x40000001 1"
+expect_eq "member first diff" "$(jget r1.json "r['culprit']['switches'][0]['first_diff']['trial'] + ' ' + r['culprit']['switches'][0]['first_diff_from']")" \
+	"0x40000001 set"
+expect_eq "switches" "$(jget r1.json "len(r['switches'])")" "12"
+check_trials r1.json --culprit S04,S11
+
+n=$(jget r1.json "r['counts']['trials']")
+ref=$(ref_trials 12 3,10)
+echo "trials: $n, reference ddmin: $ref"
+[ "$n" -le "$ref" ] || fail "bisect took $n trials, ddmin needs $ref"
+expect_eq "processes run" "$(wc -l <"$log")" "$n"
+expect_eq "counts.run" "$(jget r1.json "r['counts']['run']")" "$n"
+expect_eq "cache rows" "$(sql a.db "SELECT count(*) FROM bisect_trial")" "$n"
+expect_eq "every usable trial has a run" "$(sql a.db "SELECT count(*) FROM bisect_trial WHERE run_id IS NULL OR run_name NOT IN (SELECT name FROM run)")" "0"
+expect_eq "no temporary report left" "$(ls r1.json.* 2>/dev/null | wc -l)" "0"
+
+# rerun, text to stdout: the same answer from the cache, no process
+run_align 0 bisect --db a.db --good "$GOOD12" --bad "$BAD12" -- "${cmd[@]}" &&
+	expect_out "^culprit: 2 switches" && expect_out "^  S04=1 \(good: 0\): alone same" &&
+	expect_out "^  S11=1 \(good: 0\)" &&
+	expect_out "interaction: no member diverges alone; needed jointly: S04, S11" &&
+	expect_out "^trials: $n \(0 run, $n from the cache\)" &&
+	expect_out "first diff \(of the set\): step 2 micro 0 rank 0 'loss': differs \(0x40000000 -> 0x40000001, 1 ulp\)"
+expect_eq "no new process after a rerun" "$(wc -l <"$log")" "$n"
+
+# Markdown, the good environment as @FILE (comments, blank lines, in another order): same bisect, cached
+{ echo "# the good environment"; echo; for i in $(seq 12 -1 1); do printf 'S%02d=0\n' "$i"; done; } >good.env
+run_align 0 bisect --db a.db --good @good.env --bad "$BAD12" --format md -- "${cmd[@]}" &&
+	expect_out "^## Culprit: 2 switches" && expect_out '^- `S04=1` \(good: `0`\)' &&
+	expect_out '^\| 1 \| \(none: the good environment\) \| same \| - \|' &&
+	expect_out "^$n trials \(0 run, $n from the cache\)"
+expect_eq "no new process with @FILE" "$(wc -l <"$log")" "$n"
+
+# a later spec wins per key: S11 set back to good on the bad side leaves no culprit (exit 1)
+run_align 1 bisect --db a.db --good "$GOOD12" --bad "$BAD12" --bad S11=0 -- "${cmd[@]}" &&
+	expect_out "^bisect: 11 switches differ"
+finish
