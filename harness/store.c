@@ -89,7 +89,7 @@ int store_open(const char *path, enum store_mode mode, int busy_ms, sqlite3 **ou
 	*out = NULL;
 	if (mode == STORE_READ && access(path, F_OK) != 0)
 		return err_input("no database '%s' (run 'align ingest' first, or pass --db)", path);
-	int flags = mode == STORE_WRITE ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
+	int flags = SQLITE_OPEN_NOMUTEX | (mode == STORE_WRITE ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY);
 	if (sqlite3_open_v2(path, &db, flags, NULL) != SQLITE_OK) {
 		int rc = err_input("cannot open database '%s': %s", path, db ? sqlite3_errmsg(db) : "out of memory");
 		sqlite3_close(db);
@@ -106,6 +106,11 @@ int store_open(const char *path, enum store_mode mode, int busy_ms, sqlite3 **ou
 		return rc;
 	}
 	if ((rc = check_foreign(db, path, version)) || (rc = store_exec(db, "PRAGMA foreign_keys=ON"))) {
+		sqlite3_close(db);
+		return rc;
+	}
+	/* a large page cache keeps the two record indexes in memory during bulk inserts */
+	if (mode == STORE_WRITE && (rc = store_exec(db, "PRAGMA cache_size=-262144"))) {
 		sqlite3_close(db);
 		return rc;
 	}
