@@ -60,7 +60,10 @@ static void buf_add(struct buf *b, const char *s, size_t len)
 	b->p[b->n] = '\0';
 }
 
-static void buf_str(struct buf *b, const char *s) { buf_add(b, s, strlen(s)); }
+static void buf_str(struct buf *b, const char *s)
+{
+	buf_add(b, s, strlen(s));
+}
 
 static void env_lines(struct buf *out, const struct bisect_env *e)
 {
@@ -190,8 +193,9 @@ static void fill_usable(struct bisect_trial *t, sqlite3_stmt *st)
 int bisect_cache_load(struct bisect *b, struct bisect_trial *t)
 {
 	sqlite3_stmt *st;
-	if (sqlite3_prepare_v2(b->db, "SELECT verdict, reason, timeout_s, first_diff, n_diff, compared, run_id, "
-	                              "run_name, duration FROM bisect_trial WHERE bisect=?1 AND env=?2",
+	if (sqlite3_prepare_v2(b->db,
+	                       "SELECT verdict, reason, timeout_s, first_diff, n_diff, compared, run_id, "
+	                       "run_name, duration FROM bisect_trial WHERE bisect=?1 AND env=?2",
 	                       -1, &st, NULL) != SQLITE_OK)
 		return -err_internal("sqlite: %s", sqlite3_errmsg(b->db));
 	sqlite3_bind_text(st, 1, b->key, -1, SQLITE_STATIC);
@@ -256,9 +260,10 @@ int bisect_cache_store(struct bisect *b, const struct bisect_trial *t)
 {
 	static const char *const names[] = {"unusable", "same", "diverges", "unusable"};
 	sqlite3_stmt *st;
-	if (sqlite3_prepare_v2(b->db, "INSERT OR REPLACE INTO bisect_trial(bisect, env, command, switches, verdict, "
-	                              "reason, timeout_s, first_diff, n_diff, compared, run_id, run_name, duration, "
-	                              "created) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)",
+	if (sqlite3_prepare_v2(b->db,
+	                       "INSERT OR REPLACE INTO bisect_trial(bisect, env, command, switches, verdict, "
+	                       "reason, timeout_s, first_diff, n_diff, compared, run_id, run_name, duration, "
+	                       "created) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)",
 	                       -1, &st, NULL) != SQLITE_OK)
 		return err_internal("sqlite: %s", sqlite3_errmsg(b->db));
 	json_t *sw = bisect_set_json(b, t->set);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* clang-format off */
 #define IDENT(x)                                                                                          \
 	"CASE WHEN " x ".missing IS NOT NULL THEN 'm' || " x ".missing WHEN " x ".bits IS NOT NULL THEN 'b' || " \
 	"coalesce(" x ".dtype, '') || ':' || " x ".bits WHEN " x ".digest IS NOT NULL THEN 'd' || "              \
@@ -23,6 +24,7 @@
 #define MATCH(x, y)                                                                                       \
 	x ".canon = " y ".canon AND " x ".rank = " y ".rank AND " x ".step = " y ".step AND " x ".micro = " y    \
 	".micro AND " x ".occ = " y ".occ AND " x ".superseded = 0"
+/* clang-format on */
 
 /* ?1 baseline run id, ?2 trial run id, ?3.. metric globs: the WHERE text for side x. */
 static void metric_filter(const struct bisect *b, const char *x, char *out, size_t len)
@@ -56,8 +58,10 @@ static int float_layout(const char *dtype, int *bytes, uint64_t *exp_mask, uint6
 		int bytes;
 		uint64_t exp, man;
 	} rows[] = {
-		{"fp64", 8, 0x7ff0000000000000ull, 0x000fffffffffffffull}, {"fp32", 4, 0x7f800000u, 0x007fffffu},
-		{"bf16", 2, 0x7f80u, 0x007fu},                           {"fp16", 2, 0x7c00u, 0x03ffu},
+	    {"fp64", 8, 0x7ff0000000000000ull, 0x000fffffffffffffull},
+	    {"fp32", 4, 0x7f800000u, 0x007fffffu},
+	    {"bf16", 2, 0x7f80u, 0x007fu},
+	    {"fp16", 2, 0x7c00u, 0x03ffu},
 	};
 	for (size_t i = 0; dtype && i < sizeof rows / sizeof rows[0]; i++)
 		if (!strcmp(rows[i].name, dtype)) {
@@ -129,10 +133,12 @@ static json_t *first_diff_json(sqlite3 *db, sqlite3_stmt *st)
 	char da[32] = "", dt[32] = "";
 	int ha = 0, ht = 0;
 	uint64_t ba = 0, bt = 0;
-	json_t *base = sqlite3_column_type(st, 7) == SQLITE_NULL ? json_null()
-	                                                          : value_of(db, sqlite3_column_int64(st, 7), da, sizeof da, &ha, &ba);
-	json_t *trial = sqlite3_column_type(st, 6) == SQLITE_NULL ? json_null()
-	                                                           : value_of(db, sqlite3_column_int64(st, 6), dt, sizeof dt, &ht, &bt);
+	json_t *base = sqlite3_column_type(st, 7) == SQLITE_NULL
+	                   ? json_null()
+	                   : value_of(db, sqlite3_column_int64(st, 7), da, sizeof da, &ha, &ba);
+	json_t *trial = sqlite3_column_type(st, 6) == SQLITE_NULL
+	                    ? json_null()
+	                    : value_of(db, sqlite3_column_int64(st, 6), dt, sizeof dt, &ht, &bt);
 	json_object_set_new(o, "dtype", dt[0] || da[0] ? json_string(dt[0] ? dt : da) : json_null());
 	json_object_set_new(o, "baseline", base);
 	json_object_set_new(o, "trial", trial);
@@ -152,6 +158,7 @@ int bisect_compare(struct bisect *b, struct bisect_trial *t)
 	metric_filter(b, "t", ft, sizeof ft);
 	size_t len = 6 * sizeof fa + 8192;
 	char *sql = malloc(len);
+	/* clang-format off */
 	snprintf(sql, len,
 	         "WITH d(v, step, micro, rank, seq, name, tid, aid) AS ("
 	         " SELECT 'differs', t.step, t.micro, t.rank, t.seq, t.name, t.id, a.id"
@@ -166,6 +173,7 @@ int bisect_compare(struct bisect *b, struct bisect_trial *t)
 	         " SELECT v, step, micro, rank, seq, name, tid, aid, count(*) OVER () FROM d"
 	         " ORDER BY step, micro, rank, seq LIMIT 1",
 	         ft, fa, ft, fa, fa, ft);
+	/* clang-format on */
 	sqlite3_stmt *st;
 	int rc = sqlite3_prepare_v2(b->db, sql, -1, &st, NULL);
 	free(sql);
@@ -197,8 +205,10 @@ void bisect_set_compared(struct bisect *b)
 	json_t *o = json_object(), *m = json_array();
 	sqlite3_stmt *st;
 	char content[65] = "";
-	sqlite3_prepare_v2(b->db, "SELECT group_concat(sha256, ',') FROM (SELECT sha256 FROM source JOIN run "
-	                          "ON run.id = source.run_id WHERE run.name = ?1 ORDER BY sha256)", -1, &st, NULL);
+	sqlite3_prepare_v2(b->db,
+	                   "SELECT group_concat(sha256, ',') FROM (SELECT sha256 FROM source JOIN run "
+	                   "ON run.id = source.run_id WHERE run.name = ?1 ORDER BY sha256)",
+	                   -1, &st, NULL);
 	sqlite3_bind_text(st, 1, b->baseline_run, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
 		bisect_sha256_hex(sqlite3_column_text(st, 0), (size_t)sqlite3_column_bytes(st, 0), content);

@@ -95,7 +95,10 @@ static int hash_file(const char *path, char sha[65])
 	return rc;
 }
 
-static int cmp_sha(const void *a, const void *b) { return strcmp(a, b); }
+static int cmp_sha(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
 
 /* The run holding all these contents and nothing else: its id, 0 when none is, -1 when some are
  * known elsewhere (partly identical traces). sha[] is sorted here. */
@@ -158,7 +161,8 @@ static int drop_stale_run(struct bisect *b, const char *name)
 	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
 	int rc = sqlite3_step(st);
 	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? ALIGN_OK : err_internal("cannot remove the stale run '%s': %s", name, sqlite3_errmsg(b->db));
+	return rc == SQLITE_DONE ? ALIGN_OK
+	                         : err_internal("cannot remove the stale run '%s': %s", name, sqlite3_errmsg(b->db));
 }
 
 int bisect_trial_ingest(struct bisect *b, struct bisect_trial *t, const char *dir, char **files, int n)

@@ -17,7 +17,10 @@
 
 static const char *const verdict_names[] = {"pending", "same", "diverges", "unusable"};
 
-static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
+static json_t *str_or_null(const char *s)
+{
+	return s ? json_string(s) : json_null();
+}
 
 static json_t *trial_json(const struct bisect *b, const struct bisect_trial *t)
 {
@@ -133,7 +136,8 @@ static void join_switches(json_t *arr, char *buf, size_t len, const char *empty)
 	size_t i, n = 0;
 	json_t *v;
 	buf[0] = '\0';
-	json_array_foreach(arr, i, v) {
+	json_array_foreach(arr, i, v)
+	{
 		if (n < len)
 			n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "", json_string_value(v));
 	}
@@ -141,31 +145,40 @@ static void join_switches(json_t *arr, char *buf, size_t len, const char *empty)
 		snprintf(buf, len, "%s", empty);
 }
 
-static const char *value_or_unset(json_t *v) { return json_is_string(v) ? json_string_value(v) : "unset"; }
+static const char *value_or_unset(json_t *v)
+{
+	return json_is_string(v) ? json_string_value(v) : "unset";
+}
 
 static void culprit_text(FILE *f, json_t *cul, int md)
 {
 	size_t i;
 	json_t *m;
 	char diff[1024];
-	json_array_foreach(json_object_get(cul, "switches"), i, m) {
+	json_array_foreach(json_object_get(cul, "switches"), i, m)
+	{
 		diff_text(json_object_get(m, "first_diff"), diff, sizeof diff);
 		const char *key = json_string_value(json_object_get(m, "key"));
-		fprintf(f, md ? "- `%s=%s` (good: `%s`): alone %s (trial %lld), set without it %s (trial %lld)\n"
-		              : "  %s=%s (good: %s): alone %s (trial %lld), set without it %s (trial %lld)\n",
+		fprintf(f,
+		        md ? "- `%s=%s` (good: `%s`): alone %s (trial %lld), set without it %s (trial %lld)\n"
+		           : "  %s=%s (good: %s): alone %s (trial %lld), set without it %s (trial %lld)\n",
 		        key, value_or_unset(json_object_get(m, "bad")), value_or_unset(json_object_get(m, "good")),
 		        json_string_value(json_object_get(m, "alone")),
 		        (long long)json_integer_value(json_object_get(m, "alone_trial")),
 		        json_string_value(json_object_get(m, "without")),
 		        (long long)json_integer_value(json_object_get(m, "without_trial")));
 		fprintf(f, md ? "  - first diff%s: %s\n" : "    first diff%s: %s\n",
-		        strcmp(json_string_value(json_object_get(m, "first_diff_from")), "alone") ? " (of the set)" : "", diff);
+		        strcmp(json_string_value(json_object_get(m, "first_diff_from")), "alone") ? " (of the set)"
+		                                                                                  : "",
+		        diff);
 	}
 	if (json_is_true(json_object_get(cul, "interaction"))) {
 		char keys[2048];
 		join_switches(json_object_get(cul, "needed_jointly"), keys, sizeof keys, "(none proven)");
-		fprintf(f, md ? "\n**Interaction:** no member diverges alone; needed jointly: %s\n"
-		              : "  interaction: no member diverges alone; needed jointly: %s\n", keys);
+		fprintf(f,
+		        md ? "\n**Interaction:** no member diverges alone; needed jointly: %s\n"
+		           : "  interaction: no member diverges alone; needed jointly: %s\n",
+		        keys);
 	}
 }
 
@@ -189,11 +202,15 @@ static void trials_table(FILE *f, json_t *trials, int md)
 	json_t *t;
 	char diff[1024], sw[4096];
 	if (md)
-		fputs("| # | switches at their bad value | verdict | first diff, or why unusable | duration | cached |\n"
-		      "|---|---|---|---|---|---|\n", f);
+		fputs(
+		    "| # | switches at their bad value | verdict | first diff, or why unusable | duration | cached |\n"
+		    "|---|---|---|---|---|---|\n",
+		    f);
 	else
-		fprintf(f, "%4s  %-9s %9s  %-6s  %s\n", "#", "verdict", "duration", "cached", "switches at their bad value");
-	json_array_foreach(trials, i, t) {
+		fprintf(f, "%4s  %-9s %9s  %-6s  %s\n", "#", "verdict", "duration", "cached",
+		        "switches at their bad value");
+	json_array_foreach(trials, i, t)
+	{
 		const char *verdict = json_string_value(json_object_get(t, "verdict"));
 		int unusable = !strcmp(verdict, "unusable");
 		join_switches(json_object_get(t, "switches"), sw, sizeof sw, "(none: the good environment)");
@@ -230,13 +247,18 @@ static void write_human(FILE *f, json_t *r, int md)
 		fprintf(f, md ? "\n## Culprit: %zu switch%s\n\n" : "culprit: %zu switch%s\n", n, n == 1 ? "" : "es");
 		culprit_text(f, cul, md);
 		diff_text(json_object_get(cul, "first_diff"), diff, sizeof diff);
-		fprintf(f, md ? "\nThe set's first divergent record (trial %lld): %s\n" : "  the set's first diff (trial %lld): %s\n",
+		fprintf(f,
+		        md ? "\nThe set's first divergent record (trial %lld): %s\n"
+		           : "  the set's first diff (trial %lld): %s\n",
 		        (long long)json_integer_value(json_object_get(cul, "trial")), diff);
 	} else {
-		fprintf(f, md ? "\n**No culprit:** %s\n" : "no culprit: %s\n", json_string_value(json_object_get(r, "message")));
+		fprintf(f, md ? "\n**No culprit:** %s\n" : "no culprit: %s\n",
+		        json_string_value(json_object_get(r, "message")));
 	}
-	fprintf(f, md ? "\n## Trials\n\n%lld trials (%lld run, %lld from the cache): %lld diverge, %lld same, %lld unusable\n\n"
-	              : "\ntrials: %lld (%lld run, %lld from the cache): %lld diverge, %lld same, %lld unusable\n",
+	fprintf(f,
+	        md ? "\n## Trials\n\n%lld trials (%lld run, %lld from the cache): %lld diverge, %lld same, %lld "
+	             "unusable\n\n"
+	           : "\ntrials: %lld (%lld run, %lld from the cache): %lld diverge, %lld same, %lld unusable\n",
 	        (long long)json_integer_value(json_object_get(counts, "trials")),
 	        (long long)json_integer_value(json_object_get(counts, "run")),
 	        (long long)json_integer_value(json_object_get(counts, "cached")),
@@ -258,8 +280,8 @@ static int write_to(FILE *f, json_t *r, enum bisect_format fmt)
 	return ferror(f) ? -1 : 0;
 }
 
-int bisect_write_report(const struct bisect *b, const struct bisect_culprit *c, int found,
-                        const char *why_not, enum bisect_format fmt, const char *path)
+int bisect_write_report(const struct bisect *b, const struct bisect_culprit *c, int found, const char *why_not,
+                        enum bisect_format fmt, const char *path)
 {
 	json_t *r = report_json(b, c, found, why_not);
 	int rc = ALIGN_OK;

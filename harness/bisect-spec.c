@@ -187,7 +187,8 @@ static int profile_env(const char *opt, const char *name, struct bisect_env *e)
 {
 	(void)e;
 	return err_input("option '%s': cannot expand 'profile:%s': this align has no numeric-mode registry "
-	                 "(kernels/modes.h) yet; give the switches as KEY=VALUE or @FILE", opt, name);
+	                 "(kernels/modes.h) yet; give the switches as KEY=VALUE or @FILE",
+	                 opt, name);
 }
 
 int bisect_spec_parse(const char *opt, const char *spec, struct bisect_env *e)

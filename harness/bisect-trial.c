@@ -68,7 +68,6 @@ static char *trial_dir(const struct bisect *b, const struct bisect_trial *t)
 	return d;
 }
 
-
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
 	(void)st, (void)ftw;
@@ -211,7 +210,8 @@ static int exit_reason(const struct bisect *b, struct bisect_trial *t, int statu
 	close(t->proc.errfd);
 	t->proc.errfd = -1;
 	if (got == (ssize_t)sizeof msg) {
-		static const char *const stage[] = {"", "enter the trial directory for", "run", "set the environment of"};
+		static const char *const stage[] = {"", "enter the trial directory for", "run",
+		                                    "set the environment of"};
 		return -err_input("cannot %s '%s': %s", stage[msg[0] & 3], b->cmd[0], strerror(msg[1]));
 	}
 	if (t->proc.timed_out) {
@@ -274,7 +274,6 @@ static int collect(const struct bisect *b, struct bisect_trial *t, const char *d
 	}
 	return (int)g->gl_pathc;
 }
-
 
 /* A trial whose process is gone: reason, traces, ingest, comparison, cache row. */
 static int finish(struct bisect *b, struct bisect_trial *t, int status)

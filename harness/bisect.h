@@ -30,61 +30,61 @@ struct bisect_env {
 
 struct bisect_switch {
 	char *key;
-	char *good;                 /* value in the good environment, NULL: unset */
-	char *bad;                  /* value in the bad environment, NULL: unset */
+	char *good; /* value in the good environment, NULL: unset */
+	char *bad;  /* value in the bad environment, NULL: unset */
 };
 
 enum trial_verdict { TRIAL_PENDING, TRIAL_SAME, TRIAL_DIVERGES, TRIAL_UNUSABLE };
 
 /* Exit status of the command, kept until its traces are read. */
 struct trial_proc {
-	pid_t pid;                  /* 0: not running */
-	int errfd;                  /* read end of the exec-error pipe */
-	double started;             /* monotonic seconds */
+	pid_t pid;      /* 0: not running */
+	int errfd;      /* read end of the exec-error pipe */
+	double started; /* monotonic seconds */
 	int timed_out;
 };
 
 struct bisect_trial {
-	unsigned char *set;         /* n_sw bytes: 1 = switch at its bad value */
-	char env[65];               /* sha256 of the trial's resolved environment overrides */
-	char *run_name;             /* the run that holds its records (NULL: unusable) */
+	unsigned char *set; /* n_sw bytes: 1 = switch at its bad value */
+	char env[65];       /* sha256 of the trial's resolved environment overrides */
+	char *run_name;     /* the run that holds its records (NULL: unusable) */
 	long long run_id;
 	enum trial_verdict verdict;
-	char *reason;               /* unusable: why */
-	json_t *first_diff;         /* diverges: the first divergent record (owned) */
-	long long n_diff;           /* number of differing records */
-	double duration;            /* seconds the command ran */
-	int cached;                 /* 1: answered by the cache table, no process */
-	int index;                  /* 1-based order of first use: the row of the trial table */
+	char *reason;       /* unusable: why */
+	json_t *first_diff; /* diverges: the first divergent record (owned) */
+	long long n_diff;   /* number of differing records */
+	double duration;    /* seconds the command ran */
+	int cached;         /* 1: answered by the cache table, no process */
+	int index;          /* 1-based order of first use: the row of the trial table */
 	struct trial_proc proc;
 };
 
 struct bisect {
 	sqlite3 *db;
 	const char *db_path;
-	char **cmd;                 /* the command as typed (argv of the trials) */
+	char **cmd; /* the command as typed (argv of the trials) */
 	int n_cmd;
-	char *exe;                  /* what cmd[0] runs: an absolute path (trials run in their own directory) */
-	char *cmd_json;             /* the command as typed, JSON array (reports, cache rows) */
-	struct bisect_env good;     /* the merged good environment */
-	struct bisect_switch *sw;   /* the search space, sorted by key */
+	char *exe;                /* what cmd[0] runs: an absolute path (trials run in their own directory) */
+	char *cmd_json;           /* the command as typed, JSON array (reports, cache rows) */
+	struct bisect_env good;   /* the merged good environment */
+	struct bisect_switch *sw; /* the search space, sorted by key */
 	size_t n_sw;
-	const char *baseline_opt;   /* --baseline RUN, or NULL: the good trial */
-	char *baseline_run;         /* the run every trial is compared with */
-	char **metrics;             /* --metric: compare only records whose name matches (glob) */
+	const char *baseline_opt; /* --baseline RUN, or NULL: the good trial */
+	char *baseline_run;       /* the run every trial is compared with */
+	char **metrics;           /* --metric: compare only records whose name matches (glob) */
 	int n_metrics;
-	char *compared;             /* JSON {"baseline":..,"metrics":[..]}: what verdicts are relative to */
-	int jobs;                   /* -j: trials run at once */
-	double timeout;             /* --timeout seconds, 0: none */
-	const char *trace_glob;     /* --trace-glob, NULL: the file $ALIGN_TRACE names */
-	char key[65];               /* sha256 of command, good environment and trace glob */
-	char *workdir;              /* absolute: <db dir>/.align-bisect/<key prefix> */
+	char *compared;         /* JSON {"baseline":..,"metrics":[..]}: what verdicts are relative to */
+	int jobs;               /* -j: trials run at once */
+	double timeout;         /* --timeout seconds, 0: none */
+	const char *trace_glob; /* --trace-glob, NULL: the file $ALIGN_TRACE names */
+	char key[65];           /* sha256 of command, good environment and trace glob */
+	char *workdir;          /* absolute: <db dir>/.align-bisect/<key prefix> */
 	struct bisect_trial **trials;
 	size_t n_trials, cap_trials;
-	int n_run;                  /* trials that ran a process in this invocation */
-	int max_trials;             /* ddmin's worst case, for the progress line */
-	double t0;                  /* monotonic start */
-	int progress;               /* stderr is a terminal */
+	int n_run;                   /* trials that ran a process in this invocation */
+	int max_trials;              /* ddmin's worst case, for the progress line */
+	double t0;                   /* monotonic start */
+	int progress;                /* stderr is a terminal */
 	volatile sig_atomic_t *stop; /* set by SIGINT/SIGTERM: kill the trials and stop */
 };
 
@@ -140,12 +140,12 @@ void bisect_set_compared(struct bisect *b);
 
 /* bisect-search.c */
 struct bisect_culprit {
-	unsigned char *set;         /* the 1-minimal set */
-	struct bisect_trial *trial; /* its trial */
+	unsigned char *set;            /* the 1-minimal set */
+	struct bisect_trial *trial;    /* its trial */
 	struct bisect_trial **alone;   /* per member (in switch order): the member alone */
 	struct bisect_trial **without; /* per member: the set without it */
-	int n;                      /* members */
-	int interaction;            /* n >= 2 and no member diverges alone */
+	int n;                         /* members */
+	int interaction;               /* n >= 2 and no member diverges alone */
 };
 /* Precondition trials (good, full bad), then ddmin; returns ALIGN_OK with *found = 0 or 1. */
 int bisect_search(struct bisect *b, struct bisect_culprit *c, int *found, const char **why_not);
@@ -154,8 +154,8 @@ void bisect_culprit_free(struct bisect_culprit *c);
 /* bisect-out.c */
 enum bisect_format { BISECT_TEXT, BISECT_JSON, BISECT_MD };
 /* Write the report to path (atomically: temp file + rename) or stdout when path is NULL. */
-int bisect_write_report(const struct bisect *b, const struct bisect_culprit *c, int found,
-                        const char *why_not, enum bisect_format fmt, const char *path);
+int bisect_write_report(const struct bisect *b, const struct bisect_culprit *c, int found, const char *why_not,
+                        enum bisect_format fmt, const char *path);
 
 void bisect_free(struct bisect *b);
 

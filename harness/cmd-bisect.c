@@ -95,12 +95,12 @@ static int add_metric(struct bisect *b, const char *m)
 static int parse_options(int argc, char **argv, struct bisect *b, struct bisect_opts *o)
 {
 	static const struct option opts[] = {
-		{"db", required_argument, 0, 'd'},       {"good", required_argument, 0, 'g'},
-		{"bad", required_argument, 0, 'b'},      {"baseline", required_argument, 0, 'B'},
-		{"metric", required_argument, 0, 'm'},   {"jobs", required_argument, 0, 'j'},
-		{"timeout", required_argument, 0, 't'},  {"trace-glob", required_argument, 0, 'G'},
-		{"format", required_argument, 0, 'f'},   {"out", required_argument, 0, 'o'},
-		{"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
+	    {"db", required_argument, 0, 'd'},      {"good", required_argument, 0, 'g'},
+	    {"bad", required_argument, 0, 'b'},     {"baseline", required_argument, 0, 'B'},
+	    {"metric", required_argument, 0, 'm'},  {"jobs", required_argument, 0, 'j'},
+	    {"timeout", required_argument, 0, 't'}, {"trace-glob", required_argument, 0, 'G'},
+	    {"format", required_argument, 0, 'f'},  {"out", required_argument, 0, 'o'},
+	    {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
 	};
 	int c, rc = ALIGN_OK;
 	long long jobs;
@@ -108,25 +108,47 @@ static int parse_options(int argc, char **argv, struct bisect *b, struct bisect_
 	/* '+': stop at CMD even without "--", so CMD's own options are never taken for ours */
 	while (!rc && (c = getopt_long(argc, argv, "+hj:", opts, NULL)) != -1) {
 		switch (c) {
-		case 'd': o->db = optarg; break;
-		case 'g': o->have_good = 1, rc = bisect_spec_parse("--good", optarg, &b->good); break;
-		case 'b': o->have_bad = 1, rc = bisect_spec_parse("--bad", optarg, &o->bad); break;
-		case 'B': b->baseline_opt = optarg; break;
-		case 'm': rc = add_metric(b, optarg); break;
+		case 'd':
+			o->db = optarg;
+			break;
+		case 'g':
+			o->have_good = 1, rc = bisect_spec_parse("--good", optarg, &b->good);
+			break;
+		case 'b':
+			o->have_bad = 1, rc = bisect_spec_parse("--bad", optarg, &o->bad);
+			break;
+		case 'B':
+			b->baseline_opt = optarg;
+			break;
+		case 'm':
+			rc = add_metric(b, optarg);
+			break;
 		case 'j':
 			if (!(rc = cmd_parse_int("--jobs", optarg, 1, 64, &jobs)))
 				b->jobs = (int)jobs;
 			break;
-		case 't': rc = parse_timeout(optarg, &b->timeout); break;
+		case 't':
+			rc = parse_timeout(optarg, &b->timeout);
+			break;
 		case 'G':
 			b->trace_glob = optarg;
 			if (!*optarg || optarg[0] == '/')
-				rc = err_input("option '--trace-glob': '%s' must be a pattern relative to the trial directory", optarg);
+				rc = err_input(
+				    "option '--trace-glob': '%s' must be a pattern relative to the trial directory",
+				    optarg);
 			break;
-		case 'f': rc = parse_format(optarg, &o->format); break;
-		case 'o': o->out = optarg; break;
-		case 'h': bisect_usage(stdout); return -1;
-		default: bisect_usage(stderr); return ALIGN_EINPUT;
+		case 'f':
+			rc = parse_format(optarg, &o->format);
+			break;
+		case 'o':
+			o->out = optarg;
+			break;
+		case 'h':
+			bisect_usage(stdout);
+			return -1;
+		default:
+			bisect_usage(stderr);
+			return ALIGN_EINPUT;
 		}
 	}
 	if (rc)
@@ -169,7 +191,8 @@ static int resolve_command(struct bisect *b)
 		snprintf(buf, sizeof buf, "%s%s%s", name[0] == '/' ? "" : cwd, name[0] == '/' ? "" : "/", name);
 		errno = 0;
 		if (!executable(buf))
-			return err_input("cannot run '%s': %s", name, errno ? strerror(errno) : "not an executable file");
+			return err_input("cannot run '%s': %s", name,
+			                 errno ? strerror(errno) : "not an executable file");
 		b->exe = strdup(buf);
 		return ALIGN_OK;
 	}
@@ -193,7 +216,8 @@ static int baseline_exists(struct bisect *b)
 	int found = sqlite3_step(st) == SQLITE_ROW;
 	sqlite3_finalize(st);
 	if (!found)
-		return err_input("option '--baseline': no run '%s' in '%s' (see 'align ingest')", b->baseline_opt, b->db_path);
+		return err_input("option '--baseline': no run '%s' in '%s' (see 'align ingest')", b->baseline_opt,
+		                 b->db_path);
 	b->baseline_run = strdup(b->baseline_opt);
 	bisect_set_compared(b);
 	return ALIGN_OK;
