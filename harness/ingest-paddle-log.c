@@ -572,17 +572,18 @@ static int plog_parse(struct ingest *ig, struct reader *rd)
 static int plog_detect(const char *head, size_t len, const char *path)
 {
 	int score = 0;
+	char s[4096];
 	for (size_t i = 0; i < len;) {
 		const char *nl = memchr(head + i, '\n', len - i);
-		size_t n = nl ? (size_t)(nl - head) - i : len - i;
-		const char *s = head + i;
+		size_t n = nl ? (size_t)(nl - head) - i : len - i, at = i;
+		i += n + 1;
+		n = anchor_strip_ansi(head + at, n < sizeof s ? n : sizeof s, s);
 		const char *l = memmem(s, n, "loss: ", 6);
 		if (l && memmem(s, n, ", global_step: ", 15) &&
 		    (l == s || l[-1] == '\r' || (l - s >= 4 && !memcmp(l - 4, "] - ", 4))))
 			return 90;
 		if (prefix_end(s, n))
 			score = 50;
-		i += n + 1;
 	}
 	return score;
 }

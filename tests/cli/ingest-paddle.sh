@@ -148,6 +148,15 @@ expect_eq "metrics records" "$(q a.db "run_id=(SELECT id FROM run WHERE name='me
 expect_eq "NaN, Infinity, -Infinity (superseded by the rerun)" "$(sql a.db "SELECT group_concat(name||'@'||rank||'='||text||':'||coalesce(value,'null')||':'||superseded, ' ') FROM (SELECT r.* FROM record r JOIN run ON run.id=r.run_id WHERE run.name='met' AND r.step=2 AND r.name IN ('loss','mtp_1_loss','global_norm') ORDER BY r.id)")" "loss@-1=NaN:null:1 global_norm@-1=Infinity:Inf:1 mtp_1_loss@3=-Infinity:-Inf:1 loss@-1=8.75:8.75:0"
 run_align 0 ingest --db b.db metrics_rank3.json && expect_out "metrics_rank3.json: paddle-metrics"
 
+# 7. the reference workerlog refs/logs/paddle-dsv4.log (LOG_LOSS_MD5=1, mirrors megatron-dsv4.log): no
+# warnings, and every value is the float32 its generator's table says, md5s included
+REF="$SRCROOT/refs/logs/paddle-dsv4.log"
+TSV="$SRCROOT/refs/logs/paddle-dsv4.values.tsv"
+run_align 0 ingest --db ref.db "$REF" && expect_out "paddle-dsv4.log: paddle-log, 328 records into run 'paddle-dsv4'$"
+expect_eq "reference bits" "$(sql ref.db "SELECT step||'|'||name||'|'||printf('%08x', bits) FROM record WHERE name IN ('loss','mtp_1_loss','global_norm','eval_loss') ORDER BY step, CASE name WHEN 'loss' THEN 0 WHEN 'mtp_1_loss' THEN 1 WHEN 'global_norm' THEN 2 ELSE 3 END")" "$(awk -F'\t' 'NR > 1 {print $1 "|" $2 "|" substr($3, 3)}' "$TSV")"
+expect_eq "reference md5s" "$(sql ref.db "SELECT step||'|'||name||'|'||digest FROM record WHERE digest IS NOT NULL ORDER BY step, name")" "$(awk -F'\t' 'NR > 1 && ($2 == "loss" || $2 == "mtp_1_loss") {print $1 "|" $2 "|" $6}' "$TSV")"
+expect_eq "md5 of step 7's loss" "$(f32md5 4133b872)" "$(sql ref.db "SELECT digest FROM record WHERE name='loss' AND step=7")"
+
 bad() { # bad FILE PATTERN [OPTIONS...]: exit 2, PATTERN on stderr, database unchanged
 	local f=$1 pat=$2 before
 	shift 2
