@@ -7,17 +7,20 @@
  *              environment are one trial, whichever side a value came from.
  * A cached verdict is reused when it was compared with the same baseline content and metrics; a
  * usable trial whose run still exists is compared again otherwise (no process); an unusable one is
- * reused, except a timeout under a --timeout shorter than the current one. */
+ * reused (a crash is as reproducible as a result), except with --retry-unusable or for a timeout under a
+ * --timeout shorter than the current one. One bisect at a time uses a work directory (flock). */
 #include "bisect.h"
 #include "err.h"
 #include "store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -140,7 +143,16 @@ int bisect_make_key(struct bisect *b)
 	free(dbcopy);
 	if (mkdir_p(b->workdir))
 		return err_input("cannot create the bisect work directory '%s': %s", b->workdir, strerror(errno));
-	return ALIGN_OK;
+	char *lock = bisect_path_join(b->workdir, "lock");
+	b->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+	int rc = ALIGN_OK;
+	if (b->lock_fd < 0)
+		rc = err_input("cannot open '%s': %s", lock, strerror(errno));
+	else if (flock(b->lock_fd, LOCK_EX | LOCK_NB))
+		rc = err_input("another 'align bisect' of this command and good environment is running (it holds '%s')",
+		               lock);
+	free(lock);
+	return rc;
 }
 
 void bisect_env_digest(const struct bisect *b, const unsigned char *set, char out[65])
@@ -209,8 +221,8 @@ int bisect_cache_load(struct bisect *b, struct bisect_trial *t)
 	t->duration = sqlite3_column_double(st, 8);
 	if (!strcmp(verdict, "unusable")) {
 		int timed_out = sqlite3_column_type(st, 2) != SQLITE_NULL;
-		if (timed_out && (b->timeout == 0 || b->timeout > sqlite3_column_double(st, 2)))
-			goto out; /* a longer --timeout now: try again */
+		if (b->retry_unusable || (timed_out && (b->timeout == 0 || b->timeout > sqlite3_column_double(st, 2))))
+			goto out; /* asked to, or a longer --timeout now: try again */
 		t->verdict = TRIAL_UNUSABLE;
 		t->reason = col_dup(st, 1);
 		found = 1;

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -125,22 +126,30 @@ static void child_exec(const struct bisect *b, const struct bisect_trial *t, con
 	child_fail(errfd, 2);
 }
 
+/* One line, cut to the terminal's width so that "\r" can overwrite it. */
 static void progress(const struct bisect *b, const struct bisect_trial *t, const char *what)
 {
 	if (!b->progress)
 		return;
-	char sw[160] = "", item[256];
-	size_t used = 0;
-	for (size_t i = 0; i < b->n_sw && used < sizeof sw - 4; i++) {
+	char line[1024], item[256];
+	struct winsize ws;
+	size_t width = ioctl(2, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 20 ? ws.ws_col - 1 : 79;
+	if (width >= sizeof line)
+		width = sizeof line - 1;
+	size_t used = (size_t)snprintf(line, sizeof line, "bisect: trial %d of at most %d, %.1fs, %s {", t->index,
+	                               b->max_trials, bisect_now() - b->t0, what);
+	int any = 0;
+	for (size_t i = 0; i < b->n_sw && used < sizeof line; i++) {
 		if (!t->set[i])
 			continue;
 		bisect_switch_text(&b->sw[i], 1, item, sizeof item);
-		used += (size_t)snprintf(sw + used, sizeof sw - used, "%s%s", used ? "," : "", item);
+		used += (size_t)snprintf(line + used, sizeof line - used, "%s%s", any++ ? "," : "", item);
 	}
-	if (used >= sizeof sw - 4)
-		snprintf(sw + sizeof sw - 5, 5, "...");
-	fprintf(stderr, "\r\033[Kbisect: trial %d of at most %d, %.1fs, %s {%s}", t->index, b->max_trials,
-	        bisect_now() - b->t0, what, used ? sw : "good");
+	if (used < sizeof line)
+		used += (size_t)snprintf(line + used, sizeof line - used, "%s}", any ? "" : "good");
+	if (used > width)
+		memcpy(line + width - 4, "...}", 5);
+	fprintf(stderr, "\r\033[K%s", line);
 	fflush(stderr);
 }
 

@@ -85,6 +85,8 @@ struct bisect {
 	int max_trials;              /* ddmin's worst case, for the progress line */
 	double t0;                   /* monotonic start */
 	int progress;                /* stderr is a terminal */
+	int retry_unusable;          /* --retry-unusable: run cached unusable trials again */
+	int lock_fd;                 /* flock on <workdir>/lock: one bisect per work directory at a time */
 	volatile sig_atomic_t *stop; /* set by SIGINT/SIGTERM: kill the trials and stop */
 };
 

@@ -40,6 +40,7 @@ static void bisect_usage(FILE *out)
 	        "  --timeout S          a trial running longer than S seconds is killed: unusable\n"
 	        "  --trace-glob PAT     the trial's traces are the files matching PAT in its directory\n"
 	        "                       (default: the file CMD writes to $ALIGN_TRACE)\n"
+	        "  --retry-unusable     run again the trials the cache holds as unusable (crashed, no trace)\n"
 	        "  --format F           text (default), json or md\n"
 	        "  --out F              write the report to F (atomically) instead of stdout\n"
 	        "  -h, --help           this text\n"
@@ -95,12 +96,19 @@ static int add_metric(struct bisect *b, const char *m)
 static int parse_options(int argc, char **argv, struct bisect *b, struct bisect_opts *o)
 {
 	static const struct option opts[] = {
-	    {"db", required_argument, 0, 'd'},      {"good", required_argument, 0, 'g'},
-	    {"bad", required_argument, 0, 'b'},     {"baseline", required_argument, 0, 'B'},
-	    {"metric", required_argument, 0, 'm'},  {"jobs", required_argument, 0, 'j'},
-	    {"timeout", required_argument, 0, 't'}, {"trace-glob", required_argument, 0, 'G'},
-	    {"format", required_argument, 0, 'f'},  {"out", required_argument, 0, 'o'},
-	    {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
+	    {"db", required_argument, 0, 'd'},
+	    {"good", required_argument, 0, 'g'},
+	    {"bad", required_argument, 0, 'b'},
+	    {"baseline", required_argument, 0, 'B'},
+	    {"metric", required_argument, 0, 'm'},
+	    {"jobs", required_argument, 0, 'j'},
+	    {"timeout", required_argument, 0, 't'},
+	    {"trace-glob", required_argument, 0, 'G'},
+	    {"format", required_argument, 0, 'f'},
+	    {"out", required_argument, 0, 'o'},
+	    {"retry-unusable", no_argument, 0, 'R'},
+	    {"help", no_argument, 0, 'h'},
+	    {0, 0, 0, 0},
 	};
 	int c, rc = ALIGN_OK;
 	long long jobs;
@@ -142,6 +150,9 @@ static int parse_options(int argc, char **argv, struct bisect *b, struct bisect_
 			break;
 		case 'o':
 			o->out = optarg;
+			break;
+		case 'R':
+			b->retry_unusable = 1;
 			break;
 		case 'h':
 			bisect_usage(stdout);
@@ -278,7 +289,7 @@ static int prepare(struct bisect *b, struct bisect_opts *o)
 
 int cmd_bisect(int argc, char **argv)
 {
-	struct bisect b = {.jobs = 1};
+	struct bisect b = {.jobs = 1, .lock_fd = -1};
 	struct bisect_opts o = {.format = BISECT_TEXT};
 	struct bisect_culprit c = {0};
 	int found = 0, rc = parse_options(argc, argv, &b, &o);
@@ -322,4 +333,6 @@ void bisect_free(struct bisect *b)
 	free(b->exe), free(b->cmd_json), free(b->baseline_run), free(b->compared), free(b->workdir);
 	if (b->db)
 		store_close(b->db);
+	if (b->lock_fd >= 0)
+		close(b->lock_fd); /* releases the flock */
 }

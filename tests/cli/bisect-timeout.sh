@@ -33,4 +33,13 @@ expect_eq "retried" "$(jget r2.json "r['counts']['run']")" "$timeouts"
 expect_eq "culprit after retry" "$(culprit_of r2.json)" "S05"
 expect_eq "none unusable now" "$(jget r2.json "r['counts']['unusable']")" "0"
 check_trials r2.json --culprit S05
+
+# one bisect at a time per command and good environment: a second one is refused, the first unharmed
+"$ALIGN" bisect --db l.db --good S01=0 --bad S01=1 --format json --out first.json -- "$TRACE" --culprit S01 --sleep-when '!S01' --sleep 2 >/dev/null 2>first.err &
+first=$!
+sleep 0.5
+run_align 2 bisect --db l.db --good S01=0 --bad S01=1 -- "$TRACE" --culprit S01 --sleep-when '!S01' --sleep 2 &&
+	expect_err "another 'align bisect' of this command and good environment is running \(it holds '.*/lock'\)"
+wait "$first" || fail "the first bisect failed: $(cat first.err)"
+expect_eq "first bisect's culprit" "$(culprit_of first.json)" "S01"
 finish

@@ -24,6 +24,13 @@ while read -r why; do
 	grep -qF "why: $why" out.txt || fail "text report lacks 'why: $why'"
 done < <(jget r.json "'\\n'.join(sorted({t['reason'] for t in r['trials'] if t['verdict'] == 'unusable'}))")
 
+# a rerun takes the unusable trials from the cache; --retry-unusable runs exactly those again
+run_align 0 bisect --db a.db --good "$GOOD12" --bad "$BAD12" --format json --out again.json -- "$TRACE" "${plant[@]}"
+expect_eq "cached rerun" "$(jget again.json "r['counts']['run']")" "0"
+run_align 0 bisect --db a.db --good "$GOOD12" --bad "$BAD12" --retry-unusable --format json --out retry.json -- "$TRACE" "${plant[@]}"
+expect_eq "--retry-unusable runs the unusable ones" "$(jget retry.json "r['counts']['run']")" "$(jget r.json "r['counts']['unusable']")"
+expect_eq "retried culprit" "$(culprit_of retry.json)" "S07"
+
 # make sure every kind is exercised: each plant alone, against the same culprit
 for p in "--crash-when S02,!S07" "--signal-when S02,!S07" "--notrace-when S02,!S07" "--garbage-when S02,!S07"; do
 	# shellcheck disable=SC2086

@@ -7,8 +7,8 @@
 #   --grad-culprit COND   the step-2 grad_norm is 0x3f000001 instead of 0x3f000000
 #   --crash-when COND     exit 3 with a message on stderr
 #   --signal-when COND    die of SIGSEGV
-#   --sleep-when COND     sleep first (--sleep S seconds, default 30; for --timeout), then leave a file
-#                         "woke" in the trial directory (a killed trial never does)
+#   --sleep-when COND     sleep first (--sleep S seconds, default 30; for --timeout) in a child process,
+#                         which then leaves a file "woke" in the trial directory (unless its group is killed)
 #   --notrace-when COND   exit 0 without writing a trace
 #   --garbage-when COND   write a trace that is not ATF (ingest must refuse it)
 #   --ranks N --write-to DIR   write DIR/rankR.atf (relative: in the trial directory) instead of
@@ -61,7 +61,8 @@ if [ -n "$overlap" ]; then
 fi
 if holds "$crash"; then echo "trace.sh: planted crash" >&2; exit 3; fi
 if holds "$signal"; then kill -SEGV $$; fi
-if holds "$sleepw"; then sleep "$sleeps"; touch woke; fi
+# the sleeper is a child: only killing the whole process group stops it from leaving "woke"
+if holds "$sleepw"; then (sleep "$sleeps" && touch woke) & wait; fi
 if holds "$notrace"; then exit 0; fi
 if holds "$garbage"; then echo '{"align_trace":1}' >"$ALIGN_TRACE"; echo 'garbage here' >>"$ALIGN_TRACE"; exit 0; fi
 loss2=0x40000000 gn=0x3f000000
