@@ -9,6 +9,7 @@
  * on one side counts as unset there: the trial removes it from the inherited environment. */
 #include "bisect.h"
 #include "err.h"
+#include "modes.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -180,15 +181,20 @@ static int parse_file(const char *opt, const char *path, struct bisect_env *e)
 	return rc;
 }
 
-/* The environment of profile NAME. The numeric-mode registry (kernels/modes.h: modes_init_default,
- * modes_apply_profile, modes_info(id)->env, modes_value_name) is being written; this is the one place
- * to wire it up: for every mode id < MODE_COUNT, set modes_info(id)->env to the profile's value name. */
+/* The environment of profile NAME: every numeric mode of the registry (kernels/modes.def) at the value
+ * the profile resolves it to (default < profile), as ALIGN_<BLOCK>_<CHOICE>=value. All modes are set,
+ * not only those the profile names, so that two profiles differ exactly where their resolved modes do. */
 static int profile_env(const char *opt, const char *name, struct bisect_env *e)
 {
-	(void)e;
-	return err_input("option '%s': cannot expand 'profile:%s': this align has no numeric-mode registry "
-	                 "(kernels/modes.h) yet; give the switches as KEY=VALUE or @FILE",
-	                 opt, name);
+	struct align_modes m;
+	char err[512];
+	modes_init_default(&m);
+	if (modes_apply_profile(&m, name, err, sizeof err))
+		return err_input("option '%s': %s", opt, err);
+	for (int id = 0; id < MODE_COUNT; id++)
+		if (bisect_env_set(e, modes_info(id)->env, modes_value_name(id, m.v[id])))
+			return ALIGN_EINTERNAL;
+	return ALIGN_OK;
 }
 
 int bisect_spec_parse(const char *opt, const char *spec, struct bisect_env *e)

@@ -21,7 +21,7 @@ printf '# comment\nS01=1\nnot a pair\n' >bad.env
 bad "bad.env:3: expected KEY=VALUE: 'not a pair'" --good S01=0 --bad @bad.env "${cmd[@]}"
 bad "option '--good': '@' needs a file name" --good @ --bad S01=1 "${cmd[@]}"
 bad "option '--bad': 'profile:' needs a profile name" --good S01=0 --bad profile: "${cmd[@]}"
-bad "option '--good': cannot expand 'profile:megatron'" --good profile:megatron --bad S01=1 "${cmd[@]}"
+bad "option '--good': unknown profile 'nosuch' \(valid: megatron, paddle" --good profile:nosuch --bad S01=1 "${cmd[@]}"
 bad "--bad is required" --good S01=0 "${cmd[@]}"
 bad "--good is required" --bad S01=0 "${cmd[@]}"
 bad "no command to bisect: give it after '--'" --good S01=0 --bad S01=1

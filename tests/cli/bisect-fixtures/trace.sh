@@ -2,7 +2,8 @@
 # trace.sh: a stand-in for a training run in the bisect tests. Switches are environment variables whose
 # bad value is "1". It writes an ATF trace (loss of steps 1 and 2, grad_norm of step 2) whose step-2
 # loss changes by one ulp only when its --culprit condition holds, and misbehaves on purpose when asked.
-# A condition is a comma list of switches that must all be bad; "!K" means K must not be bad.
+# A condition is a comma list of switches that must all be bad; "!K" means K must not be bad, "K=V"
+# that K has the value V (for switches whose values are names, such as the numeric-mode profiles).
 #   --culprit COND        the step-2 loss is 0x40000001 instead of 0x40000000
 #   --grad-culprit COND   the step-2 grad_norm is 0x3f000001 instead of 0x3f000000
 #   --crash-when COND     exit 3 with a message on stderr
@@ -41,7 +42,10 @@ holds() { # holds COND: every switch named is bad, every !switch is not (an empt
 	local k
 	IFS=, read -ra ks <<<"$1"
 	for k in "${ks[@]}"; do
-		if [ "${k#!}" != "$k" ]; then
+		if [ "${k#*=}" != "$k" ]; then
+			local name=${k%%=*}
+			[ "${!name:-}" = "${k#*=}" ] || return 1
+		elif [ "${k#!}" != "$k" ]; then
 			k=${k#!}
 			[ "${!k:-}" != 1 ] || return 1
 		else
