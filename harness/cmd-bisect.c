@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <libgen.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -219,6 +220,17 @@ static int resolve_command(struct bisect *b)
 	return b->exe ? ALIGN_OK : err_input("cannot run '%s': command not found in PATH", name);
 }
 
+/* --out is written at the end, after the trials: find out now that it cannot be. */
+static int check_out_dir(const char *out)
+{
+	char *copy = strdup(out);
+	const char *dir = dirname(copy);
+	int ok = access(dir, W_OK | X_OK) == 0;
+	int rc = ok ? ALIGN_OK : err_input("option '--out': cannot write in '%s': %s", dir, strerror(errno));
+	free(copy);
+	return rc;
+}
+
 static int baseline_exists(struct bisect *b)
 {
 	sqlite3_stmt *st;
@@ -266,7 +278,7 @@ static int prepare(struct bisect *b, struct bisect_opts *o)
 		json_array_append_new(cmd, json_string(b->cmd[i]));
 	b->cmd_json = json_dumps(cmd, JSON_COMPACT);
 	json_decref(cmd);
-	if ((rc = resolve_command(b)))
+	if ((rc = resolve_command(b)) || (o->out && (rc = check_out_dir(o->out))))
 		return rc;
 	b->db_path = cmd_db_path(o->db);
 	if (b->baseline_opt && access(b->db_path, F_OK))

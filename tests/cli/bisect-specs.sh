@@ -32,6 +32,9 @@ bad "option '--jobs': expected an integer in \[1, 64\], got '0'" -j 0 --good S01
 bad "option '--timeout': expected a positive number of seconds, got '-1'" --timeout -1 --good S01=0 --bad S01=1 "${cmd[@]}"
 bad "option '--format': expected text, json or md, got 'xml'" --format xml --good S01=0 --bad S01=1 "${cmd[@]}"
 bad "option '--trace-glob': '/abs/\*.atf' must be a pattern relative to the trial directory" --trace-glob '/abs/*.atf' --good S01=0 --bad S01=1 "${cmd[@]}"
+run_align 2 bisect --db a.db --out nodir/report.json --good S01=0 --bad S01=1 "${cmd[@]}" &&
+	expect_err "option '--out': cannot write in 'nodir': No such file or directory"
+nothing_written "--out in a missing directory"
 bad "no database 'a.db' to take --baseline 'ref' from" --baseline ref --good S01=0 --bad S01=1 "${cmd[@]}"
 [ -e "$log" ] && fail "a trial ran for a bad spec"
 
