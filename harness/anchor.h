@@ -98,7 +98,7 @@ int anchor_in_line(const char *line, size_t len);
  * out has room for n bytes. Returns the length written. */
 size_t anchor_strip_ansi(const char *in, size_t n, char *out);
 
-/* ---- float32 md5 helpers (Paddle loss_md5, *_md5, anchor md5=) ---- */
+/* ---- float32 md5 helpers (Paddle loss_md5, *_md5, anchor md5=), in ingest-paddle-metrics.c ---- */
 
 /* md5 of the 4 little-endian bytes of a float32, as 32 lower-case hex digits. */
 void anchor_md5_f32(uint32_t bits, char hex[33]);

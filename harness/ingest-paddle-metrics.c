@@ -4,8 +4,10 @@
  * (paddle_emit_dict in ingest-paddle-log.c): same names, precision classes, md5 checks, global rank.
  * Numbers keep the text they were written with (round(x, 8) stays PREC_DEC 8).
  *
- * Also here: the json.dumps reader shared with xtuner (anchor.h, pyjson_*): NaN, Infinity and -Infinity
- * tokens, which are not JSON and which jansson refuses, are rewritten outside strings before parsing.
+ * Also here, the helpers for Python-printed values that other parsers share (anchor.h): the json.dumps
+ * reader used by xtuner (pyjson_*: NaN, Infinity and -Infinity tokens, which are not JSON and which
+ * jansson refuses, are rewritten outside strings before parsing), and the float32 md5 helpers used by
+ * the anchor scanner and paddle-log (anchor_md5_*: which float32 a printed value with its md5 is).
  *
  * Pitfalls handled: the rank comes from the file name (per-rank MTP values, anchor.h); an appended rerun
  * (global_step going back, or a new metrics_dumper_pid) supersedes the earlier records from that step on
@@ -16,9 +18,85 @@
 
 #include "err.h"
 
+#include <math.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ---- float32 md5 ---- */
+
+void anchor_md5_f32(uint32_t bits, char hex[33])
+{
+	unsigned char le[4] = {(unsigned char)bits, (unsigned char)(bits >> 8), (unsigned char)(bits >> 16),
+	                       (unsigned char)(bits >> 24)};
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
+	EVP_Digest(le, 4, md, &n, EVP_md5(), NULL);
+	for (unsigned i = 0; i < 16; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+}
+
+static int is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+int anchor_is_md5(const char *s, size_t n)
+{
+	if (n != 32)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!is_hex(s[i]))
+			return 0;
+	return 1;
+}
+
+/* float32 bits <-> an unsigned order in which adjacent floats are adjacent integers (-0 just below +0) */
+static uint32_t f32_order(uint32_t b) { return (b & 0x80000000u) ? ~b : b | 0x80000000u; }
+static uint32_t f32_unorder(uint32_t o) { return (o & 0x80000000u) ? o & 0x7fffffffu : ~o; }
+
+static uint32_t f32_bits(float f)
+{
+	uint32_t b;
+	memcpy(&b, &f, 4);
+	return b;
+}
+
+int anchor_md5_verify(const char *text, size_t n, enum prec_kind prec, int prec_n, const char *md5, uint32_t *bits)
+{
+	struct numtext nt;
+	char hex[33];
+	if (numtext_parse(text, n, prec, prec_n, &nt) || nt.special == 1)
+		return -1;
+	uint32_t lo_o, hi_o;
+	if (nt.special || prec == PREC_EXACT) {
+		lo_o = hi_o = f32_order(f32_bits((float)nt.value));
+	} else {
+		float a = (float)nt.lo, b = (float)nt.hi;
+		if ((long double)a < nt.lo)
+			a = nextafterf(a, INFINITY);
+		if ((long double)b > nt.hi)
+			b = nextafterf(b, -INFINITY);
+		if (a > b)
+			return 0; /* no float32 prints like this */
+		lo_o = f32_order(f32_bits(a));
+		hi_o = f32_order(f32_bits(b));
+		if (a == 0.0f) /* (float)lo may be +0 while -0 is inside too */
+			lo_o = nt.lo <= 0 ? f32_order(0x80000000u) : lo_o;
+		if (b == 0.0f)
+			hi_o = nt.hi >= 0 ? f32_order(0) : hi_o;
+	}
+	if (hi_o - lo_o >= 4096)
+		return -1;
+	for (uint32_t o = lo_o;; o++) {
+		anchor_md5_f32(f32_unorder(o), hex);
+		if (!strcmp(hex, md5)) {
+			*bits = f32_unorder(o);
+			return 1;
+		}
+		if (o == hi_o)
+			break;
+	}
+	return 0;
+}
 
 /* ---- json.dumps lines ---- */
 
