@@ -358,6 +358,10 @@ int bisect_eval(struct bisect *b, unsigned char *const *sets, size_t n, struct b
 		free(todo), free(run);
 		return err_internal("out of memory");
 	}
+	if (*b->stop) {
+		free(todo), free(run);
+		return err_internal("interrupted");
+	}
 	for (size_t i = 0; i < n && !rc; i++) {
 		struct bisect_trial *t = bisect_known(b, sets[i]);
 		if (!t) {
