@@ -1,0 +1,20 @@
+/* mhc_head.h: mHC hc_head, the final learned contraction of the N streams
+ * (specs/dsv4-numerics.md 6.7). x[T,N,D] bf16, fn[N, N*D] f32, base[N] f32, scale[1] f32
+ * -> y[T,D] bf16.
+ *
+ * Operation order per token, same helpers and switches as hc_pre (mhc_pre.h steps 0-4, 6):
+ *   params F(R(.)) when MHC_PARAM=bf16; rs per MHC_RMS_FORM (pairwise sum of squares);
+ *   mix_i = dot(x32, fn_i) per MHC_PROJ_GEMM; h_i = compute_h(mix_i, rs, scale[0], base_i)
+ *   per MHC_COMPUTEH_FMA; pre_i = sg(h_i) + hc_eps (always: DS-ref and MCore add the eps here);
+ *   y_d = R(sum_j pre'_j * x32[j*D + d]) left to right, pre' per MHC_COEF.
+ * Error bound vs fp64 of the same contract: 1 bf16 ulp + 2^-18 sum_j |x_j| (empirical, >= 8x margin).
+ */
+#ifndef ALIGN_MHC_HEAD_H
+#define ALIGN_MHC_HEAD_H
+
+#include "mhc_pre.h"
+
+int mhc_head_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, const struct align_tensor *in,
+		     int n_in, struct align_tensor *out, int n_out);
+
+#endif /* ALIGN_MHC_HEAD_H */

@@ -1,0 +1,83 @@
+/* mhc_post.c: CPU twin of mHC hc_post (contract in mhc_post.h). */
+#include "mhc_post.h"
+
+#include "ops.h"
+
+int mhc_post_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, const struct align_tensor *in,
+		     int n_in, struct align_tensor *out, int n_out)
+{
+	if (n_in != 4 || n_out != 1 || in[0].ndim != 3)
+		return ALIGN_ERR_INPUT;
+	int64_t T = in[0].shape[0], N = in[0].shape[1], D = in[0].shape[2];
+	int64_t xs[3] = {T, N, D}, fs[2] = {T, D}, ns[2] = {T, N}, cs[3] = {T, N, N};
+	if (N > MHC_MAX_N || ops_check(&in[0], ALIGN_DT_BF16, 3, xs) || ops_check(&in[1], ALIGN_DT_BF16, 2, fs) ||
+	    ops_check(&in[2], ALIGN_DT_F32, 2, ns) || ops_check(&in[3], ALIGN_DT_F32, 3, cs) ||
+	    ops_check(&out[0], ALIGN_DT_BF16, 3, xs))
+		return ALIGN_ERR_INPUT;
+	int transpose = m->v[MODE_MHC_HRES_TRANSPOSE] == 0, dbl = m->v[MODE_MHC_POST_ROUND] == 1;
+	int coef_bf16 = dbl || m->v[MODE_MHC_COEF] == 1, post_first = m->v[MODE_MHC_POST_ORDER] == 1;
+	const float *post = in[2].data, *comb = in[3].data;
+	for (int64_t t = 0; t < T; t++) {
+		float H[MHC_MAX_N * MHC_MAX_N], P[MHC_MAX_N];
+		for (int64_t j = 0; j < N; j++)
+			for (int64_t k = 0; k < N; k++) {
+				float c = transpose ? comb[t * N * N + j * N + k] : comb[t * N * N + k * N + j];
+				H[j * N + k] = coef_bf16 ? align_round_bf16(c) : c; /* H[j][k]: source j -> dest k */
+			}
+		for (int64_t k = 0; k < N; k++)
+			P[k] = coef_bf16 ? align_round_bf16(post[t * N + k]) : post[t * N + k];
+		for (int64_t k = 0; k < N; k++)
+			for (int64_t d = 0; d < D; d++) {
+				float fo = ops_ld(&in[1], t * D + d), o;
+				if (dbl || !post_first) {
+					float a = H[k] * ops_ld(&in[0], (t * N) * D + d);
+					for (int64_t j = 1; j < N; j++)
+						a = a + H[j * N + k] * ops_ld(&in[0], (t * N + j) * D + d);
+					o = dbl ? align_round_bf16(P[k] * fo) + align_round_bf16(a) : a + P[k] * fo;
+				} else {
+					o = P[k] * fo;
+					for (int64_t j = 0; j < N; j++)
+						o = o + H[j * N + k] * ops_ld(&in[0], (t * N + j) * D + d);
+				}
+				ops_st(&out[0], (t * N + k) * D + d, o);
+			}
+	}
+	return ALIGN_OK;
+}
+
+static void params_default(void *params, const struct align_dims *d)
+{
+	struct mhc_params *p = params;
+	p->sinkhorn_iters = 20;
+	p->hc_eps = 1e-6f;
+	p->norm_eps = 1e-6f;
+}
+
+static int params_variant(void *params, const struct align_dims *d, int k)
+{
+	params_default(params, d);
+	return k == 0;
+}
+
+static int fwd(const void *params, const struct align_modes *m, const struct align_tensor *in, int n_in,
+	       struct align_tensor *out, int n_out)
+{
+	return mhc_post_fwd_cpu(params, m, in, n_in, out, n_out);
+}
+
+static const struct align_tensor_spec in_specs[] = {
+	{"x", ALIGN_DT_BF16, "T,N,D", {ALIGN_FILL_SPECIAL, 1.0f, 10.0f}, "residual streams"},
+	{"f", ALIGN_DT_BF16, "T,D", {ALIGN_FILL_SPECIAL, 1.0f, 10.0f}, "sublayer output"},
+	{"post", ALIGN_DT_F32, "T,N", {ALIGN_FILL_POSITIVE, 2.0f, 0}, "H_post"},
+	{"comb", ALIGN_DT_F32, "T,N,N", {ALIGN_FILL_POSITIVE, 0.5f, 0}, "H_res, rows = source stream"},
+};
+static const struct align_tensor_spec out_specs[] = {
+	{"x_new", ALIGN_DT_BF16, "T,N,D", {ALIGN_FILL_NORMAL, 0, 0}, "updated residual streams"},
+};
+static const int modes_read[] = {MODE_MHC_HRES_TRANSPOSE, MODE_MHC_COEF, MODE_MHC_POST_ROUND, MODE_MHC_POST_ORDER,
+				 -1};
+
+const struct align_op_impl mhc_post_impl = {
+	4, in_specs, 1, out_specs, "T=8,N=4,D=1024", modes_read, sizeof(struct mhc_params),
+	params_default, params_variant, fwd, NULL,
+};

@@ -1,0 +1,24 @@
+/* mhc_post.h: mHC hc_post, the residual update (specs/dsv4-numerics.md 6.5).
+ * x[T,N,D] bf16 (streams), f[T,D] bf16 (sublayer output), post[T,N] f32, comb[T,N,N] f32
+ * (from hc_pre, rows = source stream) -> x_new[T,N,D] bf16.
+ *
+ * Operation order per (t, k, d) (CPU twin = specification), X_j = F(x[t,j,d]), fo = F(f[t,d]):
+ *   H(j,k) = comb[j][k] (MHC_HRES_TRANSPOSE=on: H_res^T X, DS semantics) or comb[k][j] (off).
+ *   MHC_POST_ROUND=single, coefficients c' = c or F(R(c)) (MHC_COEF=bf16):
+ *     comb_first: a = sum_j H'(j,k) * X_j (left to right from j = 0); out = R(a + post'_k * fo)
+ *     post_first: a = post'_k * fo; a = a + H'(j,k) * X_j for j = 0..N-1; out = R(a)
+ *   MHC_POST_ROUND=double (MCore: bf16 bmm, bf16 h_post; coefficients always bf16-rounded):
+ *     mixed = R(sum_j F(R(H(j,k))) * X_j); pf = R(F(R(post_k)) * fo); out = R(F(pf) + F(mixed))
+ * Error bound vs fp64 of the same formula (same coefficient rounding): single 1 bf16 ulp of the
+ * reference + (N+1) 2^-24 S; double 2^-9 (|mixed| + |pf|) + 1 bf16 ulp + (N+1) 2^-24 S, with
+ * S = sum |terms|. Tokens are independent.
+ */
+#ifndef ALIGN_MHC_POST_H
+#define ALIGN_MHC_POST_H
+
+#include "mhc_pre.h"
+
+int mhc_post_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, const struct align_tensor *in,
+		     int n_in, struct align_tensor *out, int n_out);
+
+#endif /* ALIGN_MHC_POST_H */

@@ -1,0 +1,72 @@
+/* mhc_pre.h: mHC hc_pre (specs/dsv4-numerics.md 6.2-6.4, 6.6) and the helpers hc_head shares.
+ * x[T,N,D] bf16 (residual streams), fn[(2+N)*N, N*D] f32 (rows: pre 0..N-1, post N..2N-1,
+ * comb 2N + N*j + k), base[(2+N)*N] f32, scale[3] f32 (pre, post, comb)
+ *   -> y[T,D] bf16 (aggregated sublayer input), pre[T,N] f32, post[T,N] f32, comb[T,N,N] f32.
+ *
+ * Operation order per token (CPU twin = specification), x32 = F(flatten(x[t])), K = N*D:
+ *   0. MHC_PARAM=bf16: fn, base, scale are used as F(R(.)).
+ *   1. RMS factor (MHC_RMS_FORM), ss = pairwise sum of x32^2 (reduce.h), eps = norm_eps:
+ *        rsqrt:   rs = align_rsqrtf(ss / K + eps)
+ *        inv_rms: rs = 1.0f / (align_sqrtf(ss / K) + eps)
+ *   2. mix_r = dot(x32, fn_r) per MHC_PROJ_GEMM: fp32 = seq order; split16 = 16 splits (matmul.h);
+ *      tf32 = both operands TF32-rounded, split16 order. No FMA.
+ *   3. h_r = (mix_r * rs) * scale_c + base_r (two roundings), or with MHC_COMPUTEH_FMA=on
+ *      fmaf(mix_r * rs, scale_c, base_r); c = 0 pre rows, 1 post rows, 2 comb rows.
+ *   4. sg(z) = 1.0f / (1.0f + e(-z)) with e = exp per MATH_IMPL (MHC_EXP=exp) or
+ *      mimic_exp_via_exp2f (MHC_EXP=exp2); the softmax/exp of step 5 use the same e.
+ *      pre_i = sg(h_i) + hc_eps (MHC_HPRE_EPS=on) or sg(h_i);
+ *      post_i = 2 * sg(h_{N+i}) (MHC_HPOST_EPS=off) or 2 * (sg(h_{N+i}) + hc_eps).
+ *   5. Sinkhorn on M0[j][k] = h_{2N+N*j+k}, sums left to right, divisions elementwise:
+ *        c1:  M = e(M0 - rowmax) / rowsum + hc_eps; M /= (colsum + hc_eps);
+ *             (iters-1) x { M /= (rowsum + hc_eps); M /= (colsum + hc_eps) }
+ *        c0:  M = e(M0 - rowmax); iters x { M /= max(rowsum, hc_eps); M /= max(colsum, hc_eps) }
+ *        c0p: M = e(M0 - rowmax); iters x { M /= (rowsum + hc_eps); M /= (colsum + hc_eps) }
+ *      comb = M (rows = source stream j, columns = destination k).
+ *   6. y_d = R(sum_{j=0..N-1} pre'_j * x32[j*D + d]) left to right, pre' = pre or F(R(pre))
+ *      (MHC_COEF=bf16). Outputs pre/post/comb are the unrounded binary32 values.
+ * Error bound vs fp64 of the same contract (test-ops-ref.c): pre, post within 2^-18 absolute,
+ * comb within 2^-14 absolute (20 Sinkhorn rounds), y within 1 bf16 ulp + 2^-18 sum|x_j|
+ * (empirical bounds with >= 8x margin; the mapping GEMM has up to K 2^-24 sum|x fn| error).
+ * Tokens are independent (batch invariance).
+ */
+#ifndef ALIGN_MHC_PRE_H
+#define ALIGN_MHC_PRE_H
+
+#include "matmul.h"
+#include "reduce.h"
+
+struct align_modes;
+struct align_tensor;
+
+#define MHC_MAX_N 8
+
+struct mhc_params {
+	int sinkhorn_iters; /* 20 in DSv4 */
+	float hc_eps;	    /* 1e-6 */
+	float norm_eps;	    /* 1e-6 */
+};
+
+/* step 1 */
+ALIGN_HD static inline float mhc_rms_factor(const float *x32, int64_t k, int inv_rms, float eps)
+{
+	float ss = align_reduce_pairwise(x32, k, 1, 1);
+	return inv_rms ? 1.0f / (align_sqrtf(ss / (float)k) + eps) : align_rsqrtf(ss / (float)k + eps);
+}
+
+/* step 3 */
+ALIGN_HD static inline float mhc_compute_h(float mix, float rs, float scale, float base, int fma)
+{
+	return fma ? fmaf(mix * rs, scale, base) : (mix * rs) * scale + base;
+}
+
+/* shared by hc_pre and hc_head: e(x) and sigmoid per MHC_EXP / MATH_IMPL */
+float mhc_exp(const struct align_modes *m, float x);
+float mhc_sigmoid(const struct align_modes *m, float z);
+/* step 2 for `rows` rows of fn (already parameter-rounded): mix[r] = dot(x32, fn_r) */
+void mhc_project(const struct align_modes *m, const float *x32, const float *fn, int64_t rows, int64_t k,
+		 float *xq, float *mix);
+
+int mhc_pre_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, const struct align_tensor *in,
+		    int n_in, struct align_tensor *out, int n_out);
+
+#endif /* ALIGN_MHC_PRE_H */

@@ -1,0 +1,274 @@
+/* ops.c: the op registry built from ops.def, dims and shape expressions, tensor allocation and
+ * input filling (ops_fill_input) shared by every op and driver. */
+#include "ops.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rng.h"
+
+static const struct align_op ops_table[ALIGN_OP_COUNT] = {
+#define OP(name, desc, inputs) {#name, desc, inputs, &name##_impl},
+#include "ops.def"
+#undef OP
+};
+
+const struct align_op *ops_find(const char *name)
+{
+	for (int i = 0; i < ALIGN_OP_COUNT; i++)
+		if (strcmp(ops_table[i].name, name) == 0)
+			return &ops_table[i];
+	return NULL;
+}
+
+const struct align_op *ops_at(int i)
+{
+	return i >= 0 && i < ALIGN_OP_COUNT ? &ops_table[i] : NULL;
+}
+
+int ops_op_reads_mode(const struct align_op *op, int mode_id)
+{
+	for (const int *p = op->impl->modes; *p >= 0; p++)
+		if (*p == mode_id)
+			return 1;
+	return 0;
+}
+
+size_t align_dtype_size(int dtype)
+{
+	return dtype == ALIGN_DT_BF16 ? 2 : 4;
+}
+
+const char *align_dtype_name(int dtype)
+{
+	switch (dtype) {
+	case ALIGN_DT_F32:
+		return "f32";
+	case ALIGN_DT_BF16:
+		return "bf16";
+	case ALIGN_DT_I32:
+		return "i32";
+	default:
+		return "?";
+	}
+}
+
+int64_t align_tensor_numel(const struct align_tensor *t)
+{
+	int64_t n = 1;
+	for (int i = 0; i < t->ndim; i++)
+		n *= t->shape[i];
+	return n;
+}
+
+int ops_dims_parse(const char *text, struct align_dims *d, char *err, size_t errlen)
+{
+	const char *p = text;
+	while (*p) {
+		const char *letter = strchr(ALIGN_DIM_LETTERS, *p);
+		char *end;
+		if (!letter || p[1] != '=') {
+			if (err && errlen)
+				snprintf(err, errlen, "bad dims '%s' at '%s' (want L=n,... with L in %s)", text, p,
+					 ALIGN_DIM_LETTERS);
+			return ALIGN_ERR_INPUT;
+		}
+		long long v = strtoll(p + 2, &end, 10);
+		if (end == p + 2 || v <= 0 || (*end && *end != ',')) {
+			if (err && errlen)
+				snprintf(err, errlen, "bad dims '%s': '%c' needs a positive integer", text, *p);
+			return ALIGN_ERR_INPUT;
+		}
+		d->v[letter - ALIGN_DIM_LETTERS] = v;
+		p = *end ? end + 1 : end;
+	}
+	return ALIGN_OK;
+}
+
+int ops_dims_default(const struct align_op *op, struct align_dims *d)
+{
+	memset(d, 0, sizeof *d);
+	return ops_dims_parse(op->impl->dims, d, NULL, 0);
+}
+
+/* recursive descent: expr := term ('+' term)*; term := factor ('*' factor)*;
+ * factor := number | dim letter | '(' expr ')' */
+static int64_t shape_expr(const char **s, const struct align_dims *d, int *ok);
+
+static int64_t shape_factor(const char **s, const struct align_dims *d, int *ok)
+{
+	const char *letter;
+	if (**s == '(') {
+		(*s)++;
+		int64_t v = shape_expr(s, d, ok);
+		if (**s != ')')
+			*ok = 0;
+		else
+			(*s)++;
+		return v;
+	}
+	if (**s >= '0' && **s <= '9') {
+		int64_t v = 0;
+		while (**s >= '0' && **s <= '9')
+			v = v * 10 + (*(*s)++ - '0');
+		return v;
+	}
+	if (**s && (letter = strchr(ALIGN_DIM_LETTERS, **s)) != NULL) {
+		(*s)++;
+		return d->v[letter - ALIGN_DIM_LETTERS];
+	}
+	*ok = 0;
+	return 0;
+}
+
+static int64_t shape_term(const char **s, const struct align_dims *d, int *ok)
+{
+	int64_t v = shape_factor(s, d, ok);
+	while (**s == '*') {
+		(*s)++;
+		v *= shape_factor(s, d, ok);
+	}
+	return v;
+}
+
+static int64_t shape_expr(const char **s, const struct align_dims *d, int *ok)
+{
+	int64_t v = shape_term(s, d, ok);
+	while (**s == '+') {
+		(*s)++;
+		v += shape_term(s, d, ok);
+	}
+	return v;
+}
+
+int ops_shape_eval(const char *expr, const struct align_dims *d, int64_t shape[4], int *ndim)
+{
+	const char *s = expr;
+	int ok = 1, n = 0;
+	while (ok) {
+		if (n == 4)
+			return ALIGN_ERR_INPUT;
+		shape[n] = shape_expr(&s, d, &ok);
+		if (shape[n] <= 0)
+			ok = 0;
+		n++;
+		if (*s == ',')
+			s++;
+		else
+			break;
+	}
+	if (!ok || *s)
+		return ALIGN_ERR_INPUT;
+	*ndim = n;
+	return ALIGN_OK;
+}
+
+int ops_tensor_alloc(const struct align_op *op, int is_out, int idx, const struct align_dims *d,
+		     const struct align_modes *m, struct align_tensor *t)
+{
+	const struct align_op_impl *im = op->impl;
+	if (idx < 0 || idx >= (is_out ? im->n_out : im->n_in))
+		return ALIGN_ERR_INPUT;
+	const struct align_tensor_spec *sp = is_out ? &im->out[idx] : &im->in[idx];
+	memset(t, 0, sizeof *t);
+	if (ops_shape_eval(sp->shape, d, t->shape, &t->ndim))
+		return ALIGN_ERR_INPUT;
+	t->dtype = sp->dtype;
+	if (is_out && im->out_dtype && m)
+		t->dtype = im->out_dtype(m, idx);
+	t->name = sp->name;
+	t->data = calloc((size_t)align_tensor_numel(t), align_dtype_size(t->dtype));
+	return t->data ? ALIGN_OK : ALIGN_ERR_INTERNAL;
+}
+
+void ops_tensor_free(struct align_tensor *t)
+{
+	free(t->data);
+	t->data = NULL;
+}
+
+int ops_check(const struct align_tensor *t, int dtype, int ndim, const int64_t *shape)
+{
+	if (!t || !t->data || t->dtype != dtype || t->ndim != ndim)
+		return ALIGN_ERR_INPUT;
+	for (int i = 0; i < ndim; i++)
+		if (t->shape[i] != shape[i])
+			return ALIGN_ERR_INPUT;
+	return ALIGN_OK;
+}
+
+/* K distinct ids in [0, n) for row r: a counter-hash shuffle of the first draws */
+static void fill_distinct_row(int32_t *row, int64_t k, int64_t n, uint64_t seed, uint64_t stream, int64_t r)
+{
+	for (int64_t j = 0; j < k; j++) {
+		uint64_t draw = 0;
+		for (int tries = 0;; tries++) {
+			int32_t cand = (int32_t)(align_rng_u64(seed, stream, (uint64_t)(r * k + j) * 64 + (uint64_t)tries) %
+						 (uint64_t)n);
+			int dup = 0;
+			for (int64_t i = 0; i < j; i++)
+				dup |= row[i] == cand;
+			if (!dup || tries > 60) {
+				row[j] = dup ? (int32_t)((j + draw) % (uint64_t)n) : cand;
+				break;
+			}
+			draw++;
+		}
+	}
+}
+
+int ops_fill_input(const struct align_op *op, int input_index, struct align_tensor *t, uint64_t seed, int step)
+{
+	if (input_index < 0 || input_index >= op->impl->n_in)
+		return ALIGN_ERR_INPUT;
+	return ops_fill_tensor(&op->impl->in[input_index].fill, op->name, t, seed, step);
+}
+
+int ops_fill_tensor(const struct align_fill *f, const char *op_name, struct align_tensor *t, uint64_t seed, int step)
+{
+	if (!t->data || !t->name)
+		return ALIGN_ERR_INPUT;
+	char name[96];
+	snprintf(name, sizeof name, "%s.%s", op_name, t->name);
+	uint64_t stream = align_rng_stream(name, step);
+	int64_t n = align_tensor_numel(t);
+	if (t->dtype == ALIGN_DT_I32) {
+		int32_t *p = t->data;
+		int64_t lim = f->limit > 0 ? (int64_t)f->limit : 1;
+		if (f->kind == ALIGN_FILL_EXPERT_IDS) {
+			int64_t k = t->shape[t->ndim - 1];
+			if (k > lim)
+				return ALIGN_ERR_INPUT;
+			for (int64_t r = 0; r < n / k; r++)
+				fill_distinct_row(p + r * k, k, lim, seed, stream, r);
+		} else {
+			for (int64_t i = 0; i < n; i++)
+				p[i] = (int32_t)(align_rng_u64(seed, stream, (uint64_t)i) % (uint64_t)lim);
+		}
+		return ALIGN_OK;
+	}
+	for (int64_t i = 0; i < n; i++) {
+		float v;
+		switch (f->kind) {
+		case ALIGN_FILL_SPECIAL:
+			v = align_rng_special(seed, stream, (uint64_t)i, f->scale, f->limit, 0);
+			break;
+		case ALIGN_FILL_EXTREME:
+			v = align_rng_special(seed, stream, (uint64_t)i, f->scale, f->limit, 1);
+			break;
+		case ALIGN_FILL_POSITIVE:
+			v = (align_rng_uniform(seed, stream, (uint64_t)i) + 0x1p-24f) * f->scale;
+			break;
+		case ALIGN_FILL_CONST:
+			v = f->scale;
+			break;
+		case ALIGN_FILL_NORMAL:
+		default:
+			v = align_rng_normalish(seed, stream, (uint64_t)i) * f->scale;
+			break;
+		}
+		ops_st(t, i, v);
+	}
+	return ALIGN_OK;
+}

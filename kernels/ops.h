@@ -1,0 +1,175 @@
+/* ops.h: the common calling convention of every kernel op and the op registry (ops.def).
+ *
+ * A generic driver (tests, `align run`, later the CUDA twins' checks) does, for any op:
+ *   op = ops_find("swiglu");
+ *   ops_dims_default(op, &dims);            // or its own dims
+ *   op->impl->params_default(params, &dims); // params buffer of op->impl->params_size bytes
+ *   for each input i:  ops_tensor_alloc(op, 0, i, &dims, modes, &in[i]); ops_fill_input(op, i, &in[i], seed, step);
+ *   for each output i: ops_tensor_alloc(op, 1, i, &dims, modes, &out[i]);
+ *   rc = op->impl->fwd_cpu(params, modes, in, n_in, out, n_out);
+ * Tensors are dense row-major. Ops never allocate outputs; they check every shape and dtype and
+ * return ALIGN_ERR_INPUT on a mismatch. Output dtypes may depend on the modes
+ * (impl->out_dtype), which ops_tensor_alloc applies.
+ */
+#ifndef ALIGN_OPS_H
+#define ALIGN_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "modes.h"
+#include "numerics.h"
+
+enum align_status {
+	ALIGN_OK = 0,
+	ALIGN_ERR_INPUT = 2,	   /* bad shape, dtype, parameter */
+	ALIGN_ERR_INTERNAL = 3,	   /* allocation failure, bug */
+	ALIGN_ERR_UNSUPPORTED = 4, /* the requested mode cannot run here (never substituted) */
+};
+
+enum align_dtype { ALIGN_DT_F32, ALIGN_DT_BF16, ALIGN_DT_I32, ALIGN_DT_COUNT };
+
+struct align_tensor {
+	void *data;	  /* dense row-major elements */
+	int dtype;	  /* enum align_dtype */
+	int ndim;	  /* 1..4 */
+	int64_t shape[4]; /* extents, outermost first */
+	const char *name; /* "swiglu.g": also names the RNG stream */
+};
+
+/* Named dims; letters in ALIGN_DIM_LETTERS order. */
+enum align_dim { ALIGN_DIM_T, ALIGN_DIM_D, ALIGN_DIM_E, ALIGN_DIM_K, ALIGN_DIM_F, ALIGN_DIM_N, ALIGN_DIM_G,
+		 ALIGN_DIM_H, ALIGN_DIM_V, ALIGN_DIM_COUNT };
+#define ALIGN_DIM_LETTERS "TDEKFNGHV"
+
+struct align_dims {
+	int64_t v[ALIGN_DIM_COUNT]; /* 0 = unused by the op */
+};
+
+enum align_fill_kind {
+	ALIGN_FILL_NORMAL,     /* normal-ish * scale */
+	ALIGN_FILL_SPECIAL,    /* normal-ish * scale with zeros, ties, bf16 halfway cases, +-limit, tiny */
+	ALIGN_FILL_EXTREME,    /* SPECIAL plus huge magnitudes and subnormals */
+	ALIGN_FILL_POSITIVE,   /* uniform in [2^-24, 1] * scale */
+	ALIGN_FILL_CONST,      /* every element = scale */
+	ALIGN_FILL_EXPERT_IDS, /* each row (last dim K) holds K distinct ids in [0, limit) */
+	ALIGN_FILL_TOKEN_IDS,  /* ids in [0, limit) */
+};
+
+struct align_fill {
+	enum align_fill_kind kind;
+	float scale;
+	float limit; /* SPECIAL: the +-limit value (e.g. swiglu clamp); ids: the id range */
+};
+
+struct align_tensor_spec {
+	const char *name;	/* "g" */
+	int dtype;		/* enum align_dtype (outputs: the dtype when out_dtype is NULL) */
+	const char *shape;	/* comma-separated dim expressions: "T,F", "(2+N)*N,N*D" */
+	struct align_fill fill; /* inputs: how ops_fill_input builds values */
+	const char *meaning;	/* one line */
+};
+
+typedef int (*align_fwd_fn)(const void *params, const struct align_modes *m, const struct align_tensor *in,
+			    int n_in, struct align_tensor *out, int n_out);
+
+struct align_op_impl {
+	int n_in;
+	const struct align_tensor_spec *in;
+	int n_out;
+	const struct align_tensor_spec *out;
+	const char *dims;     /* default dims, "T=16,D=4096" */
+	const int *modes;     /* switches the op reads, terminated by -1 */
+	size_t params_size;   /* bytes of the op's params struct */
+	void (*params_default)(void *params, const struct align_dims *d);
+	/* parameter variants for tests (0 = default); returns 0 when k is past the last variant */
+	int (*params_variant)(void *params, const struct align_dims *d, int k);
+	align_fwd_fn fwd_cpu; /* the CPU twin */
+	int (*out_dtype)(const struct align_modes *m, int out_index); /* NULL: spec dtype */
+};
+
+struct align_op {
+	const char *name;
+	const char *desc;
+	const char *inputs; /* description from ops.def */
+	const struct align_op_impl *impl;
+};
+
+enum align_op_id {
+#define OP(name, desc, inputs) ALIGN_OP_##name,
+#include "ops.def"
+#undef OP
+	ALIGN_OP_COUNT
+};
+
+#define OP(name, desc, inputs) extern const struct align_op_impl name##_impl;
+#include "ops.def"
+#undef OP
+
+const struct align_op *ops_find(const char *name); /* NULL when unknown */
+const struct align_op *ops_at(int i);		   /* 0 <= i < ALIGN_OP_COUNT */
+int ops_op_reads_mode(const struct align_op *op, int mode_id);
+
+size_t align_dtype_size(int dtype);
+const char *align_dtype_name(int dtype);
+int64_t align_tensor_numel(const struct align_tensor *t);
+
+/* "T=16,D=4096" -> dims; 0 ok, ALIGN_ERR_INPUT with the offending text in err */
+int ops_dims_parse(const char *text, struct align_dims *d, char *err, size_t errlen);
+int ops_dims_default(const struct align_op *op, struct align_dims *d);
+/* evaluate a shape expression ("T,(2+N)*N") */
+int ops_shape_eval(const char *expr, const struct align_dims *d, int64_t shape[4], int *ndim);
+/* allocate (calloc) input (is_out = 0) or output tensor idx of op for dims and modes */
+int ops_tensor_alloc(const struct align_op *op, int is_out, int idx, const struct align_dims *d,
+		     const struct align_modes *m, struct align_tensor *t);
+void ops_tensor_free(struct align_tensor *t);
+/* fill input tensor idx from (seed, tensor name, step) following the spec's fill hint */
+int ops_fill_input(const struct align_op *op, int input_index, struct align_tensor *t, uint64_t seed, int step);
+/* the same with an explicit fill (tests use SPECIAL/EXTREME fills); stream "<op>.<t->name>" */
+int ops_fill_tensor(const struct align_fill *f, const char *op_name, struct align_tensor *t, uint64_t seed,
+		    int step);
+
+/* check helpers used by the ops */
+int ops_check(const struct align_tensor *t, int dtype, int ndim, const int64_t *shape);
+
+/* element access for f32/bf16 tensors */
+static inline float ops_ld(const struct align_tensor *t, int64_t i)
+{
+	return t->dtype == ALIGN_DT_BF16 ? align_bf16_to_f32(((const align_bf16 *)t->data)[i])
+					 : ((const float *)t->data)[i];
+}
+
+static inline void ops_st(struct align_tensor *t, int64_t i, float v)
+{
+	if (t->dtype == ALIGN_DT_BF16)
+		((align_bf16 *)t->data)[i] = align_f32_to_bf16(v);
+	else
+		((float *)t->data)[i] = v;
+}
+
+/* exp / log1p as selected by MATH_IMPL (portable, or the C library on the CPU) */
+static inline float ops_expf(const struct align_modes *m, float x)
+{
+	return m->v[MODE_MATH_IMPL] == 1 ? mimic_libm_expf(x) : align_expf(x);
+}
+
+static inline float ops_log1pf(const struct align_modes *m, float x)
+{
+	return m->v[MODE_MATH_IMPL] == 1 ? mimic_libm_log1pf(x) : align_log1pf(x);
+}
+
+/* sigmoid / softplus: portable = numerics.h (binary64 inside, one rounding); libm = the binary32
+ * formulas 1/(1+expf(-x)) and (x > 20 ? x : log1pf(expf(x))) on the C library (torch CPU style) */
+static inline float ops_sigmoidf(const struct align_modes *m, float x)
+{
+	return m->v[MODE_MATH_IMPL] == 1 ? 1.0f / (1.0f + mimic_libm_expf(-x)) : align_sigmoidf(x);
+}
+
+static inline float ops_softplusf(const struct align_modes *m, float x)
+{
+	if (m->v[MODE_MATH_IMPL] != 1)
+		return align_softplusf(x);
+	return x > 20.0f ? x : mimic_libm_log1pf(mimic_libm_expf(x));
+}
+
+#endif /* ALIGN_OPS_H */

@@ -1,0 +1,237 @@
+/* router.c: CPU twin of the DSv4 MoE gate (contract in router.h). */
+#include "router.h"
+
+#include <stdlib.h>
+
+#include "matmul.h"
+#include "ops.h"
+
+#define ROUTER_MAX_K 64
+
+/* step 5: K largest of b[0..E) by strict '>' from e = 0, skipping taken ones */
+static void topk(const float *b, int64_t E, int64_t K, int32_t *sel, unsigned char *taken)
+{
+	for (int64_t e = 0; e < E; e++)
+		taken[e] = 0;
+	for (int64_t j = 0; j < K; j++) {
+		int64_t best = -1;
+		for (int64_t e = 0; e < E; e++)
+			if (!taken[e] && (best < 0 || b[e] > b[best] || (align_isnanf(b[best]) && !align_isnanf(b[e]))))
+				best = e;
+		taken[best] = 1;
+		sel[j] = (int32_t)best;
+	}
+}
+
+/* step 4: group-limited masking of b in place */
+static void group_mask(const struct router_params *p, const struct align_modes *m, float *b, int64_t E, int64_t K,
+		       unsigned char *taken)
+{
+	float gscore[ROUTER_MAX_K] = {0};
+	int64_t G = p->n_groups, gs = E / G, per = K / p->topk_groups > 0 ? K / p->topk_groups : 1;
+	int32_t sel[ROUTER_MAX_K];
+	for (int64_t g = 0; g < G; g++) {
+		topk(b + g * gs, gs, per, sel, taken);
+		float s = b[g * gs + sel[0]];
+		for (int64_t j = 1; j < per; j++)
+			s = s + b[g * gs + sel[j]];
+		gscore[g] = s;
+	}
+	int32_t keep[ROUTER_MAX_K];
+	topk(gscore, G, p->topk_groups, keep, taken);
+	for (int64_t g = 0; g < G; g++) {
+		int kept = 0;
+		for (int j = 0; j < p->topk_groups; j++)
+			kept |= keep[j] == g;
+		if (kept)
+			continue;
+		for (int64_t e = g * gs; e < (g + 1) * gs; e++)
+			b[e] = m->v[MODE_ROUTER_GROUP_MASK] == 0 ? -1.0f / 0.0f : b[e] * 0.0f;
+	}
+}
+
+static void scores(const struct router_params *p, const struct align_modes *m, const float *l, float *s, int64_t E)
+{
+	if (p->score == ROUTER_SCORE_SOFTMAX) {
+		float mx = l[0];
+		for (int64_t e = 1; e < E; e++)
+			mx = l[e] > mx ? l[e] : mx;
+		float z = 0.0f;
+		for (int64_t e = 0; e < E; e++) {
+			s[e] = ops_expf(m, l[e] - mx);
+			z = e ? z + s[e] : s[e];
+		}
+		for (int64_t e = 0; e < E; e++)
+			s[e] = s[e] / z;
+		return;
+	}
+	for (int64_t e = 0; e < E; e++) {
+		if (p->score == ROUTER_SCORE_SIGMOID) {
+			s[e] = ops_sigmoidf(m, l[e]);
+		} else {
+			float sp = ops_softplusf(m, l[e]);
+			if (m->v[MODE_ROUTER_SQRTSOFTPLUS_EPS] == 1)
+				sp = sp + 1e-20f;
+			s[e] = align_sqrtf(sp);
+		}
+	}
+}
+
+static int check(const struct router_params *p, const struct align_tensor *in, int n_in,
+		 const struct align_tensor *out, int n_out)
+{
+	if (n_in != 5 || n_out != 2 || in[0].ndim != 2 || in[1].ndim != 2 || in[4].ndim != 2)
+		return ALIGN_ERR_INPUT;
+	int64_t T = in[0].shape[0], D = in[0].shape[1], E = in[1].shape[0], V = in[4].shape[0], K = in[4].shape[1];
+	int64_t xs[2] = {T, D}, ws[2] = {E, D}, es[1] = {E}, ts[1] = {T}, hs[2] = {V, K}, ks[2] = {T, K};
+	if (ops_check(&in[0], ALIGN_DT_BF16, 2, xs) || ops_check(&in[1], ALIGN_DT_F32, 2, ws) ||
+	    ops_check(&in[2], ALIGN_DT_F32, 1, es) || ops_check(&in[3], ALIGN_DT_I32, 1, ts) ||
+	    ops_check(&in[4], ALIGN_DT_I32, 2, hs) || ops_check(&out[0], ALIGN_DT_I32, 2, ks) ||
+	    ops_check(&out[1], ALIGN_DT_F32, 2, ks))
+		return ALIGN_ERR_INPUT;
+	if (K > E || K > ROUTER_MAX_K ||
+	    (p->n_groups > 1 && (E % p->n_groups || p->topk_groups < 1 || p->topk_groups > p->n_groups ||
+				 p->n_groups > ROUTER_MAX_K || K > (int64_t)p->topk_groups * (E / p->n_groups))))
+		return ALIGN_ERR_INPUT;
+	return ALIGN_OK;
+}
+
+/* steps 3-8 for one token */
+static int route_token(const struct router_params *p, const struct align_modes *m, const struct align_tensor *in,
+		       int64_t t, float *s, float *b, unsigned char *taken, int32_t *sel, float *wt)
+{
+	int64_t E = in[1].shape[0], V = in[4].shape[0], K = in[4].shape[1];
+	if (p->hash) {
+		int32_t id = ((const int32_t *)in[3].data)[t];
+		if (id < 0 || id >= V)
+			return ALIGN_ERR_INPUT;
+		for (int64_t j = 0; j < K; j++) {
+			int32_t e = m->v[MODE_ROUTER_HASH_TABLE] == 0 ? ((const int32_t *)in[4].data)[id * K + j]
+								      : (int32_t)((id + j) % E);
+			if (e < 0 || e >= E)
+				return ALIGN_ERR_INPUT;
+			sel[j] = e;
+		}
+	} else {
+		const float *bias = in[2].data;
+		for (int64_t e = 0; e < E; e++)
+			b[e] = s[e] + bias[e];
+		if (p->n_groups > 1)
+			group_mask(p, m, b, E, K, taken);
+		topk(b, E, K, sel, taken);
+	}
+	if (m->v[MODE_ROUTER_TOPK_ORDER] == 1) /* ascending expert id */
+		for (int64_t j = 1; j < K; j++)
+			for (int64_t i = j; i > 0 && sel[i] < sel[i - 1]; i--) {
+				int32_t tmp = sel[i];
+				sel[i] = sel[i - 1];
+				sel[i - 1] = tmp;
+			}
+	for (int64_t j = 0; j < K; j++)
+		wt[j] = s[sel[j]];
+	if (p->score != ROUTER_SCORE_SOFTMAX) {
+		float sum;
+		if (m->v[MODE_ROUTER_SUM] == 1) {
+			double d = 0.0;
+			for (int64_t j = 0; j < K; j++)
+				d += (double)wt[j];
+			sum = (float)d;
+		} else {
+			sum = wt[0];
+			for (int64_t j = 1; j < K; j++)
+				sum = sum + wt[j];
+		}
+		if (m->v[MODE_ROUTER_NORM_EPS] == 1)
+			sum = sum + 1e-20f;
+		for (int64_t j = 0; j < K; j++)
+			wt[j] = wt[j] / sum;
+	}
+	for (int64_t j = 0; j < K; j++)
+		wt[j] = wt[j] * p->route_scale;
+	return ALIGN_OK;
+}
+
+int router_fwd_cpu(const struct router_params *p, const struct align_modes *m, const struct align_tensor *in,
+		   int n_in, struct align_tensor *out, int n_out)
+{
+	if (check(p, in, n_in, out, n_out))
+		return ALIGN_ERR_INPUT;
+	int64_t T = in[0].shape[0], D = in[0].shape[1], E = in[1].shape[0], K = in[4].shape[1];
+	int gemm = m->v[MODE_ROUTER_GEMM];
+	float *buf = malloc(((size_t)E * D + (size_t)D + 3 * (size_t)E) * sizeof(float) + (size_t)E);
+	if (!buf)
+		return ALIGN_ERR_INTERNAL;
+	float *wq = buf, *xq = wq + E * D, *l = xq + D, *s = l + E, *b = s + E;
+	unsigned char *taken = (unsigned char *)(b + E);
+	const float *w = in[1].data;
+	for (int64_t i = 0; i < E * D; i++)
+		wq[i] = gemm == 1 ? align_round_bf16(w[i]) : gemm == 2 ? align_round_tf32(w[i]) : w[i];
+	int rc = ALIGN_OK;
+	for (int64_t t = 0; t < T && rc == ALIGN_OK; t++) {
+		for (int64_t j = 0; j < D; j++) {
+			float v = ops_ld(&in[0], t * D + j);
+			xq[j] = gemm == 2 ? align_round_tf32(v) : v;
+		}
+		for (int64_t e = 0; e < E; e++)
+			l[e] = matmul_dot(xq, wq + e * D, D, MATMUL_ACC_SEQ, 0);
+		scores(p, m, l, s, E);
+		rc = route_token(p, m, in, t, s, b, taken, (int32_t *)out[0].data + t * K, (float *)out[1].data + t * K);
+	}
+	free(buf);
+	return rc;
+}
+
+static void params_default(void *params, const struct align_dims *d)
+{
+	struct router_params *p = params;
+	p->score = ROUTER_SCORE_SQRTSOFTPLUS;
+	p->route_scale = 1.5f;
+	p->n_groups = 0;
+	p->topk_groups = 0;
+	p->hash = 0;
+}
+
+/* 0 DSv4 sqrtsoftplus; 1 V3.2 sigmoid with 8 groups keep 4; 2 hash layer; 3 softmax */
+static int params_variant(void *params, const struct align_dims *d, int k)
+{
+	struct router_params *p = params;
+	params_default(params, d);
+	if (k == 1) {
+		p->score = ROUTER_SCORE_SIGMOID;
+		p->route_scale = 2.5f;
+		p->n_groups = 8;
+		p->topk_groups = 4;
+	} else if (k == 2) {
+		p->hash = 1;
+	} else if (k == 3) {
+		p->score = ROUTER_SCORE_SOFTMAX;
+		p->route_scale = 1.0f;
+	}
+	return k >= 0 && k <= 3;
+}
+
+static int fwd(const void *params, const struct align_modes *m, const struct align_tensor *in, int n_in,
+	       struct align_tensor *out, int n_out)
+{
+	return router_fwd_cpu(params, m, in, n_in, out, n_out);
+}
+
+static const struct align_tensor_spec in_specs[] = {
+	{"x", ALIGN_DT_BF16, "T,D", {ALIGN_FILL_SPECIAL, 1.0f, 10.0f}, "ffn_norm output"},
+	{"w", ALIGN_DT_F32, "E,D", {ALIGN_FILL_SPECIAL, 0.03f, 0.5f}, "gate weight (fp32 master)"},
+	{"bias", ALIGN_DT_F32, "E", {ALIGN_FILL_SPECIAL, -0.01f, 0.0f}, "expert selection bias"},
+	{"ids", ALIGN_DT_I32, "T", {ALIGN_FILL_TOKEN_IDS, 0, 1024.0f}, "token ids (hash layers)"},
+	{"tid2eid", ALIGN_DT_I32, "V,K", {ALIGN_FILL_EXPERT_IDS, 0, 256.0f}, "hash routing table"},
+};
+static const struct align_tensor_spec out_specs[] = {
+	{"idx", ALIGN_DT_I32, "T,K", {ALIGN_FILL_NORMAL, 0, 0}, "selected experts"},
+	{"wt", ALIGN_DT_F32, "T,K", {ALIGN_FILL_NORMAL, 0, 0}, "routing weights"},
+};
+static const int modes_read[] = {MODE_MATH_IMPL, MODE_ROUTER_GEMM, MODE_ROUTER_SQRTSOFTPLUS_EPS,
+				 MODE_ROUTER_NORM_EPS, MODE_ROUTER_SUM, MODE_ROUTER_TOPK_ORDER, MODE_ROUTER_GROUP_MASK,
+				 MODE_ROUTER_HASH_TABLE, -1};
+
+const struct align_op_impl router_impl = {
+	5, in_specs, 2, out_specs, "T=16,D=4096,E=256,K=6,V=1024", modes_read, sizeof(struct router_params),
+	params_default, params_variant, fwd, NULL,
+};

@@ -1,0 +1,50 @@
+/* router.h: DSv4 MoE gate (specs/dsv4-numerics.md 7.1, 7.2).
+ * x[T,D] bf16, w[E,D] f32 (gate weight), bias[E] f32 (selection-only correction bias),
+ * ids[T] i32 (token ids, hash layers), tid2eid[V,K] i32 (hash table) -> idx[T,K] i32, wt[T,K] f32.
+ *
+ * Operation order per token (CPU twin = specification):
+ *   1. logits l_e = matmul_dot(F(x), w'_e, D, seq, no FMA) (matmul.h), where per ROUTER_GEMM
+ *      w' = w (fp32), F(R(w)) (bf16w), or x and w TF32-rounded (tf32).
+ *   2. scores s_e (params.score):
+ *        sqrtsoftplus: sqrtf(softplus(l)) or sqrtf(softplus(l) + 1e-20f) (ROUTER_SQRTSOFTPLUS_EPS)
+ *        sigmoid:      sigmoid(l)
+ *        softmax:      m = max l; e = exp(l - m); Z = seq sum over e ascending; s = e / Z
+ *      softplus/sigmoid/exp per MATH_IMPL (ops.h).
+ *   3. hash layer (params.hash): experts = tid2eid[ids[t]] (ROUTER_HASH_TABLE=table) or
+ *      (ids[t] + j) mod E (placeholder), j = 0..K-1; skip 4-5.
+ *   4. selection score b_e = s_e + bias_e. Groups (params.n_groups > 1): group g holds experts
+ *      [g*E/G, (g+1)*E/G); its score is the seq sum of its top K/topk_groups b values (sorted
+ *      descending); the topk_groups best groups are kept (ties: lower group id); experts of the
+ *      other groups get b = -inf (ROUTER_GROUP_MASK=neginf) or b = b * 0.0f (zero).
+ *   5. top-K of b: K passes, each taking the largest remaining b with strict '>' scanning from
+ *      e = 0, so ties go to the lower expert id and NaN never wins (all-NaN: lowest free id).
+ *   6. output order: selection order (ROUTER_TOPK_ORDER=sorted) or ascending expert id (index).
+ *   7. weights wt_j = s_{idx_j} (unbiased). Except for softmax: sum = seq sum of wt in output
+ *      order (fp32) or binary64 sum rounded to binary32 (ROUTER_SUM=fp64); wt_j = wt_j / (sum)
+ *      or wt_j / (sum + 1e-20f) (ROUTER_NORM_EPS).
+ *   8. wt_j = wt_j * route_scale.
+ * Error bound vs fp64 (test-ops-ref.c): the selected set is a valid top-K of the fp64 selection
+ * scores within 2^-16 relative; weights on that set are within 2^-16 relative + 2^-40 of the fp64
+ * weights (empirical bound with >= 16x margin on the default and special fills; the logits carry
+ * up to D 2^-24 sum|x w| of GEMM error). Rows are independent (batch invariance).
+ */
+#ifndef ALIGN_ROUTER_H
+#define ALIGN_ROUTER_H
+
+struct align_modes;
+struct align_tensor;
+
+enum router_score { ROUTER_SCORE_SQRTSOFTPLUS, ROUTER_SCORE_SIGMOID, ROUTER_SCORE_SOFTMAX };
+
+struct router_params {
+	int score;	   /* enum router_score */
+	float route_scale; /* routed_scaling_factor: 1.5 Flash, 2.5 Pro/V3.2 */
+	int n_groups;	   /* expert groups (0 or 1 = none) */
+	int topk_groups;   /* groups kept */
+	int hash;	   /* 1 = hash-routed layer */
+};
+
+int router_fwd_cpu(const struct router_params *p, const struct align_modes *m, const struct align_tensor *in,
+		   int n_in, struct align_tensor *out, int n_out);
+
+#endif /* ALIGN_ROUTER_H */

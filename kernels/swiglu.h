@@ -1,0 +1,32 @@
+/* swiglu.h: DSv4 routed/shared expert activation (specs/dsv4-numerics.md 5).
+ * g[T,F] bf16 (gate GEMM output), u[T,F] bf16 (up GEMM output), p[T] f32 (routing probability of
+ * this token for this expert) -> a[T,F] bf16, the input of the down projection W2.
+ *
+ * Operation order per element (CPU twin = specification), g32 = F(g), u32 = F(u), L = limit:
+ *   1. clamp, when L > 0 and (the expert is routed, or SWIGLU_SHARED_CLAMP=on):
+ *        u32 = u32 < -L ? -L : (u32 > L ? L : u32);  g32 = g32 > L ? L : g32   (NaN passes)
+ *   2. silu in binary32 with e(x) = exp per MATH_IMPL:
+ *        div: s = g32 / (1.0f + e(-g32));   mul: s = g32 * (1.0f / (1.0f + e(-g32)))
+ *   3. a = s * u32
+ *   4. SWIGLU_PROBS=before_w2: q = p (SWIGLU_SCALE=fp32) or F(R(p)) (bf16);
+ *        single: out = R(q * a)        double: out = R(F(R(a)) * q)
+ *      after_w2: out = R(a) (the probability is applied by moe_combine after W2)
+ * Error bound vs fp64 (exact exp, exact p, same clamp): single 1 bf16 ulp of the reference;
+ * double or SWIGLU_SCALE=bf16 2 bf16 ulps (the binary32 steps add <= 6 2^-24 relative).
+ * Elementwise: batch invariant by construction.
+ */
+#ifndef ALIGN_SWIGLU_H
+#define ALIGN_SWIGLU_H
+
+struct align_modes;
+struct align_tensor;
+
+struct swiglu_params {
+	float limit; /* swiglu_limit, 10.0 in DSv4; 0 = no clamp */
+	int shared;  /* 1 for the shared expert (clamp only with SWIGLU_SHARED_CLAMP=on) */
+};
+
+int swiglu_fwd_cpu(const struct swiglu_params *p, const struct align_modes *m, const struct align_tensor *in,
+		   int n_in, struct align_tensor *out, int n_out);
+
+#endif /* ALIGN_SWIGLU_H */
