@@ -5,7 +5,17 @@
 
 #include <stdarg.h>
 
-enum { ALIGN_OK = 0, ALIGN_DIFF = 1, ALIGN_EINPUT = 2, ALIGN_EINTERNAL = 3 };
+/* shared with kernels/ops.h: whichever is included first defines it */
+#ifndef ALIGN_STATUS_DEFINED
+#define ALIGN_STATUS_DEFINED
+enum align_status {
+	ALIGN_OK = 0,
+	ALIGN_ERR_INPUT = 2,	   /* bad shape, dtype, parameter */
+	ALIGN_ERR_INTERNAL = 3,	   /* allocation failure, bug */
+	ALIGN_ERR_UNSUPPORTED = 4, /* the requested mode cannot run here (never substituted) */
+};
+#endif
+enum { ALIGN_DIFF = 1, ALIGN_EINPUT = 2, ALIGN_EINTERNAL = 3 };
 
 /* Print "error: <msg>" on stderr and return ALIGN_EINPUT. */
 int err_input(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
