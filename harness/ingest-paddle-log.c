@@ -424,6 +424,8 @@ static int handle_msg(struct ingest *ig, struct plog *p, const char *m, size_t n
 		return ALIGN_OK;
 	if (mp.tensors)
 		ingest_warn(ig, line, "value of '%s' is a Tensor(...) print, not a number: skipped", mp.tensor_key);
+	if (mp.open_tensor)
+		mp.stop = n; /* warned by flush_open */
 	if (mp.stop < n)
 		ingest_warn(ig, line, "trainer line: '%.*s' is not 'key: value': the rest of the line is ignored",
 		            (int)(n - mp.stop > 40 ? 40 : n - mp.stop), m + mp.stop);
@@ -470,7 +472,7 @@ static int segment(struct ingest *ig, struct plog *p, const char *s, size_t n, i
 	banner(p, m, mn);
 	struct msg_pairs mp;
 	split_pairs(m, mn, &mp);
-	if (mp.open_tensor) { /* the value goes on over the next lines */
+	if (mp.open_tensor && is_train_or_eval(&mp)) { /* the value goes on over the next lines */
 		if ((rc = grow(&p->msg, &p->msg_cap, mn + 1)))
 			return rc;
 		memcpy(p->msg, m, mn);
@@ -478,6 +480,15 @@ static int segment(struct ingest *ig, struct plog *p, const char *s, size_t n, i
 		return ALIGN_OK;
 	}
 	return handle_msg(ig, p, m, mn, line);
+}
+
+/* A message whose Tensor( value never closed: its keys before the Tensor still count. */
+static int flush_open(struct ingest *ig, struct plog *p, const char *where)
+{
+	size_t len = p->msg_len;
+	p->msg_len = 0;
+	ingest_warn(ig, p->msg_line, "a Tensor(...) value is not closed %s: the rest of that message is ignored", where);
+	return handle_msg(ig, p, p->msg, len, p->msg_line);
 }
 
 /* A line that continues a message with an open Tensor( value. */
@@ -493,13 +504,10 @@ static int continuation(struct ingest *ig, struct plog *p, const char *s, size_t
 	split_pairs(p->msg, p->msg_len, &mp);
 	if (mp.open_tensor && ++p->cont_lines < MAX_CONT_LINES)
 		return ALIGN_OK;
+	if (mp.open_tensor)
+		return flush_open(ig, p, "within 16 lines");
 	size_t len = p->msg_len;
 	p->msg_len = 0;
-	if (mp.open_tensor) {
-		ingest_warn(ig, p->msg_line, "a Tensor(...) value is not closed within %d lines: the message is ignored",
-		            MAX_CONT_LINES);
-		return ALIGN_OK;
-	}
 	return handle_msg(ig, p, p->msg, len, p->msg_line);
 }
 
@@ -528,6 +536,8 @@ static int plog_lines(struct ingest *ig, struct reader *rd, struct plog *p)
 				ingest_warn(ig, ln, "last line is not terminated (the job was killed mid-print?): ignored");
 			break;
 		}
+		if (p->msg_len && prefix_end(p->buf, n) && (rc = flush_open(ig, p, "before the next log record")))
+			return rc;
 		if (p->msg_len) {
 			if ((rc = anchor_scan_line(ig, &p->as, p->buf, n)) || (rc = continuation(ig, p, p->buf, n)))
 				return rc;
@@ -545,9 +555,7 @@ static int plog_lines(struct ingest *ig, struct reader *rd, struct plog *p)
 	}
 	if (got != 0 && got != 1)
 		return got;
-	if (p->msg_len)
-		ingest_warn(ig, p->msg_line, "a Tensor(...) value is not closed at the end of the file: the message is ignored");
-	return ALIGN_OK;
+	return p->msg_len ? flush_open(ig, p, "at the end of the file") : ALIGN_OK;
 }
 
 static int plog_parse(struct ingest *ig, struct reader *rd)

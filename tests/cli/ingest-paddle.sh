@@ -16,6 +16,7 @@ q() {
 }
 E=$'\x1b'
 CR=$'\r'
+PFX='[2026-08-20 10:16:01,000] [    INFO] - '
 M1087=$(f32md5 412de667)    # 10.86875057 (the float32 10.868750572204590)
 MMTP=$(f32md5 412e00e6)     # 10.875219345092773
 expect_eq "md5sum fixture" "$M1087" "36c089f8e14e6d67e0621d7c6dad1be5"
@@ -121,6 +122,17 @@ expect_err "tensor.log:1: value of 'aux_loss' is a Tensor\(...\) print, not a nu
 expect_err "tensor.log:5: last line is not terminated"
 expect_err "tensor.log:4: rank 0 printed 1 loss anchors by the end of step 2, but --micro-batches 2 --order with 1 entry means 4"
 expect_eq "keys around the Tensor" "$(rr tensor 0)" "1:loss=9.5 1:learning_rate=1e-05 1:global_norm=2.5 1:progress_or_epoch=0.001 1:final_loss=9.50000000000000000000 2:loss=9.25 2:learning_rate=1e-05"
+
+# a Tensor( that never closes: in a line that is no trainer dict it swallows nothing; in a trainer dict
+# the keys before it count and the next log record ends it; Python nan/inf spellings are values
+{
+	printf '%snote: Tensor(shape=[2], dtype=float32, place=Place(gpu:0), stop_gradient=True,\n' "$PFX"
+	printf '%sloss: 9.5, global_step: 1, aux: Tensor(shape=[], dtype=float32, place=Place(gpu:0), stop_gradient=True,\n' "$PFX"
+	printf '%sloss: nan, global_step: 2, global_norm: inf, mtp_1_loss: -inf\n' "$PFX"
+} > tensor2.log
+run_align 0 ingest --db a.db tensor2.log
+expect_err "tensor2.log:2: a Tensor\(...\) value is not closed before the next log record"
+expect_eq "open Tensor" "$(sql a.db "SELECT group_concat(step||':'||name||'='||text||':'||coalesce(value,'null'), ' ') FROM (SELECT r.* FROM record r JOIN run ON run.id=r.run_id WHERE run.name='tensor2' ORDER BY r.id)")" "1:loss=9.5:9.5 2:loss=nan:null 2:global_norm=inf:Inf 2:mtp_1_loss=-inf:-Inf"
 
 # 6. metrics_rank{R}.json: json.dumps NaN/Infinity/-Infinity, the rank from the name for the per-rank
 # mtp value, a rerun appended by a new dumper process, a half-written record glued to the rerun's
