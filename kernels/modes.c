@@ -46,7 +46,7 @@ static const char *const profile_meanings[] = {
 #undef PROFILE_NAME
 	NULL};
 
-static const char *const non_mode_env[] = {"ALIGN_TRACE", "ALIGN_DB", NULL};
+static const char *const non_mode_env[] = {"ALIGN_TRACE", "ALIGN_DB", "ALIGN_TRIAL_DIR", NULL};
 
 const struct align_mode_info *modes_info(int id)
 {
@@ -274,7 +274,7 @@ int modes_apply_env(struct align_modes *m, char *const *envp, char *err, size_t 
 			if (err && errlen) {
 				snprintf(err, errlen, "unknown numeric mode variable '%s' (known: ", key);
 				list_envs(err, errlen);
-				err_cat(err, errlen, "; not modes: ALIGN_TRACE, ALIGN_DB)");
+				err_cat(err, errlen, "; not modes: ALIGN_TRACE, ALIGN_DB, ALIGN_TRIAL_DIR)");
 			}
 			return 2;
 		}
