@@ -1,0 +1,348 @@
+/* compare: the per-pair verdict (rules in compare.h), exact dtype widening and the md5 of a float32. */
+#include "compare.h"
+
+#include "numtext.h"
+
+#include <math.h>
+#include <openssl/evp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *const verdict_names[VERDICT_COUNT] = {
+	"bitwise-equal", "equal-as-printed", "differ", "incomparable", "only-in-a", "only-in-b",
+};
+
+const char *verdict_name(enum verdict v) { return v < VERDICT_COUNT ? verdict_names[v] : "?"; }
+
+int verdict_is_difference(enum verdict v) { return v >= VERDICT_DIFFER && v < VERDICT_COUNT; }
+
+static int is(const char *dtype, const char *name) { return dtype && !strcmp(dtype, name); }
+
+static double half_to_double(uint16_t h)
+{
+	int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+	double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m | 0x400, e - 25);
+	return (h & 0x8000) ? -v : v;
+}
+
+static double float_of(uint32_t b)
+{
+	float f;
+	memcpy(&f, &b, 4);
+	return f;
+}
+
+/* Integer dtypes: bits hold the two's complement value in the dtype's width. */
+static int int_width(const char *dtype)
+{
+	static const struct { const char *name; int width; } ints[] = {
+		{"int64", 64}, {"int32", 32}, {"int16", 16}, {"int8", 8}, {"uint8", -8}, {"bool", -8},
+	};
+	for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+		if (is(dtype, ints[i].name))
+			return ints[i].width;
+	return 0;
+}
+
+static int64_t int_value(uint64_t bits, int width)
+{
+	if (width < 0)
+		return (int64_t)(bits & ((1ull << -width) - 1));
+	if (width == 64)
+		return (int64_t)bits;
+	uint64_t sign = 1ull << (width - 1), mask = (sign << 1) - 1;
+	bits &= mask;
+	return (bits & sign) ? (int64_t)(bits | ~mask) : (int64_t)bits;
+}
+
+int compare_bits_to_double(const char *dtype, uint64_t bits, double *out)
+{
+	if (is(dtype, "fp64")) {
+		memcpy(out, &bits, 8);
+	} else if (is(dtype, "fp32")) {
+		*out = float_of((uint32_t)bits);
+	} else if (is(dtype, "bf16")) {
+		*out = float_of((uint32_t)(bits & 0xffff) << 16);
+	} else if (is(dtype, "fp16")) {
+		*out = half_to_double((uint16_t)bits);
+	} else if (int_width(dtype)) {
+		int64_t v = int_value(bits, int_width(dtype));
+		if (v > (1ll << 53) || v < -(1ll << 53))
+			return 0;
+		*out = (double)v;
+	} else {
+		return 0;
+	}
+	return 1;
+}
+
+int compare_md5_fp32(uint32_t bits, char hex[33])
+{
+	unsigned char le[4] = {bits & 0xff, (bits >> 8) & 0xff, (bits >> 16) & 0xff, bits >> 24};
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
+	if (!EVP_Digest(le, 4, md, &n, EVP_md5(), NULL) || n != 16)
+		return -1;
+	for (unsigned i = 0; i < 16; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	return 0;
+}
+
+static void set(struct cmp_result *r, enum verdict v, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void set(struct cmp_result *r, enum verdict v, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r->reason, sizeof r->reason, fmt, ap);
+	va_end(ap);
+	r->verdict = v;
+}
+
+static void rel_diff(struct cmp_result *r, double a, double b)
+{
+	if (!isfinite(a) || !isfinite(b))
+		return;
+	double m = fmax(fabs(a), fabs(b));
+	r->has_rel = 1;
+	r->rel_diff = m == 0 ? 0 : fabs(a - b) / m;
+}
+
+/* ULP distance of two values of one float dtype; 0 when the dtype has no helper. */
+static int ulp_same(const char *dtype, uint64_t a, uint64_t b, uint64_t *out)
+{
+	if (is(dtype, "fp32"))
+		*out = ulp_distance_f32((uint32_t)a, (uint32_t)b);
+	else if (is(dtype, "fp64"))
+		*out = ulp_distance_f64(a, b);
+	else if (is(dtype, "bf16") || is(dtype, "fp16")) /* both are sign-magnitude 16-bit patterns */
+		*out = ulp_distance_bf16((uint16_t)a, (uint16_t)b);
+	else
+		return 0;
+	return 1;
+}
+
+static void bits_same_dtype(const struct cmp_value *a, const struct cmp_value *b, struct cmp_result *r)
+{
+	const char *dt = a->dtype ? a->dtype : "unknown dtype";
+	double va = 0, vb = 0;
+	int exact = compare_bits_to_double(a->dtype, a->bits, &va) && compare_bits_to_double(b->dtype, b->bits, &vb);
+	if (a->bits == b->bits) {
+		if (exact && isnan(va))
+			set(r, VERDICT_BITWISE_EQUAL, "both NaN with identical bits (%s)", dt);
+		else
+			set(r, VERDICT_BITWISE_EQUAL, "identical bits (%s)", dt);
+		return;
+	}
+	int w = int_width(a->dtype);
+	if (w) {
+		int64_t x = int_value(a->bits, w), y = int_value(b->bits, w);
+		r->has_ulp = 1, r->ulp_dtype = a->dtype;
+		r->ulp = x > y ? (uint64_t)x - (uint64_t)y : (uint64_t)y - (uint64_t)x;
+		rel_diff(r, (double)x, (double)y);
+		set(r, VERDICT_DIFFER, "integers differ: %lld vs %lld", (long long)x, (long long)y);
+		return;
+	}
+	if (exact && (isnan(va) || isnan(vb))) {
+		if (isnan(va) && isnan(vb))
+			set(r, VERDICT_DIFFER, "both NaN, with different bits (%s)", dt);
+		else
+			set(r, VERDICT_DIFFER, "%s is NaN and %s is not (%s)", isnan(va) ? "a" : "b", isnan(va) ? "b" : "a", dt);
+		return;
+	}
+	r->has_ulp = ulp_same(a->dtype, a->bits, b->bits, &r->ulp);
+	r->ulp_dtype = r->has_ulp ? a->dtype : NULL;
+	if (exact)
+		rel_diff(r, va, vb);
+	if (exact && va == vb) /* only +0 and -0 */
+		set(r, VERDICT_DIFFER, "+0 and -0: equal as numbers, different bits (%s)", dt);
+	else if (r->has_ulp)
+		set(r, VERDICT_DIFFER, "bits differ by %llu ulp (%s)", (unsigned long long)r->ulp, dt);
+	else
+		set(r, VERDICT_DIFFER, "bits differ (%s)", dt);
+}
+
+/* The dtype in which two different dtypes are measured: fp32 holds every 16-bit float exactly. */
+static const char *wider(const char *x, const char *y)
+{
+	int small_x = is(x, "fp32") || is(x, "bf16") || is(x, "fp16");
+	int small_y = is(y, "fp32") || is(y, "bf16") || is(y, "fp16");
+	return small_x && small_y ? "fp32" : "fp64";
+}
+
+static uint64_t bits_in(const char *dtype, double v)
+{
+	uint64_t out = 0;
+	if (is(dtype, "fp32")) {
+		float f = (float)v; /* exact: v came from a dtype that fp32 holds */
+		uint32_t b;
+		memcpy(&b, &f, 4);
+		out = b;
+	} else {
+		memcpy(&out, &v, 8);
+	}
+	return out;
+}
+
+static void bits_cross_dtype(const struct cmp_value *a, const struct cmp_value *b, struct cmp_result *r)
+{
+	double va, vb;
+	if (!compare_bits_to_double(a->dtype, a->bits, &va) || !compare_bits_to_double(b->dtype, b->bits, &vb)) {
+		set(r, VERDICT_INCOMPARABLE, "bits in %s and %s cannot be compared", a->dtype ? a->dtype : "an unknown dtype",
+		    b->dtype ? b->dtype : "an unknown dtype");
+		return;
+	}
+	if (isnan(va) || isnan(vb)) {
+		if (isnan(va) && isnan(vb))
+			set(r, VERDICT_EQUAL_AS_PRINTED, "both NaN (%s and %s: payloads not comparable across dtypes)", a->dtype,
+			    b->dtype);
+		else
+			set(r, VERDICT_DIFFER, "%s is NaN and %s is not", isnan(va) ? "a" : "b", isnan(va) ? "b" : "a");
+		return;
+	}
+	const char *w = wider(a->dtype, b->dtype);
+	if (va == vb && signbit(va) == signbit(vb)) {
+		set(r, VERDICT_BITWISE_EQUAL, "the %s value is exactly the %s value (%s vs %s)", a->dtype, b->dtype, a->dtype,
+		    b->dtype);
+		return;
+	}
+	r->has_ulp = ulp_same(w, bits_in(w, va), bits_in(w, vb), &r->ulp);
+	r->ulp_dtype = w;
+	rel_diff(r, va, vb);
+	set(r, VERDICT_DIFFER, "%s vs %s: values differ by %llu ulp of %s", a->dtype, b->dtype, (unsigned long long)r->ulp, w);
+}
+
+/* Side x has an md5 digest only, side y exact bits. */
+static void md5_vs_bits(const struct cmp_value *x, const struct cmp_value *y, const char *xn, const char *yn,
+                        struct cmp_result *r)
+{
+	double v;
+	if (!compare_bits_to_double(y->dtype, y->bits, &v) || int_width(y->dtype)) {
+		set(r, VERDICT_INCOMPARABLE, "%s has an md5 digest, %s has %s bits", xn, yn, y->dtype ? y->dtype : "untyped");
+		return;
+	}
+	float f = (float)v;
+	int exact = isnan(v) ? is(y->dtype, "fp32") : (double)f == v;
+	uint32_t fb;
+	memcpy(&fb, &f, 4);
+	if (is(y->dtype, "fp32"))
+		fb = (uint32_t)y->bits;
+	char hex[33];
+	if (compare_md5_fp32(fb, hex)) {
+		set(r, VERDICT_INCOMPARABLE, "md5 is not available");
+		return;
+	}
+	int same = !strcasecmp(hex, x->digest);
+	const char *how = is(y->dtype, "fp32") ? "" : exact ? " (widened exactly to fp32)" : " (rounded to fp32)";
+	if (same && exact)
+		set(r, VERDICT_BITWISE_EQUAL, "md5 of %s's fp32 bits 0x%08x%s equals %s's md5 digest", yn, fb, how, xn);
+	else if (same)
+		set(r, VERDICT_EQUAL_AS_PRINTED, "md5 of %s's value%s 0x%08x equals %s's md5 digest; %s is not a float32", yn,
+		    how, fb, xn, yn);
+	else
+		set(r, VERDICT_DIFFER, "md5 of %s's fp32 bits 0x%08x%s is %s, %s's md5 digest is %.40s", yn, fb, how, hex, xn,
+		    x->digest);
+}
+
+static int has_number(const struct cmp_value *v) { return v->has_bits || v->has_value || v->has_interval || v->is_nan; }
+
+/* Interval of a side: printed [lo, hi], or the exact value as [v, v]. */
+static int interval_of(const struct cmp_value *v, double *lo, double *hi, double *mid)
+{
+	double x;
+	if (v->has_interval) {
+		*lo = v->lo, *hi = v->hi;
+		*mid = v->has_value ? v->value : (v->lo + v->hi) / 2;
+		return 1;
+	}
+	if (v->has_value)
+		x = v->value;
+	else if (!(v->has_bits && compare_bits_to_double(v->dtype, v->bits, &x)))
+		return 0;
+	*lo = *hi = *mid = x;
+	return 1;
+}
+
+static void values(const struct cmp_value *a, const struct cmp_value *b, struct cmp_result *r)
+{
+	if (a->is_nan || b->is_nan) {
+		if (a->is_nan && b->is_nan)
+			set(r, VERDICT_EQUAL_AS_PRINTED, "both NaN as printed");
+		else
+			set(r, VERDICT_DIFFER, "%s is NaN and %s is not", a->is_nan ? "a" : "b", a->is_nan ? "b" : "a");
+		return;
+	}
+	double la, ha, ma, lb, hb, mb;
+	if (!interval_of(a, &la, &ha, &ma) || !interval_of(b, &lb, &hb, &mb)) {
+		set(r, VERDICT_INCOMPARABLE, "a value of unknown dtype cannot be compared");
+		return;
+	}
+	int da = a->has_bits ? 0 : a->digits, db = b->has_bits ? 0 : b->digits;
+	int digits = da && db ? (da < db ? da : db) : (da ? da : db);
+	if (fmax(la, lb) <= fmin(ha, hb)) {
+		r->digits = digits;
+		if (digits)
+			set(r, VERDICT_EQUAL_AS_PRINTED, "equal as printed (%d digits)", digits);
+		else
+			set(r, VERDICT_EQUAL_AS_PRINTED, "equal values, bits not recorded");
+		return;
+	}
+	rel_diff(r, ma, mb);
+	if (la == ha && lb == hb)
+		set(r, VERDICT_DIFFER, "values differ: %.17g vs %.17g", ma, mb);
+	else
+		set(r, VERDICT_DIFFER, "printed values do not overlap: a in [%.10g, %.10g], b in [%.10g, %.10g]", la, ha, lb,
+		    hb);
+}
+
+static int is_md5(const struct cmp_value *v) { return v->digest && v->digest_alg && !strcasecmp(v->digest_alg, "md5"); }
+
+void compare_values(const struct cmp_value *a, const struct cmp_value *b, struct cmp_result *r)
+{
+	memset(r, 0, sizeof *r);
+	if (a->missing || b->missing) {
+		if (a->missing && b->missing)
+			set(r, VERDICT_EQUAL_AS_PRINTED, "missing on both sides (a: %.100s; b: %.100s)", a->missing, b->missing);
+		else
+			set(r, VERDICT_DIFFER, "missing in %s: %.200s", a->missing ? "a" : "b", a->missing ? a->missing : b->missing);
+		return;
+	}
+	if (a->has_bits && b->has_bits) {
+		if ((!a->dtype && !b->dtype) || (a->dtype && b->dtype && !strcmp(a->dtype, b->dtype)))
+			bits_same_dtype(a, b, r);
+		else
+			bits_cross_dtype(a, b, r);
+		return;
+	}
+	if (a->digest && b->digest && a->digest_alg && b->digest_alg && !strcasecmp(a->digest_alg, b->digest_alg)) {
+		if (!strcasecmp(a->digest, b->digest))
+			set(r, VERDICT_BITWISE_EQUAL, "identical %s digests", a->digest_alg);
+		else
+			set(r, VERDICT_DIFFER, "%s digests differ", a->digest_alg);
+		return;
+	}
+	if (is_md5(a) && !a->has_bits && b->has_bits) {
+		md5_vs_bits(a, b, "a", "b", r);
+		return;
+	}
+	if (is_md5(b) && !b->has_bits && a->has_bits) {
+		md5_vs_bits(b, a, "b", "a", r);
+		return;
+	}
+	if (has_number(a) && has_number(b)) {
+		values(a, b, r);
+		return;
+	}
+	if (!has_number(a) && !has_number(b) && !a->digest && !b->digest) {
+		set(r, VERDICT_EQUAL_AS_PRINTED, "no value on either side");
+		return;
+	}
+	if (a->digest && b->digest)
+		set(r, VERDICT_INCOMPARABLE, "digests of different algorithms (%s vs %s)", a->digest_alg ? a->digest_alg : "?",
+		    b->digest_alg ? b->digest_alg : "?");
+	else
+		set(r, VERDICT_INCOMPARABLE, "%s has %s, %s has %s", "a", a->digest ? "only a digest" : has_number(a) ? "only a value" : "no value",
+		    "b", b->digest ? "only a digest" : has_number(b) ? "only a value" : "no value");
+}

@@ -1,0 +1,256 @@
+/* test-compare: every branch of the per-pair verdict (harness/compare.c) with inputs whose answer is
+ * known exactly: bits in fp32/fp64/bf16 with their ULP distances, NaN, +-0, inf, printed intervals,
+ * md5 against bits both ways, digests, missing values. Exit status is the verdict. */
+#include "compare.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static int fails;
+
+#define CHECK(cond, ...)                                                                                      \
+	do {                                                                                                      \
+		if (!(cond)) {                                                                                        \
+			fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__);                                             \
+			fprintf(stderr, __VA_ARGS__);                                                                     \
+			fputc('\n', stderr);                                                                              \
+			fails++;                                                                                          \
+		}                                                                                                     \
+	} while (0)
+
+static struct cmp_value bits(const char *dtype, uint64_t b)
+{
+	struct cmp_value v = {.dtype = dtype, .has_bits = 1, .bits = b};
+	compare_bits_to_double(dtype, b, &v.value);
+	v.has_value = !isnan(v.value);
+	v.is_nan = isnan(v.value);
+	return v;
+}
+
+static uint32_t f32(float f)
+{
+	uint32_t b;
+	memcpy(&b, &f, 4);
+	return b;
+}
+
+static uint64_t f64(double d)
+{
+	uint64_t b;
+	memcpy(&b, &d, 8);
+	return b;
+}
+
+/* A printed value: text, its significant digits and the interval it stands for. */
+static struct cmp_value printed(const char *text, int digits, double lo, double hi)
+{
+	struct cmp_value v = {.dtype = "fp32", .text = text, .digits = digits, .has_interval = 1, .lo = lo, .hi = hi};
+	v.has_value = 1;
+	v.value = (lo + hi) / 2;
+	return v;
+}
+
+static struct cmp_value digest(const char *alg, const char *hex)
+{
+	struct cmp_value v = {.digest = hex, .digest_alg = alg};
+	return v;
+}
+
+static struct cmp_result run(struct cmp_value a, struct cmp_value b)
+{
+	struct cmp_result r;
+	compare_values(&a, &b, &r);
+	return r;
+}
+
+#define VERDICT(r, v) CHECK((r).verdict == (v), "verdict %s, want %s (%s)", verdict_name((r).verdict), verdict_name(v), (r).reason)
+#define ULP(r, n, dt)                                                                                          \
+	CHECK((r).has_ulp && (r).ulp == (n) && !strcmp((r).ulp_dtype, dt), "ulp %d %llu %s, want %llu %s (%s)",     \
+	      (r).has_ulp, (unsigned long long)(r).ulp, (r).ulp_dtype ? (r).ulp_dtype : "-", (unsigned long long)(n), \
+	      dt, (r).reason)
+
+static void test_bits_same_dtype(void)
+{
+	struct cmp_result r = run(bits("fp32", 0x412de666), bits("fp32", 0x412de666));
+	VERDICT(r, VERDICT_BITWISE_EQUAL);
+	r = run(bits("fp32", 0x412de666), bits("fp32", 0x412de669));
+	VERDICT(r, VERDICT_DIFFER);
+	ULP(r, 3, "fp32");
+	CHECK(r.has_rel && fabs(r.rel_diff - fabs(0x1.5bccd2p+3 - 0x1.5bcccc0p+3) / 0x1.5bccd2p+3) < 1e-15, "rel %g", r.rel_diff);
+	/* across zero: -min subnormal .. +min subnormal is 3 steps (-tiny, -0, +0, +tiny) */
+	r = run(bits("fp32", 0x80000001), bits("fp32", 0x00000001));
+	ULP(r, 3, "fp32");
+	r = run(bits("fp64", f64(1.0)), bits("fp64", f64(1.0) + 2));
+	VERDICT(r, VERDICT_DIFFER);
+	ULP(r, 2, "fp64");
+	CHECK(r.has_rel && r.rel_diff == 2 * 0x1p-52 / (1 + 2 * 0x1p-52), "rel %a", r.rel_diff);
+	r = run(bits("bf16", 0x3f80), bits("bf16", 0x3f80));
+	VERDICT(r, VERDICT_BITWISE_EQUAL);
+	r = run(bits("bf16", 0x3f80), bits("bf16", 0x3f85));
+	ULP(r, 5, "bf16");
+	r = run(bits("fp16", 0x3c00), bits("fp16", 0x3c01));
+	ULP(r, 1, "fp16");
+	r = run(bits("int64", 1830), bits("int64", 1781));
+	VERDICT(r, VERDICT_DIFFER);
+	ULP(r, 49, "int64");
+}
+
+static void test_special(void)
+{
+	/* +0 vs -0: different bits, 1 ulp, equal as numbers */
+	struct cmp_result r = run(bits("fp32", 0x00000000), bits("fp32", 0x80000000));
+	VERDICT(r, VERDICT_DIFFER);
+	ULP(r, 1, "fp32");
+	CHECK(r.has_rel && r.rel_diff == 0, "rel of +-0: %g", r.rel_diff);
+	r = run(bits("fp64", f64(0.0)), bits("fp64", f64(-0.0)));
+	ULP(r, 1, "fp64");
+	/* NaN with identical bits is bitwise-equal; different payloads differ; NaN vs number differs */
+	r = run(bits("fp32", 0x7fc00000), bits("fp32", 0x7fc00000));
+	VERDICT(r, VERDICT_BITWISE_EQUAL);
+	CHECK(strstr(r.reason, "NaN") != NULL, "reason %s", r.reason);
+	r = run(bits("fp32", 0x7fc00000), bits("fp32", 0x7fc00001));
+	VERDICT(r, VERDICT_DIFFER);
+	r = run(bits("fp32", 0x7fc00000), bits("fp32", f32(1.0f)));
+	VERDICT(r, VERDICT_DIFFER);
+	CHECK(!r.has_ulp && strstr(r.reason, "a is NaN"), "reason %s", r.reason);
+	/* inf: equal bits equal; inf vs FLT_MAX is one step; no relative difference */
+	r = run(bits("fp32", 0x7f800000), bits("fp32", 0x7f800000));
+	VERDICT(r, VERDICT_BITWISE_EQUAL);
+	r = run(bits("fp32", 0x7f800000), bits("fp32", 0x7f7fffff));
+	VERDICT(r, VERDICT_DIFFER);
+	ULP(r, 1, "fp32");
+	CHECK(!r.has_rel, "rel with inf");
+	r = run(bits("fp32", 0x7f800000), bits("fp32", 0xff800000));
+	VERDICT(r, VERDICT_DIFFER);
+	/* printed NaN on both sides: equal as printed; against a number: differ */
+	struct cmp_value nan_a = {.text = "nan", .is_nan = 1}, nan_b = {.text = "NaN", .is_nan = 1};
+	r = run(nan_a, nan_b);
+	VERDICT(r, VERDICT_EQUAL_AS_PRINTED);
+	r = run(nan_a, printed("10.5", 3, 10.45, 10.55));
+	VERDICT(r, VERDICT_DIFFER);
+	r = run(nan_a, bits("fp32", 0x7fc00000));
+	VERDICT(r, VERDICT_EQUAL_AS_PRINTED);
+}
+
+static void test_cross_dtype(void)
+{
+	/* fp32 1.5 vs fp64 1.5: the fp64 value is exactly the fp32 value */
+	struct cmp_result r = run(bits("fp32", f32(1.5f)), bits("fp64", f64(1.5)));
+	VERDICT(r, VERDICT_BITWISE_EQUAL);
+	CHECK(strstr(r.reason, "exactly") != NULL, "reason %s", r.reason);
+	/* fp32(0.1) vs fp64(0.1): differ, measured in fp64 ulps */
+	r = run(bits("fp32", f32(0.1f)), bits("fp64", f64(0.1)));
+	VERDICT(r, VERDICT_DIFFER);
+	ULP(r, f64((double)0.1f) > f64(0.1) ? f64((double)0.1f) - f64(0.1) : f64(0.1) - f64((double)0.1f), "fp64");
+	/* bf16 1.0 vs fp32 1.0 equal; bf16 vs fp32 one bf16 step apart is 2^16 fp32 ulps */
+	r = run(bits("bf16", 0x3f80), bits("fp32", 0x3f800000));
+	VERDICT(r, VERDICT_BITWISE_EQUAL);
+	r = run(bits("bf16", 0x3f81), bits("fp32", 0x3f800000));
+	ULP(r, 65536, "fp32");
+	/* -0 in fp32 vs +0 in fp64: different signs are different bits */
+	r = run(bits("fp32", 0x80000000), bits("fp64", f64(0.0)));
+	VERDICT(r, VERDICT_DIFFER);
+	r = run(bits("fp8_e4m3", 0x38), bits("fp32", 0x3f800000));
+	VERDICT(r, VERDICT_INCOMPARABLE);
+}
+
+static void test_intervals(void)
+{
+	/* Megatron golden round(x, 5): 10.82613 vs 10.82611 are disjoint, 10.82613 vs itself overlaps */
+	struct cmp_value a = printed("10.82613", 7, 10.826125, 10.826135), b = printed("10.82611", 7, 10.826105, 10.826115);
+	struct cmp_result r = run(a, b);
+	VERDICT(r, VERDICT_DIFFER);
+	CHECK(r.has_rel && fabs(r.rel_diff - 0.00002 / 10.82613) < 1e-9, "rel %g", r.rel_diff);
+	CHECK(!r.has_ulp, "ulp without bits");
+	r = run(a, a);
+	VERDICT(r, VERDICT_EQUAL_AS_PRINTED);
+	CHECK(r.digits == 7 && strstr(r.reason, "7 digits"), "digits %d (%s)", r.digits, r.reason);
+	/* coarser side decides the digits: 1.0869E+01 (5 digits) vs 10.86875 (7 digits), overlapping */
+	r = run(printed("1.0869E+01", 5, 10.8685, 10.8695), printed("10.86875", 7, 10.868745, 10.868755));
+	VERDICT(r, VERDICT_EQUAL_AS_PRINTED);
+	CHECK(r.digits == 5, "digits %d", r.digits);
+	/* touching intervals overlap (closed) */
+	r = run(printed("1.5", 2, 1.45, 1.55), printed("1.6", 2, 1.55, 1.65));
+	VERDICT(r, VERDICT_EQUAL_AS_PRINTED);
+	/* exact bits inside / outside a printed interval */
+	r = run(bits("fp32", f32(10.8125f)), printed("10.81", 4, 10.805, 10.815));
+	VERDICT(r, VERDICT_EQUAL_AS_PRINTED);
+	CHECK(r.digits == 4, "digits %d", r.digits);
+	r = run(printed("10.80", 4, 10.795, 10.805), bits("fp32", f32(10.8125f)));
+	VERDICT(r, VERDICT_DIFFER);
+	/* exact value without bits on both sides (an fp64 mean): equal and different */
+	struct cmp_value x = {.has_value = 1, .value = 0.25}, y = {.has_value = 1, .value = 0.25 + 0x1p-50};
+	VERDICT(run(x, x), VERDICT_EQUAL_AS_PRINTED);
+	VERDICT(run(x, y), VERDICT_DIFFER);
+}
+
+static void test_digests(void)
+{
+	struct cmp_result r = run(digest("xxh3t64", "0123456789abcdef"), digest("xxh3t64", "0123456789ABCDEF"));
+	VERDICT(r, VERDICT_BITWISE_EQUAL);
+	r = run(digest("xxh3t64", "0123456789abcdef"), digest("xxh3t64", "0123456789abcdee"));
+	VERDICT(r, VERDICT_DIFFER);
+	r = run(digest("xxh3t64", "0123456789abcdef"), digest("crc32", "01234567"));
+	VERDICT(r, VERDICT_INCOMPARABLE);
+	/* a digest on one side, a value on the other: the values decide when both have one */
+	struct cmp_value dv = bits("fp32", f32(1.0f));
+	dv.digest = "0123456789abcdef", dv.digest_alg = "xxh3t64";
+	VERDICT(run(dv, bits("fp32", f32(1.0f))), VERDICT_BITWISE_EQUAL);
+	VERDICT(run(digest("xxh3t64", "0123456789abcdef"), bits("fp32", f32(1.0f))), VERDICT_INCOMPARABLE);
+}
+
+static void test_md5(void)
+{
+	char hex[33];
+	CHECK(!compare_md5_fp32(0x412d0000, hex) && !strcmp(hex, "5d9e731bd86cd80cea9fb3632051d88b"), "md5 %s", hex);
+	/* md5 on a, bits on b and the other way round */
+	struct cmp_value m = digest("md5", "5d9e731bd86cd80cea9fb3632051d88b");
+	VERDICT(run(m, bits("fp32", 0x412d0000)), VERDICT_BITWISE_EQUAL);
+	VERDICT(run(bits("fp32", 0x412d0000), m), VERDICT_BITWISE_EQUAL);
+	struct cmp_result r = run(m, bits("fp32", 0x412d0001));
+	VERDICT(r, VERDICT_DIFFER);
+	CHECK(strstr(r.reason, "0x412d0001") != NULL, "reason %s", r.reason);
+	VERDICT(run(bits("fp32", 0x412d0001), m), VERDICT_DIFFER);
+	/* an fp64 that is exactly the float32: bitwise; bf16 10.8125 (0x412d) widens exactly */
+	VERDICT(run(m, bits("fp64", f64(10.8125))), VERDICT_BITWISE_EQUAL);
+	VERDICT(run(m, bits("bf16", 0x412d)), VERDICT_BITWISE_EQUAL);
+	/* an fp64 that only rounds to it: equal as printed, not bitwise */
+	VERDICT(run(m, bits("fp64", f64(10.8125) + 1)), VERDICT_EQUAL_AS_PRINTED);
+	/* md5 on both sides: plain digest comparison */
+	VERDICT(run(m, digest("md5", "5d9e731bd86cd80cea9fb3632051d88c")), VERDICT_DIFFER);
+}
+
+static void test_missing(void)
+{
+	struct cmp_value miss = {.missing = "skipped iteration"};
+	struct cmp_result r = run(miss, bits("fp32", 0x3f800000));
+	VERDICT(r, VERDICT_DIFFER);
+	CHECK(strstr(r.reason, "missing in a: skipped iteration") != NULL, "reason %s", r.reason);
+	r = run(bits("fp32", 0x3f800000), miss);
+	CHECK(strstr(r.reason, "missing in b") != NULL, "reason %s", r.reason);
+	VERDICT(run(miss, miss), VERDICT_EQUAL_AS_PRINTED);
+	struct cmp_value none = {0};
+	VERDICT(run(none, none), VERDICT_EQUAL_AS_PRINTED);
+	CHECK(verdict_is_difference(VERDICT_ONLY_A) && verdict_is_difference(VERDICT_INCOMPARABLE) &&
+	          !verdict_is_difference(VERDICT_EQUAL_AS_PRINTED),
+	      "verdict_is_difference");
+	CHECK(!strcmp(verdict_name(VERDICT_ONLY_B), "only-in-b"), "name %s", verdict_name(VERDICT_ONLY_B));
+}
+
+int main(void)
+{
+	test_bits_same_dtype();
+	test_special();
+	test_cross_dtype();
+	test_intervals();
+	test_digests();
+	test_md5();
+	test_missing();
+	if (fails) {
+		fprintf(stderr, "%d check(s) failed\n", fails);
+		return 1;
+	}
+	printf("all compare checks passed\n");
+	return 0;
+}
