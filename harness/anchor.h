@@ -31,10 +31,11 @@
  *   mtpK; each kind is counted on its own (the j-th tick of a kind is micro-batch j: step j / mb + 1,
  *   micro j % mb), so the print order does not matter. The clock of a rank is chosen by the first
  *   clock-capable anchor it prints.
- * - Every other anchor (per_token_loss, loss-path and layer probes, and in the first clock the loss-path
+ * - Every other anchor (per_token_loss, loss-path and layer probes, and on the first clock the loss-path
  *   lines) belongs to the micro-batch of the NEXT loss tick of its rank (they are printed on the way to
- *   that loss: the forward pass, the CE output, the loss path). With the "final_loss:" clock, a
- *   per_token_loss takes the kind of that next tick ("mtp1.per_token_loss" when it is an MTP loss).
+ *   that loss: the forward pass, the CE output, the loss path); on the loss-path clock that is the next
+ *   main tick, for an [MTP_LOSS_PATH_MD5] line the next tick of its own kind. A per_token_loss takes the
+ *   kind of the next "final_loss:" tick ("mtp1.per_token_loss" when it is an MTP loss).
  * - anchor_finish warns when a rank ended mid-step (ticks not a whole number of steps) or printed anchors
  *   after its last tick (counted into a micro-batch that never printed its loss).
  * Counters start at zero in every file: one rank's anchors must be in one file.

@@ -4,8 +4,8 @@
  *   Step_{s}_MicroIter_{m}_RANK_{r}_forward_records.jsonl     forward records of step s, micro-batch m
  *   STEP_{s}_RANK_{r}_before_clip_grad_norm.jsonl            one gradient record per parameter
  *   STEP_{s}_RANK_{r}_after_clip_grad_norm.jsonl             the same after clipping, then "grad_norm"
- * Steps are 1-based, micro-batches 0-based, ranks global. A name without RANK_{r} (and without rank
- * fields) is an error: the rank cannot be guessed.
+ * Steps are 1-based, micro-batches 0-based, ranks global. A name without RANK_{r} (or another rank
+ * pattern ingest knows, and without rank fields) is an error: the rank cannot be guessed.
  *
  * Forward record {name, tensor_sum, shape, dtype, step, micro_batch_iter, first_10} -> record name as
  * written ("[layers.0.self_attn.q_proj][after]output"), phase fwd, dtype mapped from torch names
@@ -267,6 +267,8 @@ static int xt_parse(struct ingest *ig, struct reader *rd)
 	size_t len, n_m;
 	int term, got, rc = ALIGN_OK, records = 0;
 	xt_from_name(&x, ingest_path(ig));
+	if (x.rank < 0)
+		x.rank = ingest_file_rank(ig); /* rankN, globalrank-N, ... in a renamed file */
 	while (!rc && (got = reader_next_line(rd, &line, &len, &term)) == 1) {
 		if (strspn(line, " \t\r") == len)
 			continue;
