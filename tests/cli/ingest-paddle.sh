@@ -206,6 +206,8 @@ printf '[{"loss": 9.5, "global_step": 1}]\n' > marr.json
 bad marr.json "marr.json:1: not a JSON object" --format paddle-metrics
 printf '{"loss": 9.5, "global_step": 1, "loss": 9.0}\n' > mdup.json
 bad mdup.json "mdup.json:1: not a JSON object: duplicate object key" --format paddle-metrics
+{ printf '{"loss": 9.5, "global_step": 1}\n{"x": "'; head -c 1100000 /dev/zero | tr '\0' a; printf '"}\n'; } > mhuge.json
+bad mhuge.json "mhuge.json:2: line longer than 1 MiB" --format paddle-metrics
 printf '{"eval_runtime": 1.0}\n' > mnone.json
 bad mnone.json "mnone.json:1: no trainer records" --format paddle-metrics
 finish
