@@ -5,7 +5,9 @@
  * step, micro, occ), non-superseded only; a pair differs when its value identity differs: the missing
  * reason, else dtype + exact bits, else digest algorithm + digest, else the printed text (two prints
  * with equal text count as equal, as printed). A record on one side only is a difference too.
- * With --metric, only records whose canonical or printed name matches one of the globs are compared.
+ * With --metric, only records whose canonical or printed name matches one of the globs are compared;
+ * without, only the (rank, step)s whose step summaries differ are read (ingest's stepsum: count and a
+ * sum of the same per-record identity hashes), so identical steps cost nothing.
  * The first divergent record is the earliest by (step, micro, rank, seq). */
 #include "bisect.h"
 #include "dtype.h"
@@ -26,16 +28,31 @@
 	".micro AND " x ".occ = " y ".occ AND " x ".superseded = 0"
 /* clang-format on */
 
-/* ?1 baseline run id, ?2 trial run id, ?3.. metric globs: the WHERE text for side x. */
-static void metric_filter(const struct bisect *b, const char *x, char *out, size_t len)
+/* ?1 baseline run id, ?2 trial run id, ?3.. metric globs: the WHERE text for side x. Without --metric,
+ * only the (rank, step)s whose step summaries differ (ds) are read, when both runs have summaries. */
+static void side_filter(const struct bisect *b, const char *x, int use_steps, char *out, size_t len)
 {
 	size_t n = 0;
 	out[0] = '\0';
+	if (!b->n_metrics && use_steps)
+		snprintf(out, len, " AND (%s.rank, %s.step) IN ds", x, x);
 	for (int i = 0; i < b->n_metrics && n < len; i++)
 		n += (size_t)snprintf(out + n, len - n, "%s(%s.canon GLOB ?%d OR %s.name GLOB ?%d)",
 		                      i ? " OR " : " AND (", x, i + 3, x, i + 3);
 	if (b->n_metrics && n < len)
 		snprintf(out + n, len - n, ")");
+}
+
+/* Step summaries (stepsum, kept by ingest) exist for the run. */
+static int has_stepsum(sqlite3 *db, long long run)
+{
+	sqlite3_stmt *st;
+	int yes = 0;
+	sqlite3_prepare_v2(db, "SELECT 1 FROM stepsum WHERE run_id=?1 LIMIT 1", -1, &st, NULL);
+	sqlite3_bind_int64(st, 1, run);
+	yes = sqlite3_step(st) == SQLITE_ROW;
+	sqlite3_finalize(st);
+	return yes;
 }
 
 static long long run_id(sqlite3 *db, const char *name)
@@ -153,14 +170,27 @@ int bisect_compare(struct bisect *b, struct bisect_trial *t)
 	long long base = run_id(b->db, b->baseline_run);
 	if (!base)
 		return err_input("baseline run '%s' is not in '%s'", b->baseline_run, b->db_path);
+	json_decref(t->first_diff);
+	t->first_diff = NULL;
+	t->n_diff = 0;
+	t->verdict = TRIAL_SAME;
+	if (base == t->run_id)
+		return ALIGN_OK; /* the trial's traces are the baseline's bytes */
 	char fa[2048], ft[2048];
-	metric_filter(b, "a", fa, sizeof fa);
-	metric_filter(b, "t", ft, sizeof ft);
+	int use_steps = has_stepsum(b->db, base) && has_stepsum(b->db, t->run_id);
+	side_filter(b, "a", use_steps, fa, sizeof fa);
+	side_filter(b, "t", use_steps, ft, sizeof ft);
 	size_t len = 6 * sizeof fa + 8192;
 	char *sql = malloc(len);
 	/* clang-format off */
 	snprintf(sql, len,
-	         "WITH d(v, step, micro, rank, seq, name, tid, aid) AS ("
+	         "WITH ds(rank, step) AS ("
+	         " SELECT t.rank, t.step FROM stepsum t LEFT JOIN stepsum a"
+	         "  ON a.run_id = ?1 AND a.rank = t.rank AND a.step = t.step"
+	         "  WHERE t.run_id = ?2 AND (a.h IS NOT t.h OR a.n IS NOT t.n)"
+	         " UNION SELECT a.rank, a.step FROM stepsum a WHERE a.run_id = ?1 AND NOT EXISTS"
+	         "  (SELECT 1 FROM stepsum t WHERE t.run_id = ?2 AND t.rank = a.rank AND t.step = a.step)),"
+	         " d(v, step, micro, rank, seq, name, tid, aid) AS ("
 	         " SELECT 'differs', t.step, t.micro, t.rank, t.seq, t.name, t.id, a.id"
 	         "  FROM record t JOIN record a ON a.run_id = ?1 AND " MATCH("a", "t")
 	         "  WHERE t.run_id = ?2 AND t.superseded = 0%s%s AND (" IDENT("a") ") IS NOT (" IDENT("t") ")"
@@ -184,10 +214,6 @@ int bisect_compare(struct bisect *b, struct bisect_trial *t)
 	for (int i = 0; i < b->n_metrics; i++)
 		sqlite3_bind_text(st, i + 3, b->metrics[i], -1, SQLITE_STATIC);
 	rc = sqlite3_step(st);
-	json_decref(t->first_diff);
-	t->first_diff = NULL;
-	t->n_diff = 0;
-	t->verdict = TRIAL_SAME;
 	if (rc == SQLITE_ROW) {
 		t->verdict = TRIAL_DIVERGES;
 		t->n_diff = sqlite3_column_int64(st, 8);
