@@ -16,7 +16,7 @@
  *   3. output per MATMUL_OUT: R(acc) (bf16) or acc (fp32).
  * Error bound vs the exact dot of the operands as used in step 1 (u = 2^-24, S = sum|a_k b_k|):
  *   seq: D u S; split16: (ceil(D/16) + 16) u S; fp64: u |exact| + D 2^-53 S;
- *   plus, for a bf16 output, half a bf16 ulp of the result (2^-9 relative).
+ *   plus, for a bf16 output, half a bf16 ulp of the result (<= 2^-8 relative).
  *   test-ops-ref.c checks every mode against an fp64 reference with these bounds.
  */
 #ifndef ALIGN_MATMUL_H

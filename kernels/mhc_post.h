@@ -10,7 +10,7 @@
  *   MHC_POST_ROUND=double (MCore: bf16 bmm, bf16 h_post; coefficients always bf16-rounded):
  *     mixed = R(sum_j F(R(H(j,k))) * X_j); pf = R(F(R(post_k)) * fo); out = R(F(pf) + F(mixed))
  * Error bound vs fp64 of the same formula (same coefficient rounding): single 1 bf16 ulp of the
- * reference + (N+1) 2^-24 S; double 2^-9 (|mixed| + |pf|) + 1 bf16 ulp + (N+1) 2^-24 S, with
+ * reference + (N+1) 2^-24 S; double 2^-8 (|mixed| + |pf|) + 1 bf16 ulp + (N+1) 2^-24 S, with
  * S = sum |terms|. Tokens are independent.
  */
 #ifndef ALIGN_MHC_POST_H

@@ -24,9 +24,9 @@
  *      comb = M (rows = source stream j, columns = destination k).
  *   6. y_d = R(sum_{j=0..N-1} pre'_j * x32[j*D + d]) left to right, pre' = pre or F(R(pre))
  *      (MHC_COEF=bf16). Outputs pre/post/comb are the unrounded binary32 values.
- * Error bound vs fp64 of the same contract (test-ops-ref.c): pre, post within 2^-18 absolute,
+ * Error bound vs fp64 of the same contract (TARGET, not yet checked by test-ops-ref.c): pre, post within 2^-18 absolute,
  * comb within 2^-14 absolute (20 Sinkhorn rounds), y within 1 bf16 ulp + 2^-18 sum|x_j|
- * (empirical bounds with >= 8x margin; the mapping GEMM has up to K 2^-24 sum|x fn| error).
+ * (to be measured; the mapping GEMM has up to K 2^-24 sum|x fn| error).
  * Tokens are independent (batch invariance).
  */
 #ifndef ALIGN_MHC_PRE_H

@@ -12,7 +12,7 @@
  *   bf16: b = +0; b = R(F(b) + c_s) for each slot; y = R(F(b) + F(shared))   (MCore index_add_
  *        into a bf16 buffer, deterministic)
  * Error bound vs fp64 sum of the same contributions (S = sum |c_s| + |shared|):
- *   fp32: half a bf16 ulp of the reference + (K+1) 2^-24 S;  bf16: (K+2) 2^-9 S.
+ *   fp32: half a bf16 ulp of the reference + (K+1) 2^-24 S;  bf16: 1 bf16 ulp + (K+2) 2^-8 S.
  * Rows are independent (batch invariance).
  */
 #ifndef ALIGN_MOE_COMBINE_H

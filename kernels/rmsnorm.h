@@ -14,8 +14,9 @@
  *      out = R(F(R(y)) * F(R(w')))  (before_weight: normalised value stored as bf16, then a bf16
  *                                    multiply with the bf16 weight, HF/LLaMA style)
  * Error bound vs the fp64 evaluation of w' * x / sqrt(mean(x^2) + eps) (same w', same binary32
- * eps): after_weight: 1 bf16 ulp of the reference (fp32 error <= (D+8) 2^-25 relative, far below
- * half a bf16 ulp, plus the final rounding); before_weight: 2 bf16 ulps (three roundings).
+ * eps), relative to the reference, with ub = 2^-8 the bf16 unit roundoff and u = 2^-24:
+ * after_weight: ub + (D+16) u (one bf16 rounding + the binary32 steps); before_weight:
+ * 3 ub + (D+16) u (three bf16 roundings). Checked by test-ops-ref.c.
  * Rows are independent: a row's bytes do not depend on T (batch invariance).
  */
 #ifndef ALIGN_RMSNORM_H

@@ -23,9 +23,9 @@
  *      order (fp32) or binary64 sum rounded to binary32 (ROUTER_SUM=fp64); wt_j = wt_j / (sum)
  *      or wt_j / (sum + 1e-20f) (ROUTER_NORM_EPS).
  *   8. wt_j = wt_j * route_scale.
- * Error bound vs fp64 (test-ops-ref.c): the selected set is a valid top-K of the fp64 selection
+ * Error bound vs fp64 (TARGET, not yet checked by test-ops-ref.c): the selected set is a valid top-K of the fp64 selection
  * scores within 2^-16 relative; weights on that set are within 2^-16 relative + 2^-40 of the fp64
- * weights (empirical bound with >= 16x margin on the default and special fills; the logits carry
+ * weights (to be measured; the logits carry
  * up to D 2^-24 sum|x w| of GEMM error). Rows are independent (batch invariance).
  */
 #ifndef ALIGN_ROUTER_H

@@ -275,8 +275,8 @@ ALIGN_HD static inline void align_xxh3_accumulate_pair(uint64_t *a0, uint64_t *a
 						       uint64_t k0, uint64_t k1)
 {
 	uint64_t x0 = d0 ^ k0, x1 = d1 ^ k1;
-	*a0 += d1 + (x0 & 0xffffffffu) * (x0 >> 32);
-	*a1 += d0 + (x1 & 0xffffffffu) * (x1 >> 32);
+	*a0 += d1 + (uint64_t)(uint32_t)x0 * (uint32_t)(x0 >> 32); /* 32x32->64 (one wide multiply) */
+	*a1 += d0 + (uint64_t)(uint32_t)x1 * (uint32_t)(x1 >> 32);
 }
 
 /* Scramble of one accumulator with its secret word (secret offset 128 + 8i). */

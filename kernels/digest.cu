@@ -1,0 +1,344 @@
+/* digest.cu: the ATF v1 tensor digest "xxh3t64" on a CUDA device (API in digest_cuda.h; definition in
+ * harness/digest.h; the CPU twin is harness/digest.c on libxxhash, and kernels/xxh3.h is the XXH3-64
+ * shared by both sides of the check).
+ *   digest = XXH3_64bits_withSeed(LE u64 leaf digests, seed = byte count),
+ *   leaf_i = XXH3_64bits(bytes [65536 i, min(65536 (i + 1), N)))
+ *
+ * Algorithm
+ *   1. Leaves (digest_leaf_kernel): 4 threads per 64 KiB leaf; thread j = 0..3 owns the XXH3
+ *      accumulators 2j and 2j+1 (the pair that one stripe couples: acc[i ^ 1] += data[i]) and reads
+ *      its 16 bytes of every 64-byte stripe, so one warp load covers 8 leaves x 64 contiguous bytes
+ *      (fully used 32-byte sectors). Per 1024-byte block each thread first issues all 16 of its
+ *      loads, then accumulates and scrambles its two lanes; no communication until the end. The
+ *      last block, the last stripe (the final 64 bytes, secret offset 121) and the final merge follow
+ *      the specification; the merge is a sum of one term per pair, added with two warp shuffles.
+ *      Leaves longer than 240 bytes (every full leaf, and a long last leaf) take this path; a last
+ *      leaf of 1..240 bytes is hashed by thread 0 of its group with the length-class code of xxh3.h.
+ *      Keys: thread j keeps secret words 2j..2j+17 in registers (stripe s uses words s+2j, s+2j+1;
+ *      scramble 16+2j, 17+2j; the unaligned offsets 121 and 11 are funnel-shifted from them).
+ *      Loads: 16-byte vector loads when the input is 16-byte aligned, two 8-byte loads when 8-byte
+ *      aligned, otherwise aligned 8-byte words shifted together (every word read holds at least one
+ *      input byte, so nothing outside the input's 8-byte words is touched).
+ *   2. Root (digest_root_kernel, one CTA of 256 threads, on the device): XXH3-64 with seed N over the
+ *      8 n bytes of leaf digests. Up to 240 bytes (n <= 30): thread 0, length classes of xxh3.h.
+ *      Longer: the secret derived from the seed; a block's stripe contributions do not depend on the
+ *      accumulators, so groups of 4 threads first sum each 1024-byte block's contributions in
+ *      parallel (to the workspace), then 4 threads run the short serial chain
+ *      acc = scramble(acc + contribution_b) over the blocks and finish as in step 1.
+ *      Integer addition modulo 2^64 is associative, so any summation order gives the same bits.
+ *   3. The 8-byte digest is copied to the host.
+ *
+ * Napkin maths (H100 SXM, N = 4 GiB)
+ *   bytes read: N once; leaf digests 8 N / 65536 = N / 8192 written and read back (512 KiB at 4 GiB),
+ *   root contributions 64 B per 1024 B of leaf digests. Traffic ~ N (1 + 2 / 8192).
+ *   compute: per 16 bytes a thread does 2 x (64-bit xor, 32x32->64 multiply, two 64-bit adds) ~ 12-16
+ *   SASS instructions, ~1 instruction per byte; 132 SMs x 4 schedulers x 32 lanes x 1.755 GHz ~ 30e12
+ *   lane-instructions/s, so ~30 TB/s of hashing versus 3.35 TB/s HBM3 peak: memory bound.
+ *   latency: ~3.35 TB/s x ~0.8 us ~ 2.7 MB in flight, ~20 KB per SM; a thread has 256 B in flight per
+ *   block, so ~80 resident threads per SM suffice (a 4 GiB input runs 262144 threads).
+ *   expected: ~2.9-3.0 TB/s of reads, ~1.45 ms for 4 GiB; the root's serial chain is 511 steps of
+ *   ~30 cycles (~9 us, under 1%). cudaMemcpy device-to-device moves 2 N bytes (read + write), so
+ *   the fair comparison is hash read bandwidth N / t against copy traffic 2 N / t_copy.
+ *
+ * Build: kernels/meson.build (nvcc --fmad=false --prec-div=true --prec-sqrt=true --ftz=false
+ *        -arch=sm_90). Test: tests/gpu/test-digest-cuda.c. Bandwidth: tests/gpu/bench-digest.cu.
+ */
+#include <stdio.h>
+
+#include "digest_cuda.h"
+#include "xxh3.h"
+
+#define DIGEST_LEAF_BYTES_CU 65536u /* = DIGEST_LEAF_BYTES of harness/digest.h */
+#define DIGEST_GROUP 4		    /* threads per hashed input: thread j owns accumulators 2j, 2j+1 */
+#define DIGEST_LEAF_CTA 256	    /* threads per CTA of the leaf kernel (64 leaves) */
+#define DIGEST_ROOT_CTA 256	    /* threads of the single root CTA */
+
+static int digest_cuda_fail(const char *call, cudaError_t e, const char *file, int line)
+{
+	fprintf(stderr, "error: %s failed: %s (%s) at %s:%d\n", call, cudaGetErrorString(e), cudaGetErrorName(e),
+		file, line);
+	return ALIGN_DIGEST_CUDA_ECUDA;
+}
+
+#define DIGEST_CUDA_TRY(call)                                                                                  \
+	do {                                                                                                   \
+		cudaError_t e_ = (call);                                                                       \
+		if (e_ != cudaSuccess)                                                                         \
+			return digest_cuda_fail(#call, e_, __FILE__, __LINE__);                                \
+	} while (0)
+
+static int digest_cuda_einval(const char *what)
+{
+	fprintf(stderr, "error: align_digest_cuda: %s\n", what);
+	return ALIGN_DIGEST_CUDA_EINVAL;
+}
+
+/* ---- device side ---- */
+
+/* Load the 16 bytes at q (any alignment) as two little-endian words. */
+__device__ __forceinline__ void digest_load_any(const uint8_t *q, uint64_t *d0, uint64_t *d1)
+{
+	uintptr_t a = (uintptr_t)q;
+	const unsigned long long *w = (const unsigned long long *)(a & ~(uintptr_t)7);
+	unsigned sh = (unsigned)(a & 7) * 8;
+	uint64_t w0 = __ldg(w), w1 = __ldg(w + 1);
+	if (sh == 0) {
+		*d0 = w0;
+		*d1 = w1;
+		return;
+	}
+	uint64_t w2 = __ldg(w + 2);
+	*d0 = (w0 >> sh) | (w1 << (64 - sh));
+	*d1 = (w1 >> sh) | (w2 << (64 - sh));
+}
+
+/* As digest_load_any, where A is what the caller guarantees about q's alignment: 16, 8 or 1 (none). */
+template <int A> __device__ __forceinline__ void digest_load(const uint8_t *q, uint64_t *d0, uint64_t *d1)
+{
+	if (A == 16) {
+		ulonglong2 v = __ldg((const ulonglong2 *)q);
+		*d0 = v.x;
+		*d1 = v.y;
+	} else if (A == 8) {
+		*d0 = __ldg((const unsigned long long *)q);
+		*d1 = __ldg((const unsigned long long *)q + 1);
+	} else {
+		digest_load_any(q, d0, d1);
+	}
+}
+
+/* Secret words 2j .. 2j+17 of the secret derived from `seed` (seed 0: the default secret). */
+__device__ __forceinline__ void digest_pair_keys(uint64_t k[18], uint64_t seed, unsigned j)
+{
+	const uint8_t *s = align_xxh3_default_secret();
+#pragma unroll
+	for (unsigned m = 0; m < 18; m++)
+		k[m] = align_xxh3_derived_word(s, 2 * j + m, seed);
+}
+
+/* The 64-bit secret value at byte 8 (2j + m) + r, 0 < r < 8, from the register words k[m], k[m+1]. */
+__device__ __forceinline__ uint64_t digest_key_at(const uint64_t k[18], unsigned m, unsigned r)
+{
+	return (k[m] >> (8 * r)) | (k[m + 1] << (64 - 8 * r));
+}
+
+/* Accumulate the first `ns` (<= 16) stripes of one block into the pair (a0, a1); q = block + 16 j.
+ * All loads are issued before the arithmetic so that a thread has up to 256 bytes in flight. */
+template <int A>
+__device__ __forceinline__ void digest_block_pairs(uint64_t *a0, uint64_t *a1, const uint8_t *q, unsigned ns,
+						   const uint64_t k[18])
+{
+	uint64_t d0[ALIGN_XXH3_BLOCK_STRIPES], d1[ALIGN_XXH3_BLOCK_STRIPES];
+#pragma unroll
+	for (unsigned s = 0; s < ALIGN_XXH3_BLOCK_STRIPES; s++) {
+		d0[s] = 0;
+		d1[s] = 0;
+		if (s < ns)
+			digest_load<A>(q + ALIGN_XXH3_STRIPE_BYTES * s, &d0[s], &d1[s]);
+	}
+#pragma unroll
+	for (unsigned s = 0; s < ALIGN_XXH3_BLOCK_STRIPES; s++)
+		if (s < ns)
+			align_xxh3_accumulate_pair(a0, a1, d0[s], d1[s], k[s], k[s + 1]);
+}
+
+/* After the `nb` full blocks: the last block's stripes, the last stripe, the merge (sum of the four
+ * pairs' terms through the group's shuffles). Every thread of the group returns the hash. */
+template <int A>
+__device__ uint64_t digest_group_finish(const uint8_t *p, uint64_t len, uint64_t nb, uint64_t a0, uint64_t a1,
+					const uint64_t k[18], unsigned j, unsigned mask)
+{
+	uint64_t rest = (len - 1) - nb * ALIGN_XXH3_BLOCK_BYTES;
+	digest_block_pairs<A>(&a0, &a1, p + nb * ALIGN_XXH3_BLOCK_BYTES + 16 * j,
+			      (unsigned)(rest / ALIGN_XXH3_STRIPE_BYTES), k);
+	uint64_t d0, d1;
+	digest_load_any(p + len - ALIGN_XXH3_STRIPE_BYTES + 16 * j, &d0, &d1);
+	/* secret offset 121 + 16 j = 8 (15 + 2j) + 1 */
+	align_xxh3_accumulate_pair(&a0, &a1, d0, d1, digest_key_at(k, 15, 1), digest_key_at(k, 16, 1));
+	/* secret offset 11 + 16 j = 8 (1 + 2j) + 3 */
+	uint64_t t = align_xxh3_merge_pair(a0, a1, digest_key_at(k, 1, 3), digest_key_at(k, 2, 3));
+	t += __shfl_xor_sync(mask, t, 1, DIGEST_GROUP);
+	t += __shfl_xor_sync(mask, t, 2, DIGEST_GROUP);
+	return align_xxh3_avalanche(len * ALIGN_XXH3_PRIME64_1 + t);
+}
+
+/* XXH3-64 (seed 0) of len > 240 bytes at p by the 4 threads of a group. */
+template <int A>
+__device__ uint64_t digest_group_long(const uint8_t *p, uint64_t len, unsigned j, unsigned mask)
+{
+	uint64_t k[18];
+	digest_pair_keys(k, 0, j);
+	uint64_t a0 = align_xxh3_acc_init(2 * j), a1 = align_xxh3_acc_init(2 * j + 1);
+	uint64_t nb = (len - 1) / ALIGN_XXH3_BLOCK_BYTES;
+	const uint8_t *q = p + 16 * j;
+	for (uint64_t b = 0; b < nb; b++, q += ALIGN_XXH3_BLOCK_BYTES) {
+		digest_block_pairs<A>(&a0, &a1, q, ALIGN_XXH3_BLOCK_STRIPES, k);
+		a0 = align_xxh3_scramble_acc(a0, k[16]);
+		a1 = align_xxh3_scramble_acc(a1, k[17]);
+	}
+	return digest_group_finish<A>(p, len, nb, a0, a1, k, j, mask);
+}
+
+/* leaves[i] = XXH3_64bits(leaf i); 4 threads per leaf (blockDim.x a multiple of 32). */
+template <int A>
+__global__ void __launch_bounds__(DIGEST_LEAF_CTA)
+	digest_leaf_kernel(const uint8_t *p, uint64_t bytes, uint64_t n_leaves, uint64_t *leaves)
+{
+	uint64_t leaf = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / DIGEST_GROUP;
+	unsigned j = threadIdx.x % DIGEST_GROUP;
+	unsigned mask = 0xfu << (threadIdx.x & 28u);
+	if (leaf >= n_leaves)
+		return; /* whole groups leave together */
+	const uint8_t *q = p + leaf * DIGEST_LEAF_BYTES_CU;
+	uint64_t len = bytes - leaf * DIGEST_LEAF_BYTES_CU;
+	if (len > DIGEST_LEAF_BYTES_CU)
+		len = DIGEST_LEAF_BYTES_CU;
+	if (len > ALIGN_XXH3_MIDSIZE_MAX) {
+		uint64_t h = digest_group_long<A>(q, len, j, mask);
+		if (j == 0)
+			leaves[leaf] = h;
+	} else if (j == 0) {
+		leaves[leaf] = align_xxh3_64_seed(q, (size_t)len, 0);
+	}
+}
+
+/* *out = XXH3_64bits_withSeed(leaves as 8 n bytes, total); one CTA of DIGEST_ROOT_CTA threads;
+ * contrib: 8 words per full 1024-byte block of the leaf digests. */
+__global__ void __launch_bounds__(DIGEST_ROOT_CTA)
+	digest_root_kernel(const uint64_t *leaves, uint64_t n, uint64_t total, uint64_t *contrib, uint64_t *out)
+{
+	const uint8_t *p = (const uint8_t *)leaves;
+	uint64_t len = 8 * n;
+	unsigned j = threadIdx.x % DIGEST_GROUP;
+	if (len <= ALIGN_XXH3_MIDSIZE_MAX) {
+		if (threadIdx.x == 0)
+			*out = align_xxh3_64_seed(p, (size_t)len, total);
+		return;
+	}
+	uint64_t k[18];
+	digest_pair_keys(k, total, j);
+	uint64_t nb = (len - 1) / ALIGN_XXH3_BLOCK_BYTES;
+	for (uint64_t b = threadIdx.x / DIGEST_GROUP; b < nb; b += DIGEST_ROOT_CTA / DIGEST_GROUP) {
+		uint64_t c0 = 0, c1 = 0;
+		digest_block_pairs<16>(&c0, &c1, p + b * ALIGN_XXH3_BLOCK_BYTES + 16 * j, ALIGN_XXH3_BLOCK_STRIPES,
+				       k);
+		contrib[8 * b + 2 * j] = c0;
+		contrib[8 * b + 2 * j + 1] = c1;
+	}
+	__syncthreads();
+	if (threadIdx.x >= DIGEST_GROUP)
+		return;
+	uint64_t a0 = align_xxh3_acc_init(2 * j), a1 = align_xxh3_acc_init(2 * j + 1);
+#pragma unroll 8
+	for (uint64_t b = 0; b < nb; b++) {
+		a0 = align_xxh3_scramble_acc(a0 + contrib[8 * b + 2 * j], k[16]);
+		a1 = align_xxh3_scramble_acc(a1 + contrib[8 * b + 2 * j + 1], k[17]);
+	}
+	uint64_t h = digest_group_finish<16>(p, len, nb, a0, a1, k, j, 0xfu);
+	if (j == 0)
+		*out = h;
+}
+
+/* ---- host side ---- */
+
+static uint64_t digest_leaf_count(size_t bytes) { return ((uint64_t)bytes + DIGEST_LEAF_BYTES_CU - 1) / DIGEST_LEAF_BYTES_CU; }
+
+/* Full 1024-byte blocks of the root input (0 when it is 240 bytes or shorter). */
+static uint64_t digest_root_blocks(uint64_t n)
+{
+	return 8 * n > ALIGN_XXH3_MIDSIZE_MAX ? (8 * n - 1) / ALIGN_XXH3_BLOCK_BYTES : 0;
+}
+
+/* Workspace: leaves (8 n bytes, rounded to 16) | root contributions (64 per block) | digest (16). */
+static size_t digest_leaves_span(uint64_t n) { return (size_t)((8 * n + 15) / 16 * 16); }
+
+extern "C" size_t align_digest_cuda_workspace_bytes(size_t bytes)
+{
+	uint64_t n = digest_leaf_count(bytes);
+	return digest_leaves_span(n) + (size_t)(64 * digest_root_blocks(n)) + 16;
+}
+
+extern "C" int align_digest_leaves_cuda(const void *device_ptr, size_t bytes, uint64_t *device_leaves,
+					cudaStream_t stream)
+{
+	if (bytes == 0)
+		return 0;
+	if (!device_ptr || !device_leaves)
+		return digest_cuda_einval("device_ptr or device_leaves is NULL");
+	uint64_t n = digest_leaf_count(bytes);
+	uint64_t ctas = (n * DIGEST_GROUP + DIGEST_LEAF_CTA - 1) / DIGEST_LEAF_CTA;
+	if (ctas > 0x7fffffffu)
+		return digest_cuda_einval("input too large for one grid");
+	const uint8_t *p = (const uint8_t *)device_ptr;
+	uintptr_t a = (uintptr_t)device_ptr;
+	if (a % 16 == 0)
+		digest_leaf_kernel<16><<<(unsigned)ctas, DIGEST_LEAF_CTA, 0, stream>>>(p, bytes, n, device_leaves);
+	else if (a % 8 == 0)
+		digest_leaf_kernel<8><<<(unsigned)ctas, DIGEST_LEAF_CTA, 0, stream>>>(p, bytes, n, device_leaves);
+	else
+		digest_leaf_kernel<1><<<(unsigned)ctas, DIGEST_LEAF_CTA, 0, stream>>>(p, bytes, n, device_leaves);
+	DIGEST_CUDA_TRY(cudaGetLastError()); /* the launch of digest_leaf_kernel */
+	return 0;
+}
+
+/* Enqueue leaves, root and the 8-byte copy to *host_digest (pageable: the copy waits for the root). */
+static int digest_enqueue(const void *device_ptr, size_t bytes, void *ws, uint64_t *host_digest, cudaStream_t stream)
+{
+	uint64_t n = digest_leaf_count(bytes);
+	uint64_t *leaves = (uint64_t *)ws;
+	uint64_t *contrib = (uint64_t *)((char *)ws + digest_leaves_span(n));
+	uint64_t *dout = contrib + 8 * digest_root_blocks(n);
+	int rc = align_digest_leaves_cuda(device_ptr, bytes, leaves, stream);
+	if (rc)
+		return rc;
+	digest_root_kernel<<<1, DIGEST_ROOT_CTA, 0, stream>>>(leaves, n, (uint64_t)bytes, contrib, dout);
+	DIGEST_CUDA_TRY(cudaGetLastError()); /* the launch of digest_root_kernel */
+	DIGEST_CUDA_TRY(cudaMemcpyAsync(host_digest, dout, sizeof *host_digest, cudaMemcpyDeviceToHost, stream));
+	return 0;
+}
+
+extern "C" int align_digest_cuda_ws(const void *device_ptr, size_t bytes, void *device_workspace, uint64_t *digest_out,
+				    cudaStream_t stream)
+{
+	if (!digest_out)
+		return digest_cuda_einval("digest_out is NULL");
+	if (bytes == 0) {
+		*digest_out = align_xxh3_64_seed(NULL, 0, 0);
+		return 0;
+	}
+	if (!device_ptr || !device_workspace)
+		return digest_cuda_einval("device_ptr or device_workspace is NULL");
+	if ((uintptr_t)device_workspace % 16)
+		return digest_cuda_einval("device_workspace is not 16-byte aligned");
+	uint64_t d = 0;
+	int rc = digest_enqueue(device_ptr, bytes, device_workspace, &d, stream);
+	if (rc)
+		return rc;
+	DIGEST_CUDA_TRY(cudaStreamSynchronize(stream));
+	*digest_out = d;
+	return 0;
+}
+
+extern "C" int align_digest_cuda(const void *device_ptr, size_t bytes, uint64_t *digest_out, cudaStream_t stream)
+{
+	if (!digest_out)
+		return digest_cuda_einval("digest_out is NULL");
+	if (bytes == 0) {
+		*digest_out = align_xxh3_64_seed(NULL, 0, 0);
+		return 0;
+	}
+	if (!device_ptr)
+		return digest_cuda_einval("device_ptr is NULL");
+	void *ws = NULL;
+	DIGEST_CUDA_TRY(cudaMallocAsync(&ws, align_digest_cuda_workspace_bytes(bytes), stream));
+	uint64_t d = 0;
+	int rc = digest_enqueue(device_ptr, bytes, ws, &d, stream);
+	cudaError_t e = cudaFreeAsync(ws, stream);
+	if (rc)
+		return rc;
+	if (e != cudaSuccess)
+		return digest_cuda_fail("cudaFreeAsync(ws, stream)", e, __FILE__, __LINE__);
+	DIGEST_CUDA_TRY(cudaStreamSynchronize(stream));
+	*digest_out = d;
+	return 0;
+}
