@@ -69,7 +69,19 @@ static json_t *culprit_json(const struct bisect *b, const struct bisect_culprit 
 	return o;
 }
 
-static json_t *report_json(const struct bisect *b, const struct bisect_culprit *c, int found, const char *why_not)
+/* The last check of the switches left after the culprits. */
+static json_t *rest_json(const struct bisect *b, const struct bisect_trial *t)
+{
+	if (!t)
+		return json_null();
+	json_t *o = json_object();
+	json_object_set_new(o, "switches", bisect_set_json(b, t->set));
+	json_object_set_new(o, "verdict", json_string(verdict_names[t->verdict]));
+	json_object_set_new(o, "trial", json_integer(t->index));
+	return o;
+}
+
+static json_t *report_json(const struct bisect *b, const struct bisect_result *res)
 {
 	json_t *o = json_object(), *sw = json_array(), *trials = json_array(), *metrics = json_array();
 	json_error_t e;
@@ -95,9 +107,13 @@ static json_t *report_json(const struct bisect *b, const struct bisect_culprit *
 	json_object_set_new(o, "baseline", str_or_null(b->baseline_run));
 	json_object_set_new(o, "metrics", metrics);
 	json_object_set_new(o, "switches", sw);
-	json_object_set_new(o, "result", json_string(found ? "culprit" : "no-effect"));
-	json_object_set_new(o, "message", str_or_null(why_not));
-	json_object_set_new(o, "culprit", found ? culprit_json(b, c) : json_null());
+	json_t *culprits = json_array();
+	for (int i = 0; i < res->n_culprits; i++)
+		json_array_append_new(culprits, culprit_json(b, &res->culprits[i]));
+	json_object_set_new(o, "result", json_string(res->n_culprits ? "culprit" : "no-effect"));
+	json_object_set_new(o, "message", str_or_null(res->why_not));
+	json_object_set_new(o, "culprits", culprits);
+	json_object_set_new(o, "rest", rest_json(b, res->rest));
 	json_object_set_new(o, "trials", trials);
 	json_t *n = json_object();
 	json_object_set_new(n, "trials", json_integer((json_int_t)b->n_trials));
@@ -233,28 +249,51 @@ static void trials_table(FILE *f, json_t *trials, int md)
 	}
 }
 
-static void write_human(FILE *f, json_t *r, int md)
+static void culprits_text(FILE *f, json_t *r, int md)
 {
-	json_t *counts = json_object_get(r, "counts"), *cul = json_object_get(r, "culprit");
-	size_t nsw = json_array_size(json_object_get(r, "switches"));
+	json_t *culprits = json_object_get(r, "culprits"), *cul, *rest = json_object_get(r, "rest");
+	size_t i, total = json_array_size(culprits);
 	char diff[1024];
-	if (md)
-		fputs("# align bisect\n\n", f);
-	fprintf(f, "%s%zu switch%s differ between good and bad; baseline run %s\n", md ? "" : "bisect: ", nsw,
-	        nsw == 1 ? "" : "es", json_string_value(json_object_get(r, "baseline")));
-	if (json_is_object(cul)) {
+	json_array_foreach(culprits, i, cul)
+	{
 		size_t n = json_array_size(json_object_get(cul, "switches"));
-		fprintf(f, md ? "\n## Culprit: %zu switch%s\n\n" : "culprit: %zu switch%s\n", n, n == 1 ? "" : "es");
+		char which[64] = "";
+		if (total > 1)
+			snprintf(which, sizeof which, " %zu of %zu", i + 1, total);
+		fprintf(f, md ? "\n## Culprit%s: %zu switch%s\n\n" : "culprit%s: %zu switch%s\n", which, n,
+		        n == 1 ? "" : "es");
 		culprit_text(f, cul, md);
 		diff_text(json_object_get(cul, "first_diff"), diff, sizeof diff);
 		fprintf(f,
 		        md ? "\nThe set's first divergent record (trial %lld): %s\n"
 		           : "  the set's first diff (trial %lld): %s\n",
 		        (long long)json_integer_value(json_object_get(cul, "trial")), diff);
-	} else {
+	}
+	if (json_is_object(rest)) {
+		const char *v = json_string_value(json_object_get(rest, "verdict"));
+		size_t n = json_array_size(json_object_get(rest, "switches"));
+		fprintf(f, "%sthe other %zu switch%s, with %s at their good value: %s (trial %lld)\n", md ? "\n" : "",
+		        n, n == 1 ? "" : "es", total == 1 ? "the culprit" : "the culprits",
+		        !strcmp(v, "same")       ? "no change in the bits"
+		        : !strcmp(v, "unusable") ? "unusable, not checked"
+		                                 : v,
+		        (long long)json_integer_value(json_object_get(rest, "trial")));
+	}
+}
+
+static void write_human(FILE *f, json_t *r, int md)
+{
+	json_t *counts = json_object_get(r, "counts");
+	size_t nsw = json_array_size(json_object_get(r, "switches"));
+	if (md)
+		fputs("# align bisect\n\n", f);
+	fprintf(f, "%s%zu switch%s differ between good and bad; baseline run %s\n", md ? "" : "bisect: ", nsw,
+	        nsw == 1 ? "" : "es", json_string_value(json_object_get(r, "baseline")));
+	if (json_array_size(json_object_get(r, "culprits")))
+		culprits_text(f, r, md);
+	else
 		fprintf(f, md ? "\n**No culprit:** %s\n" : "no culprit: %s\n",
 		        json_string_value(json_object_get(r, "message")));
-	}
 	fprintf(f,
 	        md ? "\n## Trials\n\n%lld trials (%lld run, %lld from the cache): %lld diverge, %lld same, %lld "
 	             "unusable\n\n"
@@ -280,10 +319,10 @@ static int write_to(FILE *f, json_t *r, enum bisect_format fmt)
 	return ferror(f) ? -1 : 0;
 }
 
-int bisect_write_report(const struct bisect *b, const struct bisect_culprit *c, int found, const char *why_not,
-                        enum bisect_format fmt, const char *path)
+int bisect_write_report(const struct bisect *b, const struct bisect_result *res, enum bisect_format fmt,
+                        const char *path)
 {
-	json_t *r = report_json(b, c, found, why_not);
+	json_t *r = report_json(b, res);
 	int rc = ALIGN_OK;
 	if (!path) {
 		if (write_to(stdout, r, fmt) || fflush(stdout))

@@ -13,7 +13,12 @@
  * Parts, then complements, are tested in that order and the first FAIL is taken, so the result does
  * not depend on -j: with -j N the next N unknown candidates of a round run at once (speculatively).
  * At the last granularity every single switch and every complement of the result has been tried, so
- * the interaction analysis (which members diverge alone; which are needed jointly) costs no trial. */
+ * the interaction analysis (which members diverge alone; which are needed jointly) costs no trial.
+ *
+ * Several culprits: after a culprit set is found its switches are put back to their good value and the
+ * rest is tried as a whole (one trial); while it still diverges, ddmin runs again on the rest. So every
+ * culprit found changes the bits with the earlier ones at their good value (independent causes), and
+ * the last "rest" trial shows that the switches left change nothing. --first stops after one. */
 #include "bisect.h"
 #include "err.h"
 
@@ -159,48 +164,65 @@ static int check_good(struct bisect *b, struct bisect_trial *t)
 	return ALIGN_OK;
 }
 
-int bisect_search(struct bisect *b, struct bisect_culprit *c, int *found, const char **why_not)
+/* The first trial of a search: the good environment (the baseline) and the whole bad set. */
+static int preconditions(struct bisect *b, unsigned char *none, unsigned char *all, struct bisect_result *r)
 {
-	unsigned char *none = calloc(b->n_sw + 1, 1), *all = malloc(b->n_sw + 1);
-	int *idx = malloc((b->n_sw + 1) * sizeof *idx), n = (int)b->n_sw, rc;
 	struct bisect_trial *t;
-	memset(c, 0, sizeof *c);
-	*found = 0;
-	*why_not = NULL;
-	if (!none || !all || !idx) {
-		rc = err_internal("out of memory");
-		goto out;
+	int rc;
+	if ((rc = one(b, none, &t)) || (rc = check_good(b, t)) || (rc = one(b, all, &t)))
+		return rc;
+	if (t->verdict == TRIAL_UNUSABLE)
+		return err_input("the bad environment's trial is unusable: %s", t->reason);
+	if (t->verdict == TRIAL_SAME)
+		r->why_not = "the bad environment gives the same records as the good one: no switch changes the bits";
+	return ALIGN_OK;
+}
+
+int bisect_search(struct bisect *b, int first_only, struct bisect_result *r)
+{
+	unsigned char *none = calloc(b->n_sw + 1, 1), *rest = malloc(b->n_sw + 1);
+	int *idx = malloc((b->n_sw + 1) * sizeof *idx), n, rc;
+	struct bisect_culprit *c = calloc(b->n_sw + 1, sizeof *c);
+	memset(r, 0, sizeof *r);
+	if (!none || !rest || !idx || !c) {
+		free(none), free(rest), free(idx), free(c);
+		return err_internal("out of memory");
 	}
-	memset(all, 1, b->n_sw + 1);
-	if ((rc = one(b, none, &t)) || (rc = check_good(b, t)))
+	r->culprits = c;
+	memset(rest, 1, b->n_sw + 1);
+	if ((rc = preconditions(b, none, rest, r)) || r->why_not)
 		goto out;
-	if ((rc = one(b, all, &t)))
-		goto out;
-	if (t->verdict == TRIAL_UNUSABLE) {
-		rc = err_input("the bad environment's trial is unusable: %s", t->reason);
-		goto out;
+	for (;;) {
+		n = 0;
+		for (size_t i = 0; i < b->n_sw; i++)
+			if (rest[i])
+				idx[n++] = (int)i;
+		if ((rc = ddmin(b, idx, &n)))
+			break;
+		c = &r->culprits[r->n_culprits++];
+		c->set = make_set(b, idx, n, 0, n, 0);
+		if ((rc = one(b, c->set, &c->trial)) || (rc = analyse(b, c, idx, n)))
+			break;
+		for (int k = 0; k < n; k++)
+			rest[idx[k]] = 0;
+		if (first_only || !memchr(rest, 1, b->n_sw))
+			break;
+		/* the switches left, the culprits found at their good value: do they still change the bits? */
+		if ((rc = one(b, rest, &r->rest)) || r->rest->verdict != TRIAL_DIVERGES)
+			break;
 	}
-	if (t->verdict == TRIAL_SAME) {
-		*why_not = "the bad environment gives the same records as the good one: no switch changes the bits";
-		goto out;
-	}
-	for (int i = 0; i < n; i++)
-		idx[i] = i;
-	if ((rc = ddmin(b, idx, &n)))
-		goto out;
-	c->set = make_set(b, idx, n, 0, n, 0);
-	if ((rc = one(b, c->set, &c->trial)) || (rc = analyse(b, c, idx, n)))
-		goto out;
-	*found = 1;
 out:
-	free(none), free(all), free(idx);
+	free(none), free(rest), free(idx);
 	return rc;
 }
 
-void bisect_culprit_free(struct bisect_culprit *c)
+void bisect_result_free(struct bisect_result *r)
 {
-	free(c->set);
-	free(c->alone);
-	free(c->without);
-	memset(c, 0, sizeof *c);
+	for (int i = 0; i < r->n_culprits; i++) {
+		free(r->culprits[i].set);
+		free(r->culprits[i].alone);
+		free(r->culprits[i].without);
+	}
+	free(r->culprits);
+	memset(r, 0, sizeof *r);
 }

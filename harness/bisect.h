@@ -149,15 +149,22 @@ struct bisect_culprit {
 	int n;                         /* members */
 	int interaction;               /* n >= 2 and no member diverges alone */
 };
-/* Precondition trials (good, full bad), then ddmin; returns ALIGN_OK with *found = 0 or 1. */
-int bisect_search(struct bisect *b, struct bisect_culprit *c, int *found, const char **why_not);
-void bisect_culprit_free(struct bisect_culprit *c);
+struct bisect_result {
+	struct bisect_culprit *culprits; /* in the order found */
+	int n_culprits;
+	struct bisect_trial *rest; /* the last check of the switches left (NULL: none left, or --first) */
+	const char *why_not;       /* no culprit: why */
+};
+/* Precondition trials (good, full bad), then ddmin, then again on the rest until it changes nothing
+ * (first_only: stop after one culprit). ALIGN_OK with r->n_culprits >= 0, or an error class. */
+int bisect_search(struct bisect *b, int first_only, struct bisect_result *r);
+void bisect_result_free(struct bisect_result *r);
 
 /* bisect-out.c */
 enum bisect_format { BISECT_TEXT, BISECT_JSON, BISECT_MD };
 /* Write the report to path (atomically: temp file + rename) or stdout when path is NULL. */
-int bisect_write_report(const struct bisect *b, const struct bisect_culprit *c, int found, const char *why_not,
-                        enum bisect_format fmt, const char *path);
+int bisect_write_report(const struct bisect *b, const struct bisect_result *res, enum bisect_format fmt,
+                        const char *path);
 
 void bisect_free(struct bisect *b);
 

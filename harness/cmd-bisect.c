@@ -27,8 +27,9 @@ static void bisect_usage(FILE *out)
 	        "\n"
 	        "Run CMD as a fresh process per trial, under the good environment with some switches (the keys\n"
 	        "whose values differ between good and bad) at their bad value, and find a minimal set of switches\n"
-	        "that changes the bits (delta debugging). Each trial's traces are ingested as run bisect:<hash>\n"
-	        "and compared with the good run; trials are cached in the database, so a rerun resumes.\n"
+	        "that changes the bits (delta debugging); then put it back to good and search the other switches\n"
+	        "again, until they change nothing. Each trial's traces are ingested as run bisect:<hash> and\n"
+	        "compared with the good run; trials are cached in the database, so a rerun resumes.\n"
 	        "\n"
 	        "  --db PATH            database (default $ALIGN_DB or ./align.db)\n"
 	        "  --good ENV_SPEC      the environment that gives the reference bits (repeatable, later wins)\n"
@@ -42,6 +43,7 @@ static void bisect_usage(FILE *out)
 	        "  --trace-glob PAT     the trial's traces are the files matching PAT in its directory\n"
 	        "                       (default: the file CMD writes to $ALIGN_TRACE)\n"
 	        "  --retry-unusable     run again the trials the cache holds as unusable (crashed, no trace)\n"
+	        "  --first              stop at the first culprit set (do not search the other switches)\n"
 	        "  --format F           text (default), json or md\n"
 	        "  --out F              write the report to F (atomically) instead of stdout\n"
 	        "  -h, --help           this text\n"
@@ -59,6 +61,7 @@ struct bisect_opts {
 	const char *out;
 	enum bisect_format format;
 	int have_good, have_bad;
+	int first_only; /* --first: stop after one culprit set */
 	struct bisect_env bad;
 };
 
@@ -97,19 +100,13 @@ static int add_metric(struct bisect *b, const char *m)
 static int parse_options(int argc, char **argv, struct bisect *b, struct bisect_opts *o)
 {
 	static const struct option opts[] = {
-	    {"db", required_argument, 0, 'd'},
-	    {"good", required_argument, 0, 'g'},
-	    {"bad", required_argument, 0, 'b'},
-	    {"baseline", required_argument, 0, 'B'},
-	    {"metric", required_argument, 0, 'm'},
-	    {"jobs", required_argument, 0, 'j'},
-	    {"timeout", required_argument, 0, 't'},
-	    {"trace-glob", required_argument, 0, 'G'},
-	    {"format", required_argument, 0, 'f'},
-	    {"out", required_argument, 0, 'o'},
-	    {"retry-unusable", no_argument, 0, 'R'},
-	    {"help", no_argument, 0, 'h'},
-	    {0, 0, 0, 0},
+	    {"db", required_argument, 0, 'd'},       {"good", required_argument, 0, 'g'},
+	    {"bad", required_argument, 0, 'b'},      {"baseline", required_argument, 0, 'B'},
+	    {"metric", required_argument, 0, 'm'},   {"jobs", required_argument, 0, 'j'},
+	    {"timeout", required_argument, 0, 't'},  {"trace-glob", required_argument, 0, 'G'},
+	    {"format", required_argument, 0, 'f'},   {"out", required_argument, 0, 'o'},
+	    {"retry-unusable", no_argument, 0, 'R'}, {"first", no_argument, 0, '1'},
+	    {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
 	};
 	int c, rc = ALIGN_OK;
 	long long jobs;
@@ -154,6 +151,9 @@ static int parse_options(int argc, char **argv, struct bisect *b, struct bisect_
 			break;
 		case 'R':
 			b->retry_unusable = 1;
+			break;
+		case '1':
+			o->first_only = 1;
 			break;
 		case 'h':
 			bisect_usage(stdout);
@@ -303,24 +303,23 @@ int cmd_bisect(int argc, char **argv)
 {
 	struct bisect b = {.jobs = 1, .lock_fd = -1};
 	struct bisect_opts o = {.format = BISECT_TEXT};
-	struct bisect_culprit c = {0};
-	int found = 0, rc = parse_options(argc, argv, &b, &o);
-	const char *why_not = NULL;
+	struct bisect_result res = {0};
+	int rc = parse_options(argc, argv, &b, &o);
 	if (rc < 0) {
 		rc = ALIGN_OK; /* --help */
 		goto out;
 	}
 	if (rc || (rc = prepare(&b, &o)))
 		goto out;
-	rc = bisect_search(&b, &c, &found, &why_not);
+	rc = bisect_search(&b, o.first_only, &res);
 	if (b.progress)
 		fputs("\r\033[K", stderr);
 	if (!rc)
-		rc = bisect_write_report(&b, &c, found, why_not, o.format, o.out);
+		rc = bisect_write_report(&b, &res, o.format, o.out);
 	if (!rc)
-		rc = found ? ALIGN_OK : ALIGN_DIFF;
+		rc = res.n_culprits ? ALIGN_OK : ALIGN_DIFF;
 out:
-	bisect_culprit_free(&c);
+	bisect_result_free(&res);
 	bisect_env_free(&o.bad);
 	bisect_free(&b);
 	return rc;

@@ -29,12 +29,12 @@ run_align 0 bisect --db m.db --good "$GOOD12" --bad "$BAD12" --metric loss --for
 expect_eq "--metric loss" "$(culprit_of loss.json)" "S03"
 run_align 0 bisect --db m.db --good "$GOOD12" --bad "$BAD12" --metric 'grad_*' --format json --out grad.json -- "${cmd[@]}"
 expect_eq "--metric grad_*" "$(culprit_of grad.json)" "S06"
-expect_eq "grad first diff" "$(jget grad.json "r['culprit']['first_diff']['name'] + ' ' + r['culprit']['first_diff']['trial']")" "grad_norm 0x3f000001"
+expect_eq "grad first diff" "$(jget grad.json "r['culprits'][0]['first_diff']['name'] + ' ' + r['culprits'][0]['first_diff']['trial']")" "grad_norm 0x3f000001"
 # the loss bisect's trials were compared again from their runs, not run again
 expect_eq "known subsets recompared without a process" \
 	"$(jget grad.json "len([t for t in r['trials'] if t['cached']]) > 0 and r['counts']['run'] < r['counts']['trials']")" "true"
 run_align 0 bisect --db m.db --good "$GOOD12" --bad "$BAD12" --metric loss --metric 'grad_*' --format json --out both.json -- "${cmd[@]}"
-expect_eq "both metrics: one culprit" "$(culprit_of both.json)" "S03"
+expect_eq "both metrics: both culprits" "$(culprit_of both.json)" "S03;S06"
 run_align 1 bisect --db m.db --good "$GOOD12" --bad "$BAD12" --metric nothing-matches -- "${cmd[@]}" &&
 	expect_out "^no culprit"
 
@@ -43,7 +43,7 @@ run_align 0 bisect --db g.db --good "$GOOD12" --bad "$BAD12" --trace-glob 'out/r
 	-- "$TRACE" --culprit S10 --ranks 2 --write-to out
 expect_eq "--trace-glob culprit" "$(culprit_of g.json)" "S10"
 check_trials g.json --culprit S10
-run=$(jget g.json "r['culprit']['switches'][0]['alone_trial']")
+run=$(jget g.json "r['culprits'][0]['switches'][0]['alone_trial']")
 run=$(jget g.json "r['trials'][$run - 1]['run']")
 expect_eq "ranks in a trial's run" "$(sql g.db "SELECT count(DISTINCT rank) || ' ' || count(DISTINCT source_id) FROM record JOIN run ON run.id = run_id WHERE run.name = '$run'")" "2 2"
 # a glob that matches nothing makes every trial unusable, the good one first

@@ -15,7 +15,7 @@ expect_eq "processes" "$(wc -l <"$log")" "2"
 
 run_align 1 bisect --db a.db --good S01=0,S02=0,S03=0 --bad S01=1,S02=1,S04=1 --format json --out r.json -- "${cmd[@]}"
 expect_eq "result" "$(jget r.json "r['result']")" "no-effect"
-expect_eq "culprit" "$(jget r.json "r['culprit']")" "null"
+expect_eq "culprits" "$(jget r.json "r['culprits']")" "[]"
 expect_eq "trials" "$(jget r.json "[t['verdict'] for t in r['trials']]")" '["same", "same"]'
 # S03 is set on the good side only (unset on the bad side), S04 the other way round
 expect_eq "unset sides" "$(jget r.json "[(s['key'], s['good'], s['bad']) for s in r['switches']]")" \
@@ -29,6 +29,6 @@ run_align 1 bisect --db a.db --good S01=0,S02=0,S03=0 --bad S01=1,S02=1,S04=1 --
 # the same command whose S12 is among the switches does find it: the fixture can fail this test
 run_align 0 bisect --db a.db --good S01=0,S12=0 --bad S01=1,S12=1 --format json --out r2.json -- "${cmd[@]}"
 expect_eq "control culprit" "$(culprit_of r2.json)" "S12"
-expect_eq "single culprit is no interaction" "$(jget r2.json "r['culprit']['interaction']")" "false"
-expect_eq "single culprit alone" "$(jget r2.json "r['culprit']['switches'][0]['first_diff_from']")" "alone"
+expect_eq "single culprit is no interaction" "$(jget r2.json "r['culprits'][0]['interaction']")" "false"
+expect_eq "single culprit alone" "$(jget r2.json "r['culprits'][0]['switches'][0]['first_diff_from']")" "alone"
 finish

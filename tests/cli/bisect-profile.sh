@@ -8,7 +8,7 @@
 cmd=("$TRACE" --culprit ALIGN_SWIGLU_SCALE=bf16,ALIGN_RMSNORM_EPS=1e-5)
 run_align 0 bisect --db a.db --good profile:megatron --bad profile:paddle --format json --out r.json -- "${cmd[@]}"
 expect_eq "culprit" "$(culprit_of r.json)" "ALIGN_RMSNORM_EPS,ALIGN_SWIGLU_SCALE"
-expect_eq "values" "$(jget r.json "' '.join('%(key)s:%(good)s->%(bad)s' % m for m in r['culprit']['switches'])")" \
+expect_eq "values" "$(jget r.json "' '.join('%(key)s:%(good)s->%(bad)s' % m for m in r['culprits'][0]['switches'])")" \
 	"ALIGN_RMSNORM_EPS:1e-6->1e-5 ALIGN_SWIGLU_SCALE:fp32->bf16"
 run_align 0 modes --diff megatron paddle
 want=$(awk '/^ALIGN_/ {print $1}' out.txt | sort | paste -sd,)

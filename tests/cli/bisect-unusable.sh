@@ -12,9 +12,9 @@ run_align 0 bisect --db a.db --good "$GOOD12" --bad "$BAD12" --format json --out
 expect_eq "culprit" "$(culprit_of r.json)" "S07"
 check_trials r.json --culprit S07 --unusable 'S02,!S07' --unusable 'S10,!S07' --unusable 'S12,!S07' --unusable 'S05,!S07'
 n=$(jget r.json "r['counts']['trials']")
-ref=$(ref_trials 12 6 '1,!6' '9,!6' '11,!6' '4,!6')
-echo "trials: $n, reference ddmin: $ref"
-[ "$n" -le "$ref" ] || fail "bisect took $n trials, ddmin needs $ref"
+ref=$(ref_trials 12 --culprit 6 --unusable '1,!6' --unusable '9,!6' --unusable '11,!6' --unusable '4,!6')
+echo "trials: $n, reference search: $ref"
+[ "$n" -le "$ref" ] || fail "bisect took $n trials, the reference search needs $ref"
 [ "$(jget r.json "r['counts']['unusable']")" -gt 0 ] || fail "no unusable trial: the plant did not bite"
 expect_eq "unusable trials have no run" "$(jget r.json "[t['run'] for t in r['trials'] if t['verdict'] == 'unusable' and t['run']]")" "[]"
 

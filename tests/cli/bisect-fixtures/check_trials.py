@@ -2,7 +2,8 @@
 """check_trials: every row of an 'align bisect --format json' trial table must have the verdict the
 planted fixture gives its switch set (trace.sh semantics: a switch is bad when listed as KEY=1).
 
-usage: check_trials.py REPORT.json --culprit COND [--unusable COND]...   (COND: K1,K2,!K3)
+usage: check_trials.py REPORT.json --culprit COND... [--unusable COND]...   (COND: K1,K2,!K3)
+A trial diverges when any --culprit condition holds.
 Exit 0 when all rows agree, 1 with one line per disagreement."""
 import json, sys
 
@@ -16,12 +17,12 @@ def holds(cond, bad):
     return True
 
 args = sys.argv[2:]
-culprit, unusable = None, []
+culprits, unusable = [], []
 while args:
     opt, val = args[0], args[1]
     args = args[2:]
     if opt == '--culprit':
-        culprit = val
+        culprits.append(val)
     elif opt == '--unusable':
         unusable.append(val)
     else:
@@ -33,7 +34,7 @@ for t in report['trials']:
     if any(holds(c, bad) for c in unusable):
         want = 'unusable'
     else:
-        want = 'diverges' if holds(culprit, bad) else 'same'
+        want = 'diverges' if any(holds(c, bad) for c in culprits) else 'same'
     if t['verdict'] != want:
         bad_rows += 1
         print('trial %d %s: verdict %s, planted %s (%s)' % (t['index'], sorted(bad), t['verdict'], want, t['reason']))

@@ -12,13 +12,15 @@ r = json.load(open(sys.argv[1]))
 v = eval(sys.argv[2])
 print(v if isinstance(v, str) else json.dumps(v))' "$1" "$2"
 }
-culprit_of() { jget "$1" "','.join(m['key'] for m in r['culprit']['switches'])"; }
+# culprit_of FILE: the culprit sets found, members joined by ',', sets by ';'
+culprit_of() { jget "$1" "';'.join(','.join(m['key'] for m in c['switches']) for c in r['culprits'])"; }
 # check_trials FILE ARGS...: every trial verdict is the planted one (see check_trials.py)
 check_trials() {
 	local why
 	if ! why=$(python3 "$FIX/check_trials.py" "$@"); then fail "trial table of $1 disagrees with the plant: $why"; return 1; fi
 }
-# ref_trials N CULPRIT_INDICES [UNUSABLE_CONDS...]: trials the reference ddmin needs (0-based indices)
+# ref_trials N --culprit I,J ... [--unusable I,!J]... [--first]: trials the reference search needs
+# (0-based switch indices; see ddmin_ref.py)
 ref_trials() { python3 "$FIX/ddmin_ref.py" "$@" | cut -d' ' -f1; }
 # no_trace_of_run: nothing was written in the current directory besides the inputs named
 nothing_written() { # nothing_written WHAT: no database, work directory or report here

@@ -4,7 +4,7 @@
 # loss changes by one ulp only when its --culprit condition holds, and misbehaves on purpose when asked.
 # A condition is a comma list of switches that must all be bad; "!K" means K must not be bad, "K=V"
 # that K has the value V (for switches whose values are names, such as the numeric-mode profiles).
-#   --culprit COND        the step-2 loss is 0x40000001 instead of 0x40000000
+#   --culprit COND        the step-2 loss is 0x40000001 instead of 0x40000000 (repeatable: when any holds)
 #   --grad-culprit COND   the step-2 grad_norm is 0x3f000001 instead of 0x3f000000
 #   --crash-when COND     exit 3 with a message on stderr
 #   --signal-when COND    die of SIGSEGV
@@ -21,7 +21,7 @@ set -u
 culprit="" grad="" crash="" signal="" sleepw="" sleeps=30 notrace="" garbage="" log="" overlap="" ranks=1 writeto=""
 while [ $# -gt 0 ]; do
 	case $1 in
-	--culprit) culprit=$2 ;;
+	--culprit) culprit+="${culprit:+ }$2" ;;
 	--grad-culprit) grad=$2 ;;
 	--crash-when) crash=$2 ;;
 	--signal-when) signal=$2 ;;
@@ -70,7 +70,7 @@ if holds "$sleepw"; then (sleep "$sleeps" && touch woke) & wait; fi
 if holds "$notrace"; then exit 0; fi
 if holds "$garbage"; then echo '{"align_trace":1}' >"$ALIGN_TRACE"; echo 'garbage here' >>"$ALIGN_TRACE"; exit 0; fi
 loss2=0x40000000 gn=0x3f000000
-if holds "$culprit"; then loss2=0x40000001; fi
+for c in $culprit; do if holds "$c"; then loss2=0x40000001; fi; done
 if holds "$grad"; then gn=0x3f000001; fi
 write() { # write FILE RANK
 	cat >"$1" <<T
