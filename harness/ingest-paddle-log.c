@@ -97,6 +97,13 @@ static void rule_for(const struct paddle_kv *kv, struct key_rule *r)
 	           key_suffix(kv, "_per_second")) {
 		r->prec = PREC_DEC, r->prec_n = 4;
 	}
+	/* timings, throughput, memory and progress describe the job, not its numerics: phase "meta",
+	 * like Megatron's, so a report leaves them out unless asked (--all) */
+	if (key_prefix(kv, "interval_") || key_eq(kv, "progress_or_epoch") || key_eq(kv, "eval_runtime") ||
+	    key_suffix(kv, "_per_second") || key_suffix(kv, "_memory") || key_prefix(kv, "current_memory_") ||
+	    key_prefix(kv, "max_memory_") || key_prefix(kv, "cpu_mem") || key_prefix(kv, "gpu_max_memory_") ||
+	    key_prefix(kv, "metrics_dumper_"))
+		r->phase = "meta";
 	if (r->prec == PREC_DEC && shown_decimals(kv->val, kv->val_len) > r->prec_n)
 		r->prec = PREC_EXACT;
 }
@@ -240,7 +247,7 @@ static int emit_values(struct ingest *ig, struct paddle_state *ps, const struct 
 		int64_t rank = ALIGN_NO_RANK;
 		if (is_mtp_loss(k) && !md5)
 			rank = ps->file_rank; /* per-rank value unless LOG_LOSS_MD5=1 averaged it */
-		int rc = emit_value(ig, k, md5, rank, step, line, eval ? (key_prefix(k, "eval_") && key_suffix(k, "loss") ? "eval" : "metric") : NULL);
+		int rc = emit_value(ig, k, md5, rank, step, line, eval && key_prefix(k, "eval_") && key_suffix(k, "loss") ? "eval" : NULL);
 		if (rc)
 			return rc;
 	}

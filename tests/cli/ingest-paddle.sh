@@ -54,7 +54,7 @@ expect_eq "losses, md5s, bits" "$(q a.db "name IN ('loss','mtp_1_loss','final_lo
 0|20|0|final_loss|loss|fp32|41180000|9.50000000000000000000|$(f32md5 41180000)
 -1|20|-1|loss|loss|fp32|41180000|9.5|"
 expect_eq "precision classes" "$(sql a.db "SELECT group_concat(name||':'||coalesce(digits,'x')||':'||coalesce(dtype,''), ' ') FROM (SELECT name, digits, dtype FROM record WHERE step=17 AND name IN ('loss','learning_rate','global_norm','interval_runtime') ORDER BY id)")" "loss:10:fp32 learning_rate:4:fp64 interval_runtime:5:fp64 global_norm:x:fp32"
-expect_eq "metric phase" "$(sql a.db "SELECT group_concat(DISTINCT phase) FROM record WHERE name LIKE 'interval%' OR name LIKE 'progress%' OR name LIKE 'current%'")" "metric"
+expect_eq "job metrics are phase meta" "$(sql a.db "SELECT group_concat(DISTINCT phase) FROM record WHERE name LIKE 'interval%' OR name LIKE 'progress%' OR name LIKE 'current%'")" "meta"
 expect_eq "canonical names" "$(sql a.db "SELECT group_concat(DISTINCT canon) FROM (SELECT canon FROM record WHERE name IN ('global_norm','learning_rate','final_loss') ORDER BY canon)")" "grad_norm,learning_rate,loss"
 expect_eq "no warnings" "$(sql a.db "SELECT coalesce(warnings,'none') FROM source")" "none"
 
