@@ -156,7 +156,7 @@ expect_eq "metrics records" "$(q a.db "run_id=(SELECT id FROM run WHERE name='me
 -1|2|-1|loss|loss|fp32|410c0000|8.75|
 -1|2|-1|learning_rate|optim|fp64||0.0001499|
 -1|2|-1|eval_loss|eval|fp32|40ecc311|7.3988118171691895|
--1|2|-1|eval_runtime|metric|fp64||12.4467|"
+-1|2|-1|eval_runtime|meta|fp64||12.4467|"
 expect_eq "NaN, Infinity, -Infinity (superseded by the rerun)" "$(sql a.db "SELECT group_concat(name||'@'||rank||'='||text||':'||coalesce(value,'null')||':'||superseded, ' ') FROM (SELECT r.* FROM record r JOIN run ON run.id=r.run_id WHERE run.name='met' AND r.step=2 AND r.name IN ('loss','mtp_1_loss','global_norm') ORDER BY r.id)")" "loss@-1=NaN:null:1 global_norm@-1=Infinity:Inf:1 mtp_1_loss@3=-Infinity:-Inf:1 loss@-1=8.75:8.75:0"
 run_align 0 ingest --db b.db metrics_rank3.json && expect_out "metrics_rank3.json: paddle-metrics"
 
