@@ -1,0 +1,373 @@
+/* report-scan: one step of both runs: read the records of the units to read (one prepared statement,
+ * an index lookup per (name, rank) through record_key), pair them by (canon, rank, micro, occ),
+ * order the pairs by execution order (report.h) and judge each pair. Rows and their strings live in
+ * buffers reused from step to step: no allocation per record. */
+#include "report-impl.h"
+
+#include "err.h"
+#include "numtext.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char read_sql[] =
+	"SELECT canon, name, rank, micro, seq, occ, line, source_id, dtype, bits, value, text, digits, lo, hi, digest, "
+	"digest_alg, missing FROM record WHERE run_id=?1 AND step=?2 AND superseded=0 "
+	"AND rank IN (SELECT value FROM json_each(?3)) AND canon IN (SELECT value FROM json_each(?4))";
+
+int rp_scan_prepare(struct rp_ctx *c)
+{
+	if (sqlite3_prepare_v2(c->db, read_sql, -1, &c->read_q, NULL) != SQLITE_OK)
+		return err_internal("sqlite: %s", sqlite3_errmsg(c->db));
+	return ALIGN_OK;
+}
+
+void rp_scan_free(struct rp_ctx *c)
+{
+	sqlite3_finalize(c->read_q);
+	free(c->arena);
+	free(c->rows[0]);
+	free(c->rows[1]);
+	free(c->pairs);
+}
+
+const char *rp_source_path(const struct rp_ctx *c, int64_t id)
+{
+	size_t lo = 0, hi = c->n_sources;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (c->sources[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < c->n_sources && c->sources[lo].id == id ? c->sources[lo].path : "?";
+}
+
+/* Copy a column's text into the arena; returns its offset (0 for NULL). */
+static size_t keep(struct rp_ctx *c, sqlite3_stmt *q, int col)
+{
+	const unsigned char *s = sqlite3_column_text(q, col);
+	if (!s)
+		return 0;
+	size_t n = (size_t)sqlite3_column_bytes(q, col) + 1;
+	if (c->arena_len + n > c->arena_cap) {
+		size_t cap = c->arena_cap ? 2 * c->arena_cap : 1 << 16;
+		while (cap < c->arena_len + n)
+			cap *= 2;
+		char *grown = realloc(c->arena, cap);
+		if (!grown) {
+			c->oom = 1;
+			return 0;
+		}
+		c->arena = grown;
+		c->arena_cap = cap;
+	}
+	if (!c->arena_len)
+		c->arena[c->arena_len++] = '\0'; /* offset 0 stays the NULL marker */
+	size_t at = c->arena_len;
+	memcpy(c->arena + at, s, n);
+	c->arena_len += n;
+	return at;
+}
+
+static const char *str(const struct rp_ctx *c, size_t off) { return off ? c->arena + off : NULL; }
+
+static struct rp_unit *unit_find(const struct rp_ctx *c, int64_t rank, int64_t step)
+{
+	uint64_t h = ((uint64_t)rank * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)step * 0xc2b2ae3d27d4eb4full);
+	size_t j = (h ^ (h >> 29)) & (c->unit_slot_cap - 1);
+	while (c->unit_slot[j]) {
+		struct rp_unit *u = &c->units[c->unit_slot[j] - 1];
+		if (u->rank == rank && u->step == step)
+			return u;
+		j = (j + 1) & (c->unit_slot_cap - 1);
+	}
+	return NULL;
+}
+
+static int row_value(struct rp_ctx *c, sqlite3_stmt *q, struct rp_row *w)
+{
+	w->has_bits = sqlite3_column_type(q, 9) != SQLITE_NULL;
+	w->bits = (uint64_t)sqlite3_column_int64(q, 9);
+	w->has_value = sqlite3_column_type(q, 10) != SQLITE_NULL;
+	w->value = sqlite3_column_double(q, 10);
+	w->digits = sqlite3_column_int(q, 12);
+	w->has_interval = sqlite3_column_type(q, 13) != SQLITE_NULL && sqlite3_column_type(q, 14) != SQLITE_NULL;
+	w->lo = sqlite3_column_double(q, 13);
+	w->hi = sqlite3_column_double(q, 14);
+	w->is_nan = 0;
+	double v;
+	if (w->has_bits && compare_bits_to_double(str(c, w->dtype), w->bits, &v))
+		w->is_nan = isnan(v);
+	else if (!w->has_bits && !w->has_value && w->text) {
+		struct numtext nt; /* a NaN print keeps no value: recognise it from the text */
+		const char *t = str(c, w->text);
+		w->is_nan = !numtext_parse(t, strlen(t), PREC_EXACT, 0, &nt) && nt.special == 1;
+	}
+	return ALIGN_OK;
+}
+
+static int read_side(struct rp_ctx *c, int side, int64_t step, const char *ranks_json)
+{
+	sqlite3_stmt *q = c->read_q;
+	int64_t run = side ? c->r->b.id : c->r->a.id;
+	sqlite3_bind_int64(q, 1, run);
+	sqlite3_bind_int64(q, 2, step);
+	sqlite3_bind_text(q, 3, ranks_json, -1, SQLITE_STATIC);
+	sqlite3_bind_text(q, 4, c->canon_json, -1, SQLITE_STATIC);
+	int rc;
+	while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+		const char *canon = (const char *)sqlite3_column_text(q, 0), *name = (const char *)sqlite3_column_text(q, 1);
+		int32_t id = rp_intern(c, c->n_rules ? rp_map_name(c, name, canon) : canon);
+		if (id < 0 || (id >= (int32_t)c->r->n_metrics && rp_metrics_sync(c))) {
+			sqlite3_reset(q);
+			return err_internal("out of memory");
+		}
+		if (!c->want[id] || (c->phase2 && c->r->metrics[id].has_first_diff))
+			continue;
+		if (c->n_rows[side] == c->cap_rows[side]) {
+			size_t cap = c->cap_rows[side] ? 2 * c->cap_rows[side] : 4096;
+			struct rp_row *grown = realloc(c->rows[side], cap * sizeof *grown);
+			if (!grown) {
+				sqlite3_reset(q);
+				return err_internal("out of memory");
+			}
+			c->rows[side] = grown, c->cap_rows[side] = cap;
+		}
+		struct rp_row *w = &c->rows[side][c->n_rows[side]++];
+		w->canon = id;
+		w->rank = sqlite3_column_int64(q, 2);
+		w->micro = sqlite3_column_int64(q, 3);
+		w->seq = sqlite3_column_int64(q, 4);
+		w->occ = sqlite3_column_int64(q, 5);
+		w->line = sqlite3_column_int64(q, 6);
+		w->source = sqlite3_column_int(q, 7);
+		w->name = keep(c, q, 1), w->dtype = keep(c, q, 8), w->text = keep(c, q, 11);
+		w->digest = keep(c, q, 15), w->digest_alg = keep(c, q, 16), w->missing = keep(c, q, 17);
+		if (c->oom) {
+			sqlite3_reset(q);
+			return err_internal("out of memory");
+		}
+		row_value(c, q, w);
+		w->unit = unit_find(c, w->rank, step);
+		if (w->unit)
+			w->unit->nread[side]++;
+	}
+	sqlite3_reset(q);
+	if (rc != SQLITE_DONE)
+		return err_internal("sqlite: %s", sqlite3_errmsg(c->db));
+	return ALIGN_OK;
+}
+
+#define CMP(x, y) ((x) < (y) ? -1 : (x) > (y))
+
+static int by_key(const void *pa, const void *pb)
+{
+	const struct rp_row *a = pa, *b = pb;
+	int d = CMP(a->canon, b->canon);
+	d = d ? d : CMP(a->rank, b->rank);
+	d = d ? d : CMP(a->micro, b->micro);
+	return d ? d : CMP(a->occ, b->occ);
+}
+
+static int by_key_seq(const void *pa, const void *pb)
+{
+	const struct rp_row *a = pa, *b = pb;
+	int d = CMP(a->canon, b->canon);
+	d = d ? d : CMP(a->rank, b->rank);
+	d = d ? d : CMP(a->micro, b->micro);
+	return d ? d : CMP(a->seq, b->seq);
+}
+
+static int by_exec(const void *pa, const void *pb)
+{
+	const struct rp_pair *a = pa, *b = pb;
+	int d = CMP(a->micro, b->micro);
+	d = d ? d : CMP(a->seq, b->seq);
+	d = d ? d : CMP(a->rank, b->rank);
+	return d ? d : CMP(a->side, b->side);
+}
+
+/* Sort a side by key; with a map the names changed, so occurrences are recounted in seq order. */
+static void order_side(struct rp_ctx *c, int side)
+{
+	struct rp_row *w = c->rows[side];
+	size_t n = c->n_rows[side];
+	if (!c->n_rules) {
+		qsort(w, n, sizeof *w, by_key);
+		return;
+	}
+	qsort(w, n, sizeof *w, by_key_seq);
+	for (size_t i = 0; i < n; i++) {
+		int same_key = i && w[i].canon == w[i - 1].canon && w[i].rank == w[i - 1].rank && w[i].micro == w[i - 1].micro;
+		w[i].occ = same_key ? w[i - 1].occ + 1 : 0;
+	}
+}
+
+static int add_pair(struct rp_ctx *c, int32_t ia, int32_t ib)
+{
+	if (c->n_pairs == c->cap_pairs) {
+		size_t cap = c->cap_pairs ? 2 * c->cap_pairs : 4096;
+		struct rp_pair *grown = realloc(c->pairs, cap * sizeof *grown);
+		if (!grown)
+			return err_internal("out of memory");
+		c->pairs = grown, c->cap_pairs = cap;
+	}
+	const struct rp_row *w = ia >= 0 ? &c->rows[0][ia] : &c->rows[1][ib];
+	c->pairs[c->n_pairs++] = (struct rp_pair){ia, ib, w->micro, w->seq, w->rank, ia >= 0 ? 0 : 1};
+	return ALIGN_OK;
+}
+
+static int match(struct rp_ctx *c)
+{
+	size_t i = 0, j = 0, na = c->n_rows[0], nb = c->n_rows[1];
+	int rc = ALIGN_OK;
+	c->n_pairs = 0;
+	while (rc == ALIGN_OK && (i < na || j < nb)) {
+		int d = i == na ? 1 : j == nb ? -1 : by_key(&c->rows[0][i], &c->rows[1][j]);
+		if (d == 0)
+			rc = add_pair(c, (int32_t)i++, (int32_t)j++);
+		else if (d < 0)
+			rc = add_pair(c, (int32_t)i++, -1);
+		else
+			rc = add_pair(c, -1, (int32_t)j++);
+	}
+	qsort(c->pairs, c->n_pairs, sizeof *c->pairs, by_exec);
+	return rc;
+}
+
+static void to_value(const struct rp_ctx *c, const struct rp_row *w, struct cmp_value *v)
+{
+	*v = (struct cmp_value){
+		.dtype = str(c, w->dtype), .has_bits = w->has_bits, .bits = w->bits, .has_value = w->has_value,
+		.value = w->value, .has_interval = w->has_interval, .lo = w->lo, .hi = w->hi, .digits = w->digits,
+		.is_nan = w->is_nan, .text = str(c, w->text), .digest = str(c, w->digest), .digest_alg = str(c, w->digest_alg),
+		.missing = str(c, w->missing),
+	};
+}
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+static void side_of(const struct rp_ctx *c, const struct rp_row *w, struct report_side *s)
+{
+	memset(s, 0, sizeof *s);
+	if (!w)
+		return;
+	s->present = 1;
+	s->name = dup_or_null(str(c, w->name));
+	s->text = dup_or_null(str(c, w->text));
+	s->dtype = dup_or_null(str(c, w->dtype));
+	s->digest = dup_or_null(str(c, w->digest));
+	s->digest_alg = dup_or_null(str(c, w->digest_alg));
+	s->missing = dup_or_null(str(c, w->missing));
+	s->file = dup_or_null(rp_source_path(c, w->source));
+	s->has_bits = w->has_bits, s->bits = w->bits;
+	s->line = w->line, s->micro = w->micro, s->seq = w->seq;
+}
+
+static void make_item(const struct rp_ctx *c, const struct rp_pair *p, int64_t step, const struct cmp_result *res,
+                      struct report_item *it)
+{
+	const struct rp_row *a = p->ia >= 0 ? &c->rows[0][p->ia] : NULL, *b = p->ib >= 0 ? &c->rows[1][p->ib] : NULL;
+	it->step = step, it->micro = p->micro, it->rank = p->rank;
+	it->canon = strdup(c->names.s[(a ? a : b)->canon]);
+	it->cmp = *res;
+	side_of(c, a, &it->a);
+	side_of(c, b, &it->b);
+}
+
+static struct report_item *new_item(void) { return calloc(1, sizeof(struct report_item)); }
+
+void rp_count(struct rp_ctx *c, int32_t canon, enum verdict v, int64_t n)
+{
+	c->r->totals.v[v] += n;
+	if (canon >= 0)
+		c->r->metrics[canon].c.v[v] += n;
+	c->step_records += n;
+	if (v != VERDICT_BITWISE_EQUAL && n)
+		c->step_all_exact = 0;
+}
+
+static int judge(struct rp_ctx *c, const struct rp_pair *p, int64_t step)
+{
+	struct report *r = c->r;
+	struct cmp_result res;
+	const struct rp_row *a = p->ia >= 0 ? &c->rows[0][p->ia] : NULL, *b = p->ib >= 0 ? &c->rows[1][p->ib] : NULL;
+	if (a && b) {
+		struct cmp_value va, vb;
+		to_value(c, a, &va);
+		to_value(c, b, &vb);
+		compare_values(&va, &vb, &res);
+	} else {
+		memset(&res, 0, sizeof res);
+		res.verdict = a ? VERDICT_ONLY_A : VERDICT_ONLY_B;
+		snprintf(res.reason, sizeof res.reason, "only in run '%s'", a ? r->a.name : r->b.name);
+	}
+	int32_t canon = (a ? a : b)->canon;
+	rp_count(c, canon, res.verdict, 1);
+	struct report_metric *m = &r->metrics[canon];
+	if (verdict_is_difference(res.verdict)) {
+		if (!r->first_diff) {
+			if (!(r->first_diff = new_item()))
+				return err_internal("out of memory");
+			make_item(c, p, step, &res, r->first_diff);
+			c->first_diff_step = step;
+		}
+		if (!c->phase2) {
+			r->n_diff_total++;
+			if ((long)r->n_diffs < r->limit)
+				make_item(c, p, step, &res, &r->diffs[r->n_diffs++]);
+		}
+		if (!m->has_first_diff) {
+			m->has_first_diff = 1;
+			m->first_diff_step = step;
+			c->remaining--;
+		}
+	} else if (res.verdict == VERDICT_EQUAL_AS_PRINTED && !r->first_unproven && !r->first_diff) {
+		if (!(r->first_unproven = new_item()))
+			return err_internal("out of memory");
+		make_item(c, p, step, &res, r->first_unproven);
+	}
+	return ALIGN_OK;
+}
+
+static int ranks_json(const struct rp_ctx *c, size_t u0, size_t u1, char **out)
+{
+	size_t cap = 2 + 22 * (u1 - u0), n = 0;
+	char *s = malloc(cap);
+	if (!s)
+		return err_internal("out of memory");
+	s[n++] = '[';
+	for (size_t u = u0; u < u1; u++)
+		if (c->units[u].read || c->read_all)
+			n += (size_t)snprintf(s + n, cap - n, "%s%lld", n > 1 ? "," : "", (long long)c->units[u].rank);
+	s[n++] = ']';
+	s[n] = '\0';
+	*out = s;
+	return ALIGN_OK;
+}
+
+int rp_scan_step(struct rp_ctx *c, size_t u0, size_t u1)
+{
+	char *ranks = NULL;
+	int rc = ranks_json(c, u0, u1, &ranks);
+	if (rc)
+		return rc;
+	int64_t step = c->units[u0].step;
+	c->arena_len = 0;
+	c->n_rows[0] = c->n_rows[1] = 0;
+	if ((rc = read_side(c, 0, step, ranks)) || (rc = read_side(c, 1, step, ranks))) {
+		free(ranks);
+		return rc;
+	}
+	free(ranks);
+	order_side(c, 0);
+	order_side(c, 1);
+	if ((rc = match(c)))
+		return rc;
+	for (size_t i = 0; i < c->n_pairs && rc == ALIGN_OK; i++)
+		rc = judge(c, &c->pairs[i], step);
+	return rc;
+}

@@ -1,0 +1,124 @@
+/* report: compare two runs of the database record by record and find the first difference.
+ *
+ * Matching: non-superseded records are paired by (canon, rank, step, micro, occ). canon is the built-in
+ * canonical name (record.canon), or, with a map, the first rule whose POSIX extended regex matches
+ * record.name (occ is then recounted per (canon, rank, step, micro) in seq order). Each pair gets one
+ * verdict from compare_values (compare.h); a key on one side only is only-in-a / only-in-b.
+ *
+ * Execution order (what "first" means): records are ordered by (step, micro, seq, rank) of run A;
+ * records only in run B use B's values, and sort after A's on ties. Step comes before seq because some
+ * formats (Megatron golden JSON) emit all steps of one metric before the next metric, so their seq
+ * is print order, not execution order. Step -1 (no step) sorts first, micro -1 (step-level) before
+ * micro 0.
+ *
+ * Results:
+ *   first_diff      the earliest record whose verdict is differ, incomparable or only-in-a/b
+ *   first_unproven  the earliest equal-as-printed record (bits unknown), when it comes before
+ *                   first_diff (or there is no difference)
+ *   proven_equal_through_step
+ *                   the last step S >= 0 such that every record at steps <= S is bitwise-equal
+ *                   (none: the first step already holds a record that is not)
+ *   metrics[]       per canonical name: counts by verdict and the step of its own first difference.
+ *
+ * Speed: the stepsum table summarises each (run, rank, step). A (rank, step) whose (n, n_exact, h)
+ * are equal in both runs holds the same keys with identical value representations, so its records are
+ * not read: its n_exact records count as bitwise-equal, the others as equal as printed (identical
+ * prints). Only (rank, step) units whose summaries differ, or that exist in one run, are read, step
+ * by step in execution order.
+ *   full report (default): every unit is accounted for; per-metric counts of skipped units come from
+ *     one sequential scan of run A's key columns (or, with --metric, an index lookup of those names).
+ *   --first-diff: reading stops after the step holding the first difference, except that later
+ *     differing units are still read for the metrics that have not differed yet (so every metric's
+ *     first_diff_step is exact). Totals count skipped units (from the summaries) and what was read;
+ *     records of differing units left unread are counted in unread_a / unread_b. Without --metric,
+ *     metrics[] counts cover only records read (skipped units are in the totals only;
+ *     metrics_cover_skipped = 0).
+ *   --map and --no-stepsum read every record (a map rewrites names that the summaries do not see).
+ */
+#ifndef ALIGN_REPORT_H
+#define ALIGN_REPORT_H
+
+#include "compare.h"
+
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum report_format { REPORT_TEXT, REPORT_JSON, REPORT_MD };
+
+struct report_opts {
+	const char *db_path;        /* for messages */
+	const char *run_a, *run_b;  /* NULL: the database must hold exactly two runs (ordered by id) */
+	int first_diff;             /* stop early (see above) */
+	const char *const *metrics; /* --metric names as given (any alias), n_metrics of them */
+	int n_metrics;
+	const char *map_path;       /* --map FILE, or NULL */
+	int no_stepsum;             /* read every record (checks the fast path) */
+	long limit;                 /* differing records listed (default 20) */
+};
+
+/* One side of a reported record. Strings are owned by the report. */
+struct report_side {
+	int present;
+	char *name, *text, *dtype, *digest, *digest_alg, *missing, *file;
+	int has_bits;
+	uint64_t bits;
+	int64_t line, micro, seq;
+};
+
+/* A reported record: first_diff, first_unproven, or one of the listed differences. */
+struct report_item {
+	int64_t step, micro, rank; /* of the execution-order side (A when present) */
+	char *canon;
+	struct cmp_result cmp;     /* verdict (ONLY_A / ONLY_B too), ulp, rel_diff, digits, reason */
+	struct report_side a, b;
+};
+
+struct report_counts {
+	int64_t v[VERDICT_COUNT]; /* records per verdict; compared = the matched pairs (first four) */
+};
+
+struct report_metric {
+	char *name;
+	struct report_counts c;
+	int has_first_diff;
+	int64_t first_diff_step;
+};
+
+struct report_run {
+	int64_t id;
+	char *name, *framework, *format;
+	int64_t records; /* non-superseded */
+	int resumed;
+};
+
+struct report {
+	struct report_run a, b;
+	int first_diff_mode, fast_path;
+	int metrics_cover_skipped;      /* metrics[] counts include skipped (unread) units */
+	struct report_counts totals;
+	int64_t skipped_units, skipped_records; /* (rank, step) units counted from their summaries */
+	int64_t unread_a, unread_b;     /* --first-diff: records of differing units not compared */
+	struct report_metric *metrics;  /* sorted by name */
+	size_t n_metrics;
+	struct report_item *first_diff, *first_unproven;
+	int has_proven;
+	int64_t proven_through;
+	struct report_item *diffs;      /* the first `limit` differing records in execution order */
+	size_t n_diffs;
+	int64_t n_diff_total;           /* differing records found (listed or not) */
+	long limit;
+};
+
+/* Compare the two runs; fills *out (report_free it). Returns ALIGN_OK or an error class (message
+ * printed). The differences found do not change the return code: see report_exit_code. */
+int report_compute(sqlite3 *db, const struct report_opts *opts, struct report *out);
+void report_free(struct report *r);
+/* ALIGN_DIFF when a difference was found, else ALIGN_OK. */
+int report_exit_code(const struct report *r);
+
+/* Write the report in a format; returns 0 or -1 on a write error. */
+int report_render(const struct report *r, enum report_format f, FILE *out);
+
+#endif
