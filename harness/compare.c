@@ -3,6 +3,7 @@
 
 #include "numtext.h"
 
+#include <float.h>
 #include <math.h>
 #include <openssl/evp.h>
 #include <stdarg.h>
@@ -19,6 +20,16 @@ const char *verdict_name(enum verdict v) { return v < VERDICT_COUNT ? verdict_na
 int verdict_is_difference(enum verdict v) { return v >= VERDICT_DIFFER && v < VERDICT_COUNT; }
 
 static int is(const char *dtype, const char *name) { return dtype && !strcmp(dtype, name); }
+
+/* The result outlives the values: name dtypes by static strings. */
+static const char *static_dtype(const char *dtype)
+{
+	static const char *const known[] = {"fp64", "fp32", "bf16", "fp16", "int64", "int32", "int16", "int8", "uint8", "bool"};
+	for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+		if (is(dtype, known[i]))
+			return known[i];
+	return "unknown";
+}
 
 static double half_to_double(uint16_t h)
 {
@@ -139,7 +150,7 @@ static void bits_same_dtype(const struct cmp_value *a, const struct cmp_value *b
 	int w = int_width(a->dtype);
 	if (w) {
 		int64_t x = int_value(a->bits, w), y = int_value(b->bits, w);
-		r->has_ulp = 1, r->ulp_dtype = a->dtype;
+		r->has_ulp = 1, r->ulp_dtype = static_dtype(a->dtype);
 		r->ulp = x > y ? (uint64_t)x - (uint64_t)y : (uint64_t)y - (uint64_t)x;
 		rel_diff(r, (double)x, (double)y);
 		set(r, VERDICT_DIFFER, "integers differ: %lld vs %lld", (long long)x, (long long)y);
@@ -153,7 +164,7 @@ static void bits_same_dtype(const struct cmp_value *a, const struct cmp_value *b
 		return;
 	}
 	r->has_ulp = ulp_same(a->dtype, a->bits, b->bits, &r->ulp);
-	r->ulp_dtype = r->has_ulp ? a->dtype : NULL;
+	r->ulp_dtype = r->has_ulp ? static_dtype(a->dtype) : NULL;
 	if (exact)
 		rel_diff(r, va, vb);
 	if (exact && va == vb) /* only +0 and -0 */
@@ -265,6 +276,32 @@ static int interval_of(const struct cmp_value *v, double *lo, double *hi, double
 	return 1;
 }
 
+/* A value the dtype of the printed sides can hold (fp32 unless a printed side is fp64). */
+static int representable(const struct cmp_value *a, const struct cmp_value *b, double p)
+{
+	int fp64 = (!a->has_bits && is(a->dtype, "fp64")) || (!b->has_bits && is(b->dtype, "fp64"));
+	return fp64 || (double)(float)p == p;
+}
+
+/* Do the sets of values consistent with each side meet? Two prints at the same precision whose
+ * intervals only touch (10.82613 and 10.82612 share the rounding boundary 10.826125) meet only if the
+ * boundary itself is a value of the dtype (a tie such as 1.25 printed as 1.2 or 1.3). The stored
+ * bounds are doubles rounded from the decimal, so "touch" allows a few ulps. Exact values on both
+ * sides meet only if equal. */
+static int overlap(const struct cmp_value *a, const struct cmp_value *b, double la, double ha, double lb, double hb)
+{
+	if (la == ha && lb == hb)
+		return la == lb;
+	double lo = fmax(la, lb), hi = fmin(ha, hb), eps = 4 * DBL_EPSILON * fmax(fabs(lo), fabs(hi));
+	if (hi - lo > eps)
+		return 1;
+	if (lo - hi > eps)
+		return 0;
+	if (la == ha || lb == hb) /* an exact value on a boundary of the other side's print */
+		return 1;
+	return representable(a, b, (lo + hi) / 2);
+}
+
 static void values(const struct cmp_value *a, const struct cmp_value *b, struct cmp_result *r)
 {
 	if (a->is_nan || b->is_nan) {
@@ -281,7 +318,7 @@ static void values(const struct cmp_value *a, const struct cmp_value *b, struct 
 	}
 	int da = a->has_bits ? 0 : a->digits, db = b->has_bits ? 0 : b->digits;
 	int digits = da && db ? (da < db ? da : db) : (da ? da : db);
-	if (fmax(la, lb) <= fmin(ha, hb)) {
+	if (overlap(a, b, la, ha, lb, hb)) {
 		r->digits = digits;
 		if (digits)
 			set(r, VERDICT_EQUAL_AS_PRINTED, "equal as printed (%d digits)", digits);

@@ -14,8 +14,10 @@
  *      bits are widened to fp32 first; fp64 bits are used when the value is exactly a float32, else
  *      the float32 nearest to it is hashed and a match is only equal as printed.
  *   5. values: exact values (interval [v, v]) or printed intervals [lo, hi]. One side NaN and the other
- *      not: differ; both NaN: equal as printed. Intervals that do not overlap: differ; overlapping:
- *      equal as printed, with the significant digits of the coarser printed side.
+ *      not: differ; both NaN: equal as printed. Intervals that share no value of the dtype: differ
+ *      (two prints at one precision that only touch at a rounding boundary differ, unless the
+ *      boundary is itself a value of the dtype: a tie); overlapping: equal as printed, with the
+ *      significant digits of the coarser printed side.
  *   6. neither side has any value (a key with only statistics): equal as printed.
  *   7. anything else (digests of different algorithms, a digest against a value): incomparable.
  */

@@ -157,10 +157,29 @@ static void key_text(const struct report_item *it, char *buf, size_t len)
 	snprintf(buf, len, "step %s, micro %s, rank %s", step, micro, rank);
 }
 
+/* The text of the side that printed fewer significant digits (the one that limits the verdict). */
+static const char *coarser_text(const struct report_item *it)
+{
+	const char *a = it->a.text, *b = it->b.text;
+	if (!a || !b)
+		return a ? a : b ? b : "?";
+	return strlen(b) < strlen(a) ? b : a;
+}
+
+/* "5 decimals, " when the coarser print is fixed-point ("10.88426"), else "". */
+static const char *decimals(const struct report_item *it, char *buf, size_t len)
+{
+	const char *t = coarser_text(it), *dot = strchr(t, '.');
+	buf[0] = '\0';
+	if (dot && !strpbrk(t, "eE"))
+		snprintf(buf, len, "%zu decimals, ", strlen(dot + 1));
+	return buf;
+}
+
 /* The one-line answer: where bits stop being known, and the first provable difference. */
 static void summary(const struct report *r, char *buf, size_t len)
 {
-	char va[96], vb[96];
+	char va[96], vb[96], dec[48];
 	size_t n = 0;
 	const struct report_item *u = r->first_unproven, *d = r->first_diff;
 	int64_t total = compared(&r->totals) + r->totals.v[VERDICT_ONLY_A] + r->totals.v[VERDICT_ONLY_B];
@@ -169,8 +188,9 @@ static void summary(const struct report *r, char *buf, size_t len)
 		return;
 	}
 	if (u && u->cmp.digits)
-		n += (size_t)snprintf(buf + n, len - n, "bits unknown from step %lld (%s printed with %d significant digits, '%s')",
-		                      (long long)u->step, u->canon, u->cmp.digits, u->a.text ? u->a.text : "?");
+		n += (size_t)snprintf(buf + n, len - n, "bits unknown from step %lld (%s printed with %s%d significant digits: '%s')",
+		                      (long long)u->step, u->canon, decimals(u, dec, sizeof dec), u->cmp.digits,
+		                      coarser_text(u));
 	else if (u)
 		n += (size_t)snprintf(buf + n, len - n, "bits unknown from step %lld (%s: %s)", (long long)u->step, u->canon,
 		                      u->cmp.reason);

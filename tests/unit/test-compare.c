@@ -91,6 +91,12 @@ static void test_bits_same_dtype(void)
 	ULP(r, 5, "bf16");
 	r = run(bits("fp16", 0x3c00), bits("fp16", 0x3c01));
 	ULP(r, 1, "fp16");
+	/* the result names its dtype by a static string: it outlives the values' buffers */
+	char dt[8] = "fp32";
+	struct cmp_value x = bits(dt, 0x3f800000), y = bits(dt, 0x3f800001);
+	compare_values(&x, &y, &r);
+	memcpy(dt, "XXXX", 5);
+	ULP(r, 1, "fp32");
 	r = run(bits("int64", 1830), bits("int64", 1781));
 	VERDICT(r, VERDICT_DIFFER);
 	ULP(r, 49, "int64");
@@ -170,8 +176,19 @@ static void test_intervals(void)
 	r = run(printed("1.0869E+01", 5, 10.8685, 10.8695), printed("10.86875", 7, 10.868745, 10.868755));
 	VERDICT(r, VERDICT_EQUAL_AS_PRINTED);
 	CHECK(r.digits == 5, "digits %d", r.digits);
-	/* touching intervals overlap (closed) */
+	/* prints one unit apart only touch at the rounding boundary: 10.826125 is no float32, so they differ */
+	r = run(a, printed("10.82612", 7, 10.826115, 10.826125));
+	VERDICT(r, VERDICT_DIFFER);
 	r = run(printed("1.5", 2, 1.45, 1.55), printed("1.6", 2, 1.55, 1.65));
+	VERDICT(r, VERDICT_DIFFER);
+	/* ... unless the boundary is a value of the dtype: 1.25 may print as 1.2 (half-even) or 1.3 */
+	r = run(printed("1.2", 2, 1.15, 1.25), printed("1.3", 2, 1.25, 1.35));
+	VERDICT(r, VERDICT_EQUAL_AS_PRINTED);
+	struct cmp_value p64 = printed("1.5", 2, 1.45, 1.55), q64 = printed("1.6", 2, 1.55, 1.65);
+	p64.dtype = q64.dtype = "fp64"; /* a double boundary cannot be told from its rounding: kept as a tie */
+	VERDICT(run(p64, q64), VERDICT_EQUAL_AS_PRINTED);
+	/* an exact value on the boundary of a print: consistent with it */
+	r = run(bits("fp32", f32(1.25f)), printed("1.3", 2, 1.25, 1.35));
 	VERDICT(r, VERDICT_EQUAL_AS_PRINTED);
 	/* exact bits inside / outside a printed interval */
 	r = run(bits("fp32", f32(10.8125f)), printed("10.81", 4, 10.805, 10.815));
