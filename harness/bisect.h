@@ -5,13 +5,13 @@
  *   bisect-trial.c    one trial: a fresh process and its traces; the -j pool
  *   bisect-ingest.c   a trial's traces into the database as its run
  *   bisect-compare.c  a trial's run against the baseline run: the first divergent record
- *   bisect-search.c   delta debugging (ddmin) and the interaction analysis
+ *   bisect-search.c   delta debugging (ddmin), every independent culprit, the interaction analysis
  *   bisect-out.c      the report: text, JSON, Markdown
  *
  * A switch is a key whose value differs between the good and the bad environment (NULL = unset on
  * that side). A subset of switches is a byte array over bisect.sw: set[i] = 1 puts switch i at its bad
  * value, every other key keeps its good value. Everything is owned by struct bisect and freed by
- * bisect_free; no state lives outside it. */
+ * bisect_free; no state lives outside it but the SIGINT/SIGTERM flag (cmd-bisect.c says why). */
 #ifndef ALIGN_BISECT_H
 #define ALIGN_BISECT_H
 
