@@ -31,6 +31,7 @@ struct rp_unit {
 	int read;              /* to be read (not same, or same but needed for per-name counts) */
 	int64_t sn[2], snx[2]; /* records in scope (after --metric) and how many of them are exact */
 	int64_t nread[2];      /* records read */
+	int metrics_counted;   /* its per-name counts came from canon_counts: reading it must not add them */
 };
 
 /* One record read, its strings as offsets into the step arena. */

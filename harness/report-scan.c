@@ -306,7 +306,8 @@ static int judge(struct rp_ctx *c, const struct rp_pair *p, int64_t step)
 		snprintf(res.reason, sizeof res.reason, "only in run '%s'", a ? r->a.name : r->b.name);
 	}
 	int32_t canon = (a ? a : b)->canon;
-	rp_count(c, canon, res.verdict, 1);
+	const struct rp_unit *u = (a ? a : b)->unit;
+	rp_count(c, u && u->metrics_counted ? -1 : canon, res.verdict, 1); /* a skipped unit read for first_unproven */
 	struct report_metric *m = &r->metrics[canon];
 	if (verdict_is_difference(res.verdict)) {
 		if (!r->first_diff) {

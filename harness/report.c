@@ -310,6 +310,7 @@ static int canon_counts(struct rp_ctx *c, int side)
 				rc = SQLITE_NOMEM;
 				break;
 			}
+			u->metrics_counted = 1;
 			c->r->metrics[id].c.v[VERDICT_BITWISE_EQUAL] += nx;
 			c->r->metrics[id].c.v[VERDICT_EQUAL_AS_PRINTED] += n - nx;
 		}
