@@ -127,24 +127,47 @@ static json_t *report_json(const struct bisect *b, const struct bisect_result *r
 }
 
 /* "step 3 micro 0 rank 0 'loss': differs (0x3f800000 -> 0x3f800001, 1 ulp)" */
+/* One side of a report ITEM as a value: bits, digest, print, "missing (why)", or "absent". */
+static void side_text(json_t *side, char *buf, size_t len)
+{
+	const char *bits = json_string_value(json_object_get(side, "bits"));
+	const char *digest = json_string_value(json_object_get(side, "digest"));
+	const char *text = json_string_value(json_object_get(side, "text"));
+	const char *missing = json_string_value(json_object_get(side, "missing"));
+	if (!json_is_object(side))
+		snprintf(buf, len, "absent");
+	else if (missing)
+		snprintf(buf, len, "missing (%s)", missing);
+	else if (bits)
+		snprintf(buf, len, "%s", bits);
+	else if (digest)
+		snprintf(buf, len, "%s:%s", json_string_value(json_object_get(side, "digest_alg")), digest);
+	else
+		snprintf(buf, len, "%s", text ? text : "no value");
+}
+
+/* "step 2 micro 0 rank 0 'loss': differ (0x40000000 -> 0x40000001, 1 ulp)" from a report ITEM (a is the
+ * baseline); keys that are null (no step, step-level micro, a global rank) are left out. */
 static void diff_text(json_t *fd, char *buf, size_t len)
 {
+	static const char *const keys[] = {"step", "micro", "rank"};
+	char a[160], b[160], u[48] = "";
+	size_t n = 0;
 	if (!json_is_object(fd)) {
 		snprintf(buf, len, "-");
 		return;
 	}
-	const char *base = json_string_value(json_object_get(fd, "baseline"));
-	const char *trial = json_string_value(json_object_get(fd, "trial"));
-	json_t *ulp = json_object_get(fd, "ulp");
-	char u[48] = "";
-	if (ulp)
-		snprintf(u, sizeof u, ", %lld ulp", (long long)json_integer_value(ulp));
-	snprintf(buf, len, "step %lld micro %lld rank %lld '%s': %s (%s -> %s%s)",
-	         (long long)json_integer_value(json_object_get(fd, "step")),
-	         (long long)json_integer_value(json_object_get(fd, "micro")),
-	         (long long)json_integer_value(json_object_get(fd, "rank")),
-	         json_string_value(json_object_get(fd, "name")), json_string_value(json_object_get(fd, "verdict")),
-	         base ? base : "absent", trial ? trial : "absent", u);
+	for (int i = 0; i < 3 && n < len; i++)
+		if (json_is_integer(json_object_get(fd, keys[i])))
+			n += (size_t)snprintf(buf + n, len - n, "%s %lld ", keys[i],
+			                      (long long)json_integer_value(json_object_get(fd, keys[i])));
+	side_text(json_object_get(fd, "a"), a, sizeof a);
+	side_text(json_object_get(fd, "b"), b, sizeof b);
+	if (json_is_integer(json_object_get(fd, "ulp")))
+		snprintf(u, sizeof u, ", %lld ulp", (long long)json_integer_value(json_object_get(fd, "ulp")));
+	if (n < len)
+		snprintf(buf + n, len - n, "'%s': %s (%s -> %s%s)", json_string_value(json_object_get(fd, "name")),
+		         json_string_value(json_object_get(fd, "verdict")), a, b, u);
 }
 
 static void join_switches(json_t *arr, char *buf, size_t len, const char *empty)

@@ -71,7 +71,7 @@ struct bisect {
 	size_t n_sw;
 	const char *baseline_opt; /* --baseline RUN, or NULL: the good trial */
 	char *baseline_run;       /* the run every trial is compared with */
-	char **metrics;           /* --metric: compare only records whose name matches (glob) */
+	char **metrics;           /* --metric: compare only these metrics (names as report takes them) */
 	int n_metrics;
 	char *compared;         /* JSON {"baseline":..,"metrics":[..]}: what verdicts are relative to */
 	int jobs;               /* -j: trials run at once */

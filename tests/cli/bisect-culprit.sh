@@ -16,9 +16,10 @@ expect_eq "culprit" "$(culprit_of r1.json)" "S04,S11"
 expect_eq "interaction" "$(jget r1.json "r['culprits'][0]['interaction']")" "true"
 expect_eq "needed jointly" "$(jget r1.json "','.join(r['culprits'][0]['needed_jointly'])")" "S04,S11"
 expect_eq "members alone" "$(jget r1.json "','.join(m['alone'] + '/' + m['without'] for m in r['culprits'][0]['switches'])")" "same/same,same/same"
-expect_eq "first diff" "$(jget r1.json "'%(step)s %(name)s %(verdict)s %(baseline)s %(trial)s %(ulp)s' % r['culprits'][0]['first_diff']")" \
-	"2 loss differs 0x40000000 0x40000001 1"
-expect_eq "member first diff" "$(jget r1.json "r['culprits'][0]['switches'][0]['first_diff']['trial'] + ' ' + r['culprits'][0]['switches'][0]['first_diff_from']")" \
+fd="r['culprits'][0]['first_diff']"
+expect_eq "first diff" "$(jget r1.json "'%s %s %s %s %s %s' % (tuple($fd[k] for k in ('step', 'name', 'verdict', 'ulp')) + ($fd['a']['bits'], $fd['b']['bits']))")" \
+	"2 loss differ 1 0x40000000 0x40000001"
+expect_eq "member first diff" "$(jget r1.json "r['culprits'][0]['switches'][0]['first_diff']['b']['bits'] + ' ' + r['culprits'][0]['switches'][0]['first_diff_from']")" \
 	"0x40000001 set"
 expect_eq "switches" "$(jget r1.json "len(r['switches'])")" "12"
 check_trials r1.json --culprit S04,S11
@@ -41,7 +42,7 @@ run_align 0 bisect --db a.db --good "$GOOD12" --bad "$BAD12" -- "${cmd[@]}" &&
 	expect_out "interaction: no member diverges alone; needed jointly: S04, S11" &&
 	expect_out "^trials: $n \(0 run, $n from the cache\)" &&
 	expect_out "^the other 10 switches, with the culprit at their good value: no change in the bits" &&
-	expect_out "first diff \(of the set\): step 2 micro 0 rank 0 'loss': differs \(0x40000000 -> 0x40000001, 1 ulp\)"
+	expect_out "first diff \(of the set\): step 2 micro 0 rank 0 'loss': differ \(0x40000000 -> 0x40000001, 1 ulp\)"
 expect_eq "no new process after a rerun" "$(wc -l <"$log")" "$n"
 
 # Markdown, the good environment as @FILE (comments, blank lines, in another order): same bisect, cached
