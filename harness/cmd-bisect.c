@@ -54,7 +54,8 @@ static void bisect_usage(FILE *out)
 	        "ALIGN_TRIAL_DIR, also its working directory) with ALIGN_TRACE=<that dir>/trace.atf; its stdout and\n"
 	        "stderr are kept there. A trial that fails, is killed, times out or writes no trace is unusable:\n"
 	        "listed, never taken as same or different.\n"
-	        "Exit: 0 culprit found, 1 the bad environment changes nothing, 2 usage or input error.\n");
+	        "Exit: 0 culprit found, 1 the bad environment changes nothing, 2 usage or input error (bad spec,\n"
+	        "CMD not found, unusable good or bad trial), 3 internal error or interrupted.\n");
 }
 
 /* Options as given, before anything is opened or written. */
