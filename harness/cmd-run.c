@@ -48,6 +48,14 @@ static void run_usage(FILE *out)
 	        ALIGN_HAVE_CUDA ? " or cuda" : "; this build has no CUDA");
 }
 
+/* Block names that run several registered ops in order into one trace (DSv4's mHC is three ops). */
+static const struct {
+	const char *name;
+	const char *ops[4];
+} groups[] = {
+	{"mhc", {"mhc_pre", "mhc_post", "mhc_head", NULL}},
+};
+
 static const char *atf_dtype(int dtype)
 {
 	return dtype == ALIGN_DT_BF16 ? "bf16" : dtype == ALIGN_DT_I32 ? "int32" : "fp32";
@@ -66,6 +74,12 @@ static int list_ops(void)
 			printf(" %s[%s]", op->impl->out[k].name, op->impl->out[k].shape);
 		printf("\n");
 	}
+	for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
+		printf("%s: block of", groups[g].name);
+		for (int i = 0; groups[g].ops[i]; i++)
+			printf(" %s", groups[g].ops[i]);
+		printf(" (run in that order into one trace; --shape applies to each where the dim exists)\n");
+	}
 	return ALIGN_OK;
 }
 
@@ -83,18 +97,20 @@ static int resolve_modes(const struct run_opts *o, struct align_modes *m)
 	return ALIGN_OK;
 }
 
-static int resolve_dims(const struct align_op *op, const char *shape, struct align_dims *d)
+static int resolve_dims(const struct align_op *op, const char *shape, int grouped, struct align_dims *d)
 {
 	char err[256];
 	ops_dims_default(op, d);
 	if (!shape)
 		return ALIGN_OK;
-	struct align_dims over;
+	struct align_dims over = {0}; /* ops_dims_parse sets only the dims it names */
 	if (ops_dims_parse(shape, &over, err, sizeof err))
 		return err_input("option '--shape': %s", err);
 	for (int k = 0; k < ALIGN_DIM_COUNT; k++) {
 		if (!over.v[k])
 			continue;
+		if (!d->v[k] && grouped)
+			continue; /* a block's --shape names the dims of all its ops */
 		if (!d->v[k])
 			return err_input("option '--shape': op '%s' has no dim '%c' (its dims: %s)", op->name,
 			                 ALIGN_DIM_LETTERS[k], op->impl->dims);
@@ -125,31 +141,34 @@ struct run_state {
 	const struct align_op *op;
 	struct align_tensor in[8], out[8];
 	void *params;
-	struct st_tensor saved[64];
-	void *saved_data[64];
-	int n_saved;
+	int grouped;                 /* part of a block group: output names carry the op name */
+	struct st_tensor *saved;     /* shared by the ops of a group */
+	void **saved_data;
+	int *n_saved_p;
 };
 
-static int save_outputs(struct run_state *st, int step, int steps)
+static int save_outputs(struct run_state *st, int step, int steps, int grouped)
 {
 	for (int k = 0; k < st->op->impl->n_out; k++) {
-		if (st->n_saved == 64)
+		if (*st->n_saved_p == 64)
 			return err_input("--outputs: at most 64 tensors (use fewer --steps)");
-		struct st_tensor *s = &st->saved[st->n_saved];
+		struct st_tensor *s = &st->saved[*st->n_saved_p];
 		const struct align_tensor *t = &st->out[k];
+		char base[200];
+		snprintf(base, sizeof base, "%s%s%s", grouped ? st->op->name : "", grouped ? "." : "", t->name);
 		if (steps > 1)
-			snprintf(s->name, sizeof s->name, "step%d.%s", step, t->name);
+			snprintf(s->name, sizeof s->name, "step%d.%s", step, base);
 		else
-			snprintf(s->name, sizeof s->name, "%s", t->name);
+			snprintf(s->name, sizeof s->name, "%s", base);
 		snprintf(s->dtype, sizeof s->dtype, "%s", atf_dtype(t->dtype));
 		s->ndim = t->ndim;
 		memcpy(s->shape, t->shape, sizeof t->shape);
 		s->bytes = (size_t)align_tensor_numel(t) * align_dtype_size(t->dtype);
-		s->data = st->saved_data[st->n_saved] = malloc(s->bytes ? s->bytes : 1);
+		s->data = st->saved_data[*st->n_saved_p] = malloc(s->bytes ? s->bytes : 1);
 		if (!s->data)
 			return err_internal("out of memory");
 		memcpy(s->data, t->data, s->bytes);
-		st->n_saved++;
+		(*st->n_saved_p)++;
 	}
 	return ALIGN_OK;
 }
@@ -177,58 +196,86 @@ static int run_steps(const struct run_opts *o, struct run_state *st, const struc
 		for (int k = 0; k < im->n_out; k++)
 			if (tr->f && (rc = run_trace_tensor(tr, st->op->name, step, "fwd", &st->out[k])))
 				return rc;
-		if (o->outputs && (rc = save_outputs(st, step, (int)o->steps)))
+		if (o->outputs && (rc = save_outputs(st, step, (int)o->steps, st->grouped)))
 			return rc;
 	}
 	return ALIGN_OK;
 }
 
-static int run_op(const struct run_opts *o)
+/* One registered op for every step, into the (possibly shared) trace and output list. */
+static int run_one(const struct run_opts *o, const char *name, const struct align_modes *m, struct run_trace *tr,
+                   const struct st_file *inputs, struct st_tensor *saved, void **saved_data, int *n_saved, int grouped)
 {
-	struct run_state st = {.op = ops_find(o->op)};
-	if (!st.op)
-		return err_input("unknown op '%s' (see 'align run --list')", o->op);
-	if (strcmp(o->device, "cpu"))
-		return err_input("--device '%s': %s", o->device,
-		                 ALIGN_HAVE_CUDA ? "the CUDA twins are not built into 'align run' yet" : "this build has no CUDA");
-	struct align_modes m;
-	struct align_dims d;
-	int rc;
-	if ((rc = resolve_modes(o, &m)) || (rc = resolve_dims(st.op, o->shape, &d)))
-		return rc;
+	struct run_state st = {.op = ops_find(name), .grouped = grouped, .saved = saved, .saved_data = saved_data,
+	                       .n_saved_p = n_saved};
 	const struct align_op_impl *im = st.op->impl;
+	struct align_dims d;
+	int rc = resolve_dims(st.op, o->shape, grouped, &d);
+	if (rc)
+		return rc;
 	if (im->n_in > 8 || im->n_out > 8)
 		return err_internal("op '%s' has too many tensors", st.op->name);
-	struct st_file inputs = {0};
-	if (o->inputs && (rc = safetensors_read(o->inputs, &inputs)))
-		return rc;
 	st.params = calloc(1, im->params_size + 1);
 	im->params_default(st.params, &d);
 	for (int i = 0; i < im->n_in && !rc; i++)
-		rc = ops_tensor_alloc(st.op, 0, i, &d, &m, &st.in[i]) ? err_input("op '%s': bad dims for input %d", o->op, i) : 0;
+		rc = ops_tensor_alloc(st.op, 0, i, &d, m, &st.in[i]) ? err_input("op '%s': bad dims for input %d", name, i) : 0;
 	for (int k = 0; k < im->n_out && !rc; k++)
-		rc = ops_tensor_alloc(st.op, 1, k, &d, &m, &st.out[k]) ? err_input("op '%s': bad dims for output %d", o->op, k) : 0;
-	struct run_trace tr = {0};
-	const char *trace = o->trace ? o->trace : getenv("ALIGN_TRACE");
-	if (!rc && trace && *trace)
-		rc = run_trace_open(&tr, trace, st.op->name, "cpu", "c11-twin", &m, &d, o->seed, (int)o->steps);
+		rc = ops_tensor_alloc(st.op, 1, k, &d, m, &st.out[k]) ? err_input("op '%s': bad dims for output %d", name, k) : 0;
 	if (!rc)
-		rc = run_steps(o, &st, &m, &d, &tr, o->inputs ? &inputs : NULL);
-	int trc = run_trace_close(&tr, rc == ALIGN_OK);
-	if (!rc)
-		rc = trc;
-	if (!rc && o->outputs)
-		rc = safetensors_write(o->outputs, st.saved, (size_t)st.n_saved, NULL);
-	if (!rc)
-		printf("%s: %lld step%s on cpu (profile %s)%s%s\n", st.op->name, o->steps, o->steps == 1 ? "" : "s",
-		       m.profile[0] ? m.profile : "none", trace ? ", trace " : "", trace ? trace : "");
-	for (int i = 0; i < st.n_saved; i++)
-		free(st.saved_data[i]);
+		rc = run_steps(o, &st, m, &d, tr, inputs);
 	for (int i = 0; i < im->n_in; i++)
 		ops_tensor_free(&st.in[i]);
 	for (int k = 0; k < im->n_out; k++)
 		ops_tensor_free(&st.out[k]);
 	free(st.params);
+	return rc;
+}
+
+static int run_op(const struct run_opts *o)
+{
+	const char *single[2] = {o->op, NULL};
+	const char *const *names = single;
+	for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
+		if (!strcmp(groups[g].name, o->op))
+			names = groups[g].ops;
+	if (names == single && !ops_find(o->op))
+		return err_input("unknown op '%s' (see 'align run --list')", o->op);
+	if (strcmp(o->device, "cpu"))
+		return err_input("--device '%s': %s", o->device,
+		                 ALIGN_HAVE_CUDA ? "the CUDA twins are not built into 'align run' yet" : "this build has no CUDA");
+	if (o->inputs && names != single)
+		return err_input("--inputs: give one op of the '%s' block at a time", o->op);
+	struct align_modes m;
+	int rc = resolve_modes(o, &m);
+	if (rc)
+		return rc;
+	struct align_dims d0;
+	if (names == single && (rc = resolve_dims(ops_find(o->op), o->shape, 0, &d0)))
+		return rc;
+	if (names != single)
+		memset(&d0, 0, sizeof d0);
+	struct st_file inputs = {0};
+	if (o->inputs && (rc = safetensors_read(o->inputs, &inputs)))
+		return rc;
+	struct st_tensor saved[64];
+	void *saved_data[64];
+	int n_saved = 0;
+	struct run_trace tr = {0};
+	const char *trace = o->trace ? o->trace : getenv("ALIGN_TRACE");
+	if (trace && *trace)
+		rc = run_trace_open(&tr, trace, o->op, "cpu", "c11-twin", &m, &d0, o->seed, (int)o->steps);
+	for (int i = 0; !rc && names[i]; i++)
+		rc = run_one(o, names[i], &m, &tr, o->inputs ? &inputs : NULL, saved, saved_data, &n_saved, names != single);
+	int trc = run_trace_close(&tr, rc == ALIGN_OK);
+	if (!rc)
+		rc = trc;
+	if (!rc && o->outputs)
+		rc = safetensors_write(o->outputs, saved, (size_t)n_saved, NULL);
+	if (!rc)
+		printf("%s: %lld step%s on cpu (profile %s)%s%s\n", o->op, o->steps, o->steps == 1 ? "" : "s",
+		       m.profile[0] ? m.profile : "none", trace ? ", trace " : "", trace ? trace : "");
+	for (int i = 0; i < n_saved; i++)
+		free(saved_data[i]);
 	safetensors_free(&inputs);
 	return rc;
 }

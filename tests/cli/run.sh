@@ -4,7 +4,7 @@
 . "$SRCROOT/tests/cli/lib.sh"
 
 run_align 0 run --list
-for op in $(grep -o '^[a-z_0-9]*:' out.txt | tr -d :); do
+for op in $(grep -v 'block of' out.txt | grep -o '^[a-z_0-9]*:' | tr -d :); do
 	run_align 0 run "$op" --profile megatron --shape T=4 --trace "$op.atf" --outputs "$op.st" || continue
 	run_align 0 ingest --db all.db "$op.atf"
 	n_out=$(python3 -c "import json,sys; h=[json.loads(l) for l in open('$op.atf')]; print(sum(1 for r in h[1:] if r['phase']=='fwd'))")
@@ -68,4 +68,9 @@ ALIGN_SWIGLU_NOPE=1 run_align 2 run swiglu && expect_err "unknown numeric mode v
 run_align 2 run swiglu --inputs in.st --steps 2 && expect_err "--steps 1"
 # the trace goes to $ALIGN_TRACE when --trace is absent (how align bisect collects it)
 ALIGN_TRACE=$PWD/env.atf run_align 0 run swiglu && [ -s env.atf ] || fail "ALIGN_TRACE not honoured"
+# the mHC block runs mhc_pre, mhc_post and mhc_head into one trace (the bisect demo's command)
+run_align 0 run mhc --steps 3 --shape T=4 --trace mhc.atf --outputs mhc.st
+expect_eq "mhc block outputs" "$(python3 -c "import json; print(' '.join(sorted({json.loads(l)['name'] for l in list(open('mhc.atf'))[1:] if json.loads(l)['phase']=='fwd'})))")" \
+	"$(python3 -c "import json; print(' '.join(sorted({json.loads(l)['name'] for f in ('mhc_pre','mhc_post','mhc_head') for l in list(open(f+'.atf'))[1:] if json.loads(l)['phase']=='fwd'})))")"
+run_align 2 run mhc --inputs in.st && expect_err "one op of the 'mhc' block"
 finish
