@@ -9,6 +9,8 @@
  *    "metrics": [{name, compared, bitwise_equal, equal_as_printed, differ, incomparable, only_in_a,
  *                 only_in_b, first_diff_step}],
  *    "first_diff": null | ITEM, "first_unproven": null | ITEM, "proven_equal_through_step": N | null,
+ *    "searched_through_step": N | null (--first-diff without --metric: metrics[].first_diff_step is
+ *                             known through step N only; null: searched to the end),
  *    "diffs": [ITEM, ...], "diffs_total": N, "limit": N, "warnings": ["..."]}
  *   ITEM = {step, micro, rank, name, verdict, reason, ulp, ulp_dtype, rel_diff, digits, a: SIDE, b: SIDE}
  *   SIDE = null | {name, text, bits ("0x" + hex of the dtype's width), dtype, digest, digest_alg,
@@ -129,11 +131,12 @@ static int render_json(const struct report *r, FILE *out)
 	if (r->b.resumed)
 		json_array_append_new(warnings, json_string(resumed_note(&r->b, note, sizeof note)));
 	json_t *doc = json_pack(
-		"{s:i,s:s,s:b,s:{s:o,s:o},s:o,s:b,s:o,s:o,s:o,s:o,s:o,s:I,s:I,s:o}", "align_report", 1, "mode",
+		"{s:i,s:s,s:b,s:{s:o,s:o},s:o,s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:I,s:o}", "align_report", 1, "mode",
 		r->first_diff_mode ? "first-diff" : "full", "fast_path", r->fast_path, "runs", "a", json_run(&r->a), "b",
 		json_run(&r->b), "totals", totals, "metrics_cover_skipped", r->metrics_cover_skipped, "metrics", metrics,
 		"first_diff", json_item(r->first_diff), "first_unproven", json_item(r->first_unproven),
-		"proven_equal_through_step", r->has_proven ? json_integer(r->proven_through) : json_null(), "diffs", diffs,
+		"proven_equal_through_step", r->has_proven ? json_integer(r->proven_through) : json_null(),
+		"searched_through_step", r->has_searched_through ? json_integer(r->searched_through) : json_null(), "diffs", diffs,
 		"diffs_total", (json_int_t)r->n_diff_total, "limit", (json_int_t)r->limit, "warnings", warnings);
 	if (!doc)
 		return -1;
@@ -271,6 +274,9 @@ static int render_text(const struct report *r, FILE *out)
 	if (r->unread_a || r->unread_b)
 		fprintf(out, "  --first-diff: %lld records of '%s' and %lld of '%s' in later differing steps were not compared\n",
 		        (long long)r->unread_a, r->a.name, (long long)r->unread_b, r->b.name);
+	if (r->has_searched_through)
+		fprintf(out, "  --first-diff stopped after step %lld: later first differences per metric need --metric or a full report\n",
+		        (long long)r->searched_through);
 	fprintf(out, "metrics%s:\n", r->metrics_cover_skipped ? "" : " (counts cover the steps read; skipped steps are in the totals)");
 	for (size_t i = 0; i < r->n_metrics; i++) {
 		const struct report_metric *m = &r->metrics[i];

@@ -342,7 +342,7 @@ static int ranks_json(const struct rp_ctx *c, size_t u0, size_t u1, char **out)
 		return err_internal("out of memory");
 	s[n++] = '[';
 	for (size_t u = u0; u < u1; u++)
-		if (c->units[u].read || c->read_all)
+		if (c->units[u].read)
 			n += (size_t)snprintf(s + n, cap - n, "%s%lld", n > 1 ? "," : "", (long long)c->units[u].rank);
 	s[n++] = ']';
 	s[n] = '\0';

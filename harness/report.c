@@ -5,6 +5,7 @@
 
 #include "err.h"
 #include "names.h"
+#include "store.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -60,10 +61,10 @@ static int load_run(sqlite3 *db, const char *db_path, const char *name, int64_t 
 static int choose_runs(struct rp_ctx *c, const char *db_path)
 {
 	const struct report_opts *o = c->o;
-	if (o->run_a)
-		return load_run(c->db, db_path, o->run_a, 0, &c->r->a) || load_run(c->db, db_path, o->run_b, 0, &c->r->b)
-		               ? ALIGN_EINPUT
-		               : ALIGN_OK;
+	if (o->run_a) {
+		int rc = load_run(c->db, db_path, o->run_a, 0, &c->r->a);
+		return rc ? rc : load_run(c->db, db_path, o->run_b, 0, &c->r->b);
+	}
 	sqlite3_stmt *q;
 	int64_t ids[3];
 	int n = 0;
@@ -274,15 +275,15 @@ static struct rp_unit *unit_lookup(const struct rp_ctx *c, int64_t rank, int64_t
 	return NULL;
 }
 
-/* Per-name counts of one run's units, one grouped query. Without --metric, on a run that was not
- * resumed, it is index-only (record_key): the exact/printed split of a skipped unit then follows from
- * its summary when the unit is all exact or all printed (plan() reads mixed units instead). With
- * --metric (index lookups of those names) or on a resumed run (superseded rows), the table gives the
- * split. Fills the scope counts sn/snx; for run A also the metrics' counts of skipped units. */
+/* Per-name counts of one run's units, one grouped query (with --metric, only those names). On a run
+ * that was not resumed it is index-only (record_key): the exact/printed split of a skipped unit then
+ * follows from its summary when the unit is all exact or all printed (plan() reads mixed units
+ * instead). A resumed run needs the table (superseded rows), which also gives the split. Fills the
+ * scope counts sn/snx; for run A also the metrics' counts of skipped units. */
 static int canon_counts(struct rp_ctx *c, int side)
 {
 	const struct report_run *run = side ? &c->r->b : &c->r->a;
-	int table = run->resumed || c->filtering;
+	int table = run->resumed;
 	char sql[400];
 	snprintf(sql, sizeof sql, "SELECT canon, rank, step, count(*), %s FROM record WHERE run_id=?1 %s %s GROUP BY canon, rank, step",
 	         table ? "sum(bits IS NOT NULL OR digest IS NOT NULL)" : "NULL", table ? "AND superseded=0" : "",
@@ -330,7 +331,7 @@ static int plan(struct rp_ctx *c)
 		return ALIGN_OK;
 	for (size_t k = 0; k < c->n_units; k++) { /* mixed units: their split per name is not known */
 		struct rp_unit *u = &c->units[k];
-		if (u->same && !c->r->a.resumed && !c->filtering && u->nx[0] > 0 && u->nx[0] < u->n[0])
+		if (u->same && !c->r->a.resumed && u->nx[0] > 0 && u->nx[0] < u->n[0])
 			u->read = 1;
 	}
 	int rc = canon_counts(c, 0);
@@ -386,9 +387,16 @@ static int walk(struct rp_ctx *c)
 		for (u1 = u0 + 1; u1 < c->n_units && c->units[u1].step == c->units[u0].step; u1++)
 			;
 		rc = walk_step(c, u0, u1);
-		if (rc == ALIGN_OK && c->o->first_diff && !c->read_all && !c->phase2 && c->r->first_diff) {
+		/* past the first difference: only the named metrics still without one (a map hides which
+		 * records those are: read on), or nothing */
+		if (rc == ALIGN_OK && c->o->first_diff && !c->phase2 && c->r->first_diff && !(c->read_all && c->filtering)) {
 			c->phase2 = 1;
-			rc = build_canon_json(c, NULL);
+			if (!c->filtering) {
+				c->remaining = 0;
+				c->r->has_searched_through = 1;
+				c->r->searched_through = c->units[u0].step;
+			}
+			rc = c->read_all ? ALIGN_OK : build_canon_json(c, NULL);
 		}
 	}
 	return rc;
@@ -465,8 +473,10 @@ int report_compute(sqlite3 *db, const struct report_opts *o, struct report *r)
 	r->first_diff_mode = o->first_diff;
 	c.read_all = o->no_stepsum || o->map_path;
 	r->fast_path = !c.read_all;
-	int rc = ALIGN_OK;
-	if (o->limit > 0 && !(r->diffs = calloc((size_t)o->limit, sizeof *r->diffs)))
+	/* Reading a step goes name by name through record_key, revisiting the step's table pages once per
+	 * name: a page cache that holds a step's pages (64 MiB) saves re-reading them. */
+	int rc = store_exec(db, "PRAGMA cache_size=-65536");
+	if (rc == ALIGN_OK && o->limit > 0 && !(r->diffs = calloc((size_t)o->limit, sizeof *r->diffs)))
 		rc = err_internal("out of memory");
 	if (rc == ALIGN_OK && o->map_path)
 		rc = rp_map_load(&c, o->map_path);

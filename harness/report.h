@@ -27,13 +27,16 @@
  * by step in execution order.
  *   full report (default): every unit is accounted for; per-metric counts of skipped units come from
  *     one sequential scan of run A's key columns (or, with --metric, an index lookup of those names).
- *   --first-diff: reading stops after the step holding the first difference, except that later
- *     differing units are still read for the metrics that have not differed yet (so every metric's
- *     first_diff_step is exact). Totals count skipped units (from the summaries) and what was read;
+ *   --first-diff: reading stops after the step holding the first difference (searched_through).
+ *     With --metric it goes on through the later differing units, reading only the named metrics
+ *     that have not differed yet, until each has its first difference (each named metric's
+ *     first_diff_step is then exact; without --metric a metric's first_diff_step is known through
+ *     searched_through only). Totals count skipped units (from the summaries) and what was read;
  *     records of differing units left unread are counted in unread_a / unread_b. Without --metric,
  *     metrics[] counts cover only records read (skipped units are in the totals only;
  *     metrics_cover_skipped = 0).
- *   --map and --no-stepsum read every record (a map rewrites names that the summaries do not see).
+ *   --map and --no-stepsum read every record (a map rewrites names that the summaries do not see);
+ *     --first-diff still stops after the first differing step when no --metric is given.
  */
 #ifndef ALIGN_REPORT_H
 #define ALIGN_REPORT_H
@@ -103,6 +106,8 @@ struct report {
 	struct report_metric *metrics;  /* sorted by name */
 	size_t n_metrics;
 	struct report_item *first_diff, *first_unproven;
+	int has_searched_through;       /* --first-diff without --metric stopped: metrics' first */
+	int64_t searched_through;       /* differences are known through this step only */
 	int has_proven;
 	int64_t proven_through;
 	struct report_item *diffs;      /* the first `limit` differing records in execution order */

@@ -66,9 +66,22 @@ expect_eq "nan as printed" "$(pyj slow.json '[m["equal_as_printed"] for m in d["
 run_align 1 report --db f.db --format json --first-diff --out ffast.json
 run_align 1 report --db f.db --format json --first-diff --no-stepsum --out fslow.json
 same ffast.json fslow.json "$ANSWERS" "first-diff answers"
-same ffast.json fslow.json '[(m["name"], m["first_diff_step"]) for m in d["metrics"]]' "first-diff per metric"
+same ffast.json fslow.json '[[(m["name"], m["first_diff_step"]) for m in d["metrics"]], d["searched_through_step"]]' "first-diff per metric"
 same ffast.json fast.json "$ANSWERS" "first-diff vs full"
-expect_eq "first-diff stopped early" "$(pyj ffast.json '[d["mode"], d["metrics_cover_skipped"], d["totals"]["unread_a"] > 0]')" "['first-diff', False, True]"
+# past step 6 the fast path still counts units with equal summaries; what is left is unread
+expect_eq "first-diff stopped early" "$(pyj ffast.json '[d["mode"], d["metrics_cover_skipped"], d["searched_through_step"], d["totals"]["unread_a"], d["totals"]["unread_b"]]')" "['first-diff', False, 6, 8, 9]"
+expect_eq "records" "$(pyj ffast.json "[d[\"runs\"][\"a\"][\"records\"], d[\"runs\"][\"b\"][\"records\"]]")" "[108, 109]"
+expect_eq "every record accounted for" "$(pyj ffast.json '(lambda t: [t["compared"] + t["only_in_a"] + t["unread_a"], t["compared"] + t["only_in_b"] + t["unread_b"]])(d["totals"])')" "[108, 109]"
+expect_eq "every record accounted for (slow)" "$(pyj fslow.json '(lambda t: [t["compared"] + t["only_in_a"] + t["unread_a"], t["compared"] + t["only_in_b"] + t["unread_b"], t["unread_a"]])(d["totals"])')" "[108, 109, 28]"
+expect_eq "first-diff per metric through step 6" "$(pyj ffast.json '[(m["name"], m["first_diff_step"]) for m in d["metrics"]]')" \
+	"[('loss', None), ('num_zeros', None), ('x', None), ('y', 6), ('z', None)]"
+# with named metrics it goes on until each has its first difference
+run_align 1 report --db f.db --format json --first-diff --metric y --metric z --metric loss --metric x --out fm.json
+run_align 1 report --db f.db --format json --first-diff --metric y --metric z --metric loss --metric x --no-stepsum --out fms.json
+expect_eq "named metrics' first differences" "$(pyj fm.json '[(m["name"], m["first_diff_step"]) for m in d["metrics"]] + [d["searched_through_step"]]')" \
+	"[('loss', 7), ('x', None), ('y', 6), ('z', 7), None]"
+same fm.json fms.json '[(m["name"], m["first_diff_step"]) for m in d["metrics"]]' "named metrics"
+same fm.json fms.json "$ANSWERS" "named metrics answers"
 # --metric: the fast path with per-name counts of skipped units
 for m in y "lm loss" num-zeros; do
 	run_align "$([ "$m" = num-zeros ] && echo 0 || echo 1)" report --db f.db --format json --metric "$m" --out mf.json

@@ -28,10 +28,14 @@ run_align 1 report --db g.db --runs dist,recompute --format json --out g.json
 expect_eq "golden per metric" "$(pyj g.json '[(m["name"], m["compared"], m["bitwise_equal"], m["equal_as_printed"], m["differ"], m["first_diff_step"]) for m in d["metrics"] if m["name"] in ("loss", "num_zeros")]')" \
 	"[('loss', 100, 0, 34, 66, 18), ('num_zeros', 100, 18, 0, 82, 17)]"
 expect_eq "equal as printed at 5 decimals" "$(pyj g.json 'd["first_unproven"]["a"]["text"] + " " + str(d["first_unproven"]["digits"])')" "10.88426 7"
-# --first-diff without --metric still finds each metric's own first difference
+# --first-diff with named metrics goes on until each has its own first difference
+run_align 1 report --db g.db --runs dist,recompute --first-diff --metric "lm loss" --metric num-zeros --format json --out gm.json
+expect_eq "first-diff per named metric" "$(pyj gm.json '[(m["name"], m["first_diff_step"]) for m in d["metrics"]] + [d["searched_through_step"]]')" \
+	"[('loss', 18), ('num_zeros', 17), None]"
+# without --metric it stops after the first differing step (memory sizes differ from step 1 on)
 run_align 1 report --db g.db --runs dist,recompute --first-diff --format json --out gf.json
-expect_eq "first-diff per metric" "$(pyj gf.json 'sorted((m["name"], m["first_diff_step"]) for m in d["metrics"] if m["name"] in ("loss", "num_zeros"))')" \
-	"[('loss', 18), ('num_zeros', 17)]"
+expect_eq "first-diff stops" "$(pyj gf.json '[d["first_diff"]["name"], d["first_diff"]["step"], d["searched_through_step"]] + sorted((m["name"], m["first_diff_step"]) for m in d["metrics"] if m["name"] in ("loss", "num_zeros", "mem_allocated_bytes"))')" \
+	"['mem_allocated_bytes', 1, 1, ('loss', None), ('mem_allocated_bytes', 1), ('num_zeros', None)]"
 
 # --- torchtitan pair ----------------------------------------------------------------------------------
 run_align 0 ingest --db t.db --quiet "$R/torchtitan_losses/llama3_cuda.at-3f71477c88.txt" "$R/torchtitan_losses/llama3_cuda.at-1b04fc1c35.txt"
