@@ -82,6 +82,14 @@ run_align 0 ingest --db x.db --as q --quiet q0.atf q1.atf
 run_align 1 report --db x.db --format json --out x.json
 expect_eq "executed first" "$(pyj x.json '[d["first_diff"]["rank"], d["first_diff"]["name"], [x["name"] for x in d["diffs"]]]')" "[1, 'v', ['v', 'u']]"
 
+# --- md5 of the float32 on one side, exact bits on the other (md5 of 10.8125 = 0x412d0000, little-endian) ---
+printf '{"align_trace":1,"run":"bits"}\n{"step":1,"name":"loss","dtype":"fp32","bits":"0x412d0000"}\n{"step":2,"name":"loss","dtype":"fp32","bits":"0x412d0001"}\n' > bits.atf
+printf '{"align_trace":1,"run":"md5"}\n{"step":1,"name":"loss","digest":"5d9e731bd86cd80cea9fb3632051d88b","digest_alg":"md5"}\n{"step":2,"name":"loss","digest":"5d9e731bd86cd80cea9fb3632051d88b","digest_alg":"md5"}\n' > md5.atf
+run_align 0 ingest --db md5.db --quiet bits.atf md5.atf
+run_align 1 report --db md5.db --format json --out md5.json
+expect_eq "md5 vs bits" "$(pyj md5.json '[d["totals"]["bitwise_equal"], d["totals"]["differ"], d["first_diff"]["step"], d["proven_equal_through_step"]]')" "[1, 1, 2, 1]"
+expect_eq "md5 reason" "$(pyj md5.json 'd["first_diff"]["reason"]')" "md5 of a's fp32 bits 0x412d0001 is $(printf '\x01\x00\x2d\x41' | md5sum | cut -c1-32), b's md5 digest is 5d9e731bd86cd80cea9fb3632051d88b"
+
 # --- Markdown -------------------------------------------------------------------------------------------
 run_align 1 report --db d.db --format md
 expect_out '^# align report: `a` vs `c`$'
