@@ -371,6 +371,11 @@ static int render_md(const struct report *r, FILE *out)
 	if (!r->metrics_cover_skipped)
 		fprintf(out, "\nPer-metric counts cover the steps read; %lld records of skipped steps are in the total.\n",
 		        (long long)r->skipped_records);
+	if (r->unread_a || r->unread_b)
+		fprintf(out, "\n`--first-diff`: %lld records of `%s` and %lld of `%s` in later differing steps were not compared.\n",
+		        (long long)r->unread_a, r->a.name, (long long)r->unread_b, r->b.name);
+	if (r->has_searched_through)
+		fprintf(out, "\nPer-metric first differences are known through step %lld.\n", (long long)r->searched_through);
 	if (r->n_diffs) {
 		fprintf(out, "\n## Differing records (first %zu of %lld)\n\n", r->n_diffs, (long long)r->n_diff_total);
 		fprintf(out, "| step | micro | rank | name | verdict | %s | %s | ulp | rel. diff | reason |\n"
