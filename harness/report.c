@@ -481,7 +481,7 @@ int report_compute(sqlite3 *db, const struct report_opts *o, struct report *r)
 	if (rc == ALIGN_OK && o->map_path)
 		rc = rp_map_load(&c, o->map_path);
 	if (rc == ALIGN_OK)
-		rc = setup(&c, o->db_path);
+		rc = setup(&c, o->db_path ? o->db_path : "the database");
 	if (rc == ALIGN_OK)
 		rc = plan(&c);
 	if (rc == ALIGN_OK)

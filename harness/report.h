@@ -51,7 +51,7 @@
 enum report_format { REPORT_TEXT, REPORT_JSON, REPORT_MD };
 
 struct report_opts {
-	const char *db_path;        /* for messages */
+	const char *db_path;        /* for messages (NULL: "the database") */
 	const char *run_a, *run_b;  /* NULL: the database must hold exactly two runs (ordered by id) */
 	int first_diff;             /* stop early (see above) */
 	const char *const *metrics; /* --metric names as given (any alias), n_metrics of them */
@@ -117,7 +117,9 @@ struct report {
 };
 
 /* Compare the two runs; fills *out (report_free it). Returns ALIGN_OK or an error class (message
- * printed). The differences found do not change the return code: see report_exit_code. */
+ * printed). The differences found do not change the return code: see report_exit_code. Sets the
+ * connection's page cache to 64 MiB (PRAGMA cache_size). n_diff_total counts the differences found
+ * in the steps read (with --first-diff: through the first differing step). */
 int report_compute(sqlite3 *db, const struct report_opts *opts, struct report *out);
 void report_free(struct report *r);
 /* ALIGN_DIFF when a difference was found, else ALIGN_OK. */
