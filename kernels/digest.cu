@@ -17,8 +17,11 @@
  *      Keys: thread j keeps secret words 2j..2j+17 in registers (stripe s uses words s+2j, s+2j+1;
  *      scramble 16+2j, 17+2j; the unaligned offsets 121 and 11 are funnel-shifted from them).
  *      Loads: 16-byte vector loads when the input is 16-byte aligned, two 8-byte loads when 8-byte
- *      aligned, otherwise aligned 8-byte words shifted together (every word read holds at least one
- *      input byte, so nothing outside the input's 8-byte words is touched).
+ *      aligned; otherwise each thread loads the aligned 16-byte chunk where its window starts and gets
+ *      the following chunk from its neighbour by a shuffle, then shifts the two by the misalignment
+ *      (the same for every window of a launch). Near the end of the input, chunks that would reach
+ *      past it are assembled from single bytes, so no byte after the input is read (the aligned
+ *      chunk holding the first byte starts up to 15 bytes before it).
  *   2. Root (digest_root_kernel, one CTA of 256 threads, on the device): XXH3-64 with seed N over the
  *      8 n bytes of leaf digests. Up to 240 bytes (n <= 30): thread 0, length classes of xxh3.h.
  *      Longer: the secret derived from the seed; a block's stripe contributions do not depend on the
@@ -39,9 +42,14 @@
  *   expected: ~2.9-3.0 TB/s of reads, ~1.45 ms for 4 GiB; the root's serial chain is 511 steps of
  *   ~30 cycles (~9 us, under 1%). cudaMemcpy device-to-device moves 2 N bytes (read + write), so
  *   the fair comparison is hash read bandwidth N / t against copy traffic 2 N / t_copy.
+ *   measured (H100 80GB HBM3, bench-digest, 4 GiB, median of 20): leaves kernel 2.92 TB/s = 0.97 of
+ *   the copy's 3.03 TB/s traffic (peak 3.35); align_digest_cuda_ws 2.82 TB/s (0.93), at +8 bytes
+ *   2.78 (0.92), at +1 byte 2.68 (0.88); align_digest_cuda 2.44 TB/s (0.81): its stream-ordered
+ *   workspace allocation costs ~0.24 ms, because the default pool returns freed memory at every
+ *   synchronisation. In loops, use align_digest_cuda_ws with a workspace kept by the caller.
  *
  * Build: kernels/meson.build (nvcc --fmad=false --prec-div=true --prec-sqrt=true --ftz=false
- *        -arch=sm_90). Test: tests/gpu/test-digest-cuda.c. Bandwidth: tests/gpu/bench-digest.cu.
+ *        -arch=sm_90). Test: tests/gpu/test-digest-cuda.cu. Bandwidth: tests/gpu/bench-digest.cu.
  */
 #include <stdio.h>
 
@@ -49,22 +57,22 @@
 #include "xxh3.h"
 
 #define DIGEST_LEAF_BYTES_CU 65536u /* = DIGEST_LEAF_BYTES of harness/digest.h */
-#define DIGEST_GROUP 4		    /* threads per hashed input: thread j owns accumulators 2j, 2j+1 */
-#define DIGEST_LEAF_CTA 256	    /* threads per CTA of the leaf kernel (64 leaves) */
-#define DIGEST_ROOT_CTA 256	    /* threads of the single root CTA */
+#define DIGEST_GROUP 4              /* threads per hashed input: thread j owns accumulators 2j, 2j+1 */
+#define DIGEST_LEAF_CTA 256         /* threads per CTA of the leaf kernel (64 leaves) */
+#define DIGEST_ROOT_CTA 256         /* threads of the single root CTA */
 
 static int digest_cuda_fail(const char *call, cudaError_t e, const char *file, int line)
 {
-	fprintf(stderr, "error: %s failed: %s (%s) at %s:%d\n", call, cudaGetErrorString(e), cudaGetErrorName(e),
-		file, line);
+	fprintf(stderr, "error: %s failed: %s (%s) at %s:%d\n", call, cudaGetErrorString(e), cudaGetErrorName(e), file,
+	        line);
 	return ALIGN_DIGEST_CUDA_ECUDA;
 }
 
-#define DIGEST_CUDA_TRY(call)                                                                                  \
-	do {                                                                                                   \
-		cudaError_t e_ = (call);                                                                       \
-		if (e_ != cudaSuccess)                                                                         \
-			return digest_cuda_fail(#call, e_, __FILE__, __LINE__);                                \
+#define DIGEST_CUDA_TRY(call)                                                                                          \
+	do {                                                                                                           \
+		cudaError_t e_ = (call);                                                                               \
+		if (e_ != cudaSuccess)                                                                                 \
+			return digest_cuda_fail(#call, e_, __FILE__, __LINE__);                                        \
 	} while (0)
 
 static int digest_cuda_einval(const char *what)
@@ -75,36 +83,58 @@ static int digest_cuda_einval(const char *what)
 
 /* ---- device side ---- */
 
-/* Load the 16 bytes at q (any alignment) as two little-endian words. */
-__device__ __forceinline__ void digest_load_any(const uint8_t *q, uint64_t *d0, uint64_t *d1)
+/* (lo, hi) >> sh as one 64-bit word, 0 < sh < 64. */
+__device__ __forceinline__ uint64_t digest_shr128(uint64_t lo, uint64_t hi, unsigned sh)
 {
-	uintptr_t a = (uintptr_t)q;
-	const unsigned long long *w = (const unsigned long long *)(a & ~(uintptr_t)7);
-	unsigned sh = (unsigned)(a & 7) * 8;
-	uint64_t w0 = __ldg(w), w1 = __ldg(w + 1);
-	if (sh == 0) {
-		*d0 = w0;
-		*d1 = w1;
-		return;
-	}
-	uint64_t w2 = __ldg(w + 2);
-	*d0 = (w0 >> sh) | (w1 << (64 - sh));
-	*d1 = (w1 >> sh) | (w2 << (64 - sh));
+	return (lo >> sh) | (hi << (64 - sh));
 }
 
-/* As digest_load_any, where A is what the caller guarantees about q's alignment: 16, 8 or 1 (none). */
-template <int A> __device__ __forceinline__ void digest_load(const uint8_t *q, uint64_t *d0, uint64_t *d1)
+/* The 16 bytes starting r bytes (0 < r < 16) into the 32 bytes lo, hi, as two words. */
+__device__ __forceinline__ void digest_shift_pair(ulonglong2 lo, ulonglong2 hi, unsigned r, uint64_t *d0, uint64_t *d1)
 {
-	if (A == 16) {
-		ulonglong2 v = __ldg((const ulonglong2 *)q);
-		*d0 = v.x;
-		*d1 = v.y;
-	} else if (A == 8) {
-		*d0 = __ldg((const unsigned long long *)q);
-		*d1 = __ldg((const unsigned long long *)q + 1);
+	if (r < 8) {
+		*d0 = digest_shr128(lo.x, lo.y, 8 * r);
+		*d1 = digest_shr128(lo.y, hi.x, 8 * r);
+	} else if (r == 8) {
+		*d0 = lo.y;
+		*d1 = hi.x;
 	} else {
-		digest_load_any(q, d0, d1);
+		*d0 = digest_shr128(lo.y, hi.x, 8 * (r - 8));
+		*d1 = digest_shr128(hi.x, hi.y, 8 * (r - 8));
 	}
+}
+
+/* Load the 16 bytes at q (any alignment, q + 16 <= end) as two little-endian words: the aligned
+ * 16-byte chunks holding them, shifted together. The chunk after q's chunk is assembled from single
+ * bytes when it would reach past `end`, so no byte after the input is read; bytes before q in q's
+ * own aligned chunk are read and discarded. Used where speed does not matter (the last stripe, the
+ * last block of an unaligned input). */
+__device__ __forceinline__ void digest_load_any(const uint8_t *q, const uint8_t *end, uint64_t *d0, uint64_t *d1)
+{
+	uintptr_t a = (uintptr_t)q;
+	const ulonglong2 *c = (const ulonglong2 *)(a & ~(uintptr_t)15);
+	unsigned r = (unsigned)(a & 15);
+	ulonglong2 lo = __ldg(c), hi;
+	if (r == 0) {
+		*d0 = lo.x;
+		*d1 = lo.y;
+		return;
+	}
+	if ((const uint8_t *)(c + 2) <= end) {
+		hi = __ldg(c + 1);
+	} else {
+		const uint8_t *b = (const uint8_t *)(c + 1); /* bytes b[0 .. r-1] end at q + 16 */
+		hi.x = 0;
+		hi.y = 0;
+		for (unsigned i = 0; i < r; i++) {
+			uint64_t v = (uint64_t)__ldg(b + i) << (8 * (i & 7));
+			if (i < 8)
+				hi.x |= v;
+			else
+				hi.y |= v;
+		}
+	}
+	digest_shift_pair(lo, hi, r, d0, d1);
 }
 
 /* Secret words 2j .. 2j+17 of the secret derived from `seed` (seed 0: the default secret). */
@@ -122,19 +152,71 @@ __device__ __forceinline__ uint64_t digest_key_at(const uint64_t k[18], unsigned
 	return (k[m] >> (8 * r)) | (k[m + 1] << (64 - 8 * r));
 }
 
-/* Accumulate the first `ns` (<= 16) stripes of one block into the pair (a0, a1); q = block + 16 j.
- * All loads are issued before the arithmetic so that a thread has up to 256 bytes in flight. */
+/* One block, unaligned input (no 8-byte alignment): thread j loads the aligned 16-byte chunk c[s]
+ * where its window of stripe s starts; the chunk after it is the next thread's c[s] (thread 3: thread
+ * 0's c[s + 1]), passed by a shuffle, so each input byte is loaded once as with aligned input. The
+ * misalignment r is the same for every window of a launch. Near the end of the input (a chunk would
+ * reach past `end`) each window is loaded on its own by digest_load_any. */
+__device__ __forceinline__ void digest_block_pairs_unaligned(uint64_t *a0, uint64_t *a1, const uint8_t *q,
+                                                             const uint8_t *end, unsigned ns, const uint64_t k[18],
+                                                             unsigned j, unsigned mask)
+{
+	uintptr_t qa = (uintptr_t)q;
+	unsigned r = (unsigned)(qa & 15);
+	const ulonglong2 *c = (const ulonglong2 *)(qa & ~(uintptr_t)15);
+	const uint8_t *c0 = (const uint8_t *)c - 16 * j; /* thread 0's chunk of stripe 0 */
+	if (c0 + ALIGN_XXH3_STRIPE_BYTES * ns + 16 > end) {
+#pragma unroll
+		for (unsigned s = 0; s < ALIGN_XXH3_BLOCK_STRIPES; s++) { /* unrolled: k stays in registers */
+			if (s < ns) {
+				uint64_t d0, d1;
+				digest_load_any(q + ALIGN_XXH3_STRIPE_BYTES * s, end, &d0, &d1);
+				align_xxh3_accumulate_pair(a0, a1, d0, d1, k[s], k[s + 1]);
+			}
+		}
+		return;
+	}
+	ulonglong2 lo[ALIGN_XXH3_BLOCK_STRIPES + 1];
+#pragma unroll
+	for (unsigned s = 0; s <= ALIGN_XXH3_BLOCK_STRIPES; s++) {
+		lo[s] = make_ulonglong2(0, 0);
+		if (s < ns || (s == ns && j == 0))
+			lo[s] = __ldg(c + 4 * s);
+	}
+#pragma unroll
+	for (unsigned s = 0; s < ALIGN_XXH3_BLOCK_STRIPES; s++) {
+		if (s < ns) { /* ns is the same for the 4 threads of the group (shuffle partners) */
+			ulonglong2 send = j == 0 ? lo[s + 1] : lo[s], hi;
+			hi.x = __shfl_sync(mask, send.x, (j + 1) % DIGEST_GROUP, DIGEST_GROUP);
+			hi.y = __shfl_sync(mask, send.y, (j + 1) % DIGEST_GROUP, DIGEST_GROUP);
+			uint64_t d0, d1;
+			digest_shift_pair(lo[s], hi, r, &d0, &d1);
+			align_xxh3_accumulate_pair(a0, a1, d0, d1, k[s], k[s + 1]);
+		}
+	}
+}
+
+/* digest_block_pairs for q aligned to A = 16 or 8 bytes. */
 template <int A>
-__device__ __forceinline__ void digest_block_pairs(uint64_t *a0, uint64_t *a1, const uint8_t *q, unsigned ns,
-						   const uint64_t k[18])
+__device__ __forceinline__ void digest_block_pairs_aligned(uint64_t *a0, uint64_t *a1, const uint8_t *q, unsigned ns,
+                                                           const uint64_t k[18])
 {
 	uint64_t d0[ALIGN_XXH3_BLOCK_STRIPES], d1[ALIGN_XXH3_BLOCK_STRIPES];
 #pragma unroll
 	for (unsigned s = 0; s < ALIGN_XXH3_BLOCK_STRIPES; s++) {
 		d0[s] = 0;
 		d1[s] = 0;
-		if (s < ns)
-			digest_load<A>(q + ALIGN_XXH3_STRIPE_BYTES * s, &d0[s], &d1[s]);
+		if (s >= ns)
+			continue;
+		const uint8_t *w = q + ALIGN_XXH3_STRIPE_BYTES * s;
+		if (A == 16) {
+			ulonglong2 v = __ldg((const ulonglong2 *)w);
+			d0[s] = v.x;
+			d1[s] = v.y;
+		} else {
+			d0[s] = __ldg((const unsigned long long *)w);
+			d1[s] = __ldg((const unsigned long long *)w + 1);
+		}
 	}
 #pragma unroll
 	for (unsigned s = 0; s < ALIGN_XXH3_BLOCK_STRIPES; s++)
@@ -142,17 +224,32 @@ __device__ __forceinline__ void digest_block_pairs(uint64_t *a0, uint64_t *a1, c
 			align_xxh3_accumulate_pair(a0, a1, d0[s], d1[s], k[s], k[s + 1]);
 }
 
-/* After the `nb` full blocks: the last block's stripes, the last stripe, the merge (sum of the four
- * pairs' terms through the group's shuffles). Every thread of the group returns the hash. */
+/* Accumulate the first `ns` (<= 16) stripes of one block into the pair (a0, a1); q = block + 16 j,
+ * end = the end of the whole input. A: what the caller guarantees about q's alignment, 16, 8 or 1
+ * (none). All loads are issued before the arithmetic so that a thread has up to 256 bytes in
+ * flight. */
 template <int A>
-__device__ uint64_t digest_group_finish(const uint8_t *p, uint64_t len, uint64_t nb, uint64_t a0, uint64_t a1,
-					const uint64_t k[18], unsigned j, unsigned mask)
+__device__ __forceinline__ void digest_block_pairs(uint64_t *a0, uint64_t *a1, const uint8_t *q, const uint8_t *end,
+                                                   unsigned ns, const uint64_t k[18], unsigned j, unsigned mask)
+{
+	if (A == 1)
+		digest_block_pairs_unaligned(a0, a1, q, end, ns, k, j, mask);
+	else
+		digest_block_pairs_aligned<A>(a0, a1, q, ns, k);
+}
+
+/* After the `nb` full blocks of the len bytes at p: the last block's stripes, the last stripe, the
+ * merge (sum of the four pairs' terms through the group's shuffles). end: the end of the whole
+ * input. Every thread of the group returns the hash. */
+template <int A>
+__device__ uint64_t digest_group_finish(const uint8_t *p, uint64_t len, const uint8_t *end, uint64_t nb, uint64_t a0,
+                                        uint64_t a1, const uint64_t k[18], unsigned j, unsigned mask)
 {
 	uint64_t rest = (len - 1) - nb * ALIGN_XXH3_BLOCK_BYTES;
-	digest_block_pairs<A>(&a0, &a1, p + nb * ALIGN_XXH3_BLOCK_BYTES + 16 * j,
-			      (unsigned)(rest / ALIGN_XXH3_STRIPE_BYTES), k);
+	digest_block_pairs<A>(&a0, &a1, p + nb * ALIGN_XXH3_BLOCK_BYTES + 16 * j, end,
+	                      (unsigned)(rest / ALIGN_XXH3_STRIPE_BYTES), k, j, mask);
 	uint64_t d0, d1;
-	digest_load_any(p + len - ALIGN_XXH3_STRIPE_BYTES + 16 * j, &d0, &d1);
+	digest_load_any(p + len - ALIGN_XXH3_STRIPE_BYTES + 16 * j, end, &d0, &d1);
 	/* secret offset 121 + 16 j = 8 (15 + 2j) + 1 */
 	align_xxh3_accumulate_pair(&a0, &a1, d0, d1, digest_key_at(k, 15, 1), digest_key_at(k, 16, 1));
 	/* secret offset 11 + 16 j = 8 (1 + 2j) + 3 */
@@ -162,9 +259,10 @@ __device__ uint64_t digest_group_finish(const uint8_t *p, uint64_t len, uint64_t
 	return align_xxh3_avalanche(len * ALIGN_XXH3_PRIME64_1 + t);
 }
 
-/* XXH3-64 (seed 0) of len > 240 bytes at p by the 4 threads of a group. */
+/* XXH3-64 (seed 0) of the len > 240 bytes at p by the 4 threads of a group; end: the end of the
+ * whole input (reads past p + len, up to end, are allowed). */
 template <int A>
-__device__ uint64_t digest_group_long(const uint8_t *p, uint64_t len, unsigned j, unsigned mask)
+__device__ uint64_t digest_group_long(const uint8_t *p, uint64_t len, const uint8_t *end, unsigned j, unsigned mask)
 {
 	uint64_t k[18];
 	digest_pair_keys(k, 0, j);
@@ -172,17 +270,17 @@ __device__ uint64_t digest_group_long(const uint8_t *p, uint64_t len, unsigned j
 	uint64_t nb = (len - 1) / ALIGN_XXH3_BLOCK_BYTES;
 	const uint8_t *q = p + 16 * j;
 	for (uint64_t b = 0; b < nb; b++, q += ALIGN_XXH3_BLOCK_BYTES) {
-		digest_block_pairs<A>(&a0, &a1, q, ALIGN_XXH3_BLOCK_STRIPES, k);
+		digest_block_pairs<A>(&a0, &a1, q, end, ALIGN_XXH3_BLOCK_STRIPES, k, j, mask);
 		a0 = align_xxh3_scramble_acc(a0, k[16]);
 		a1 = align_xxh3_scramble_acc(a1, k[17]);
 	}
-	return digest_group_finish<A>(p, len, nb, a0, a1, k, j, mask);
+	return digest_group_finish<A>(p, len, end, nb, a0, a1, k, j, mask);
 }
 
 /* leaves[i] = XXH3_64bits(leaf i); 4 threads per leaf (blockDim.x a multiple of 32). */
 template <int A>
 __global__ void __launch_bounds__(DIGEST_LEAF_CTA)
-	digest_leaf_kernel(const uint8_t *p, uint64_t bytes, uint64_t n_leaves, uint64_t *leaves)
+    digest_leaf_kernel(const uint8_t *p, uint64_t bytes, uint64_t n_leaves, uint64_t *leaves)
 {
 	uint64_t leaf = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / DIGEST_GROUP;
 	unsigned j = threadIdx.x % DIGEST_GROUP;
@@ -194,7 +292,7 @@ __global__ void __launch_bounds__(DIGEST_LEAF_CTA)
 	if (len > DIGEST_LEAF_BYTES_CU)
 		len = DIGEST_LEAF_BYTES_CU;
 	if (len > ALIGN_XXH3_MIDSIZE_MAX) {
-		uint64_t h = digest_group_long<A>(q, len, j, mask);
+		uint64_t h = digest_group_long<A>(q, len, p + bytes, j, mask);
 		if (j == 0)
 			leaves[leaf] = h;
 	} else if (j == 0) {
@@ -205,7 +303,7 @@ __global__ void __launch_bounds__(DIGEST_LEAF_CTA)
 /* *out = XXH3_64bits_withSeed(leaves as 8 n bytes, total); one CTA of DIGEST_ROOT_CTA threads;
  * contrib: 8 words per full 1024-byte block of the leaf digests. */
 __global__ void __launch_bounds__(DIGEST_ROOT_CTA)
-	digest_root_kernel(const uint64_t *leaves, uint64_t n, uint64_t total, uint64_t *contrib, uint64_t *out)
+    digest_root_kernel(const uint64_t *leaves, uint64_t n, uint64_t total, uint64_t *contrib, uint64_t *out)
 {
 	const uint8_t *p = (const uint8_t *)leaves;
 	uint64_t len = 8 * n;
@@ -220,8 +318,8 @@ __global__ void __launch_bounds__(DIGEST_ROOT_CTA)
 	uint64_t nb = (len - 1) / ALIGN_XXH3_BLOCK_BYTES;
 	for (uint64_t b = threadIdx.x / DIGEST_GROUP; b < nb; b += DIGEST_ROOT_CTA / DIGEST_GROUP) {
 		uint64_t c0 = 0, c1 = 0;
-		digest_block_pairs<16>(&c0, &c1, p + b * ALIGN_XXH3_BLOCK_BYTES + 16 * j, ALIGN_XXH3_BLOCK_STRIPES,
-				       k);
+		digest_block_pairs<16>(&c0, &c1, p + b * ALIGN_XXH3_BLOCK_BYTES + 16 * j, p + len,
+		                       ALIGN_XXH3_BLOCK_STRIPES, k, j, 0);
 		contrib[8 * b + 2 * j] = c0;
 		contrib[8 * b + 2 * j + 1] = c1;
 	}
@@ -234,14 +332,17 @@ __global__ void __launch_bounds__(DIGEST_ROOT_CTA)
 		a0 = align_xxh3_scramble_acc(a0 + contrib[8 * b + 2 * j], k[16]);
 		a1 = align_xxh3_scramble_acc(a1 + contrib[8 * b + 2 * j + 1], k[17]);
 	}
-	uint64_t h = digest_group_finish<16>(p, len, nb, a0, a1, k, j, 0xfu);
+	uint64_t h = digest_group_finish<16>(p, len, p + len, nb, a0, a1, k, j, 0xfu);
 	if (j == 0)
 		*out = h;
 }
 
 /* ---- host side ---- */
 
-static uint64_t digest_leaf_count(size_t bytes) { return ((uint64_t)bytes + DIGEST_LEAF_BYTES_CU - 1) / DIGEST_LEAF_BYTES_CU; }
+static uint64_t digest_leaf_count(size_t bytes)
+{
+	return ((uint64_t)bytes + DIGEST_LEAF_BYTES_CU - 1) / DIGEST_LEAF_BYTES_CU;
+}
 
 /* Full 1024-byte blocks of the root input (0 when it is 240 bytes or shorter). */
 static uint64_t digest_root_blocks(uint64_t n)
@@ -250,7 +351,10 @@ static uint64_t digest_root_blocks(uint64_t n)
 }
 
 /* Workspace: leaves (8 n bytes, rounded to 16) | root contributions (64 per block) | digest (16). */
-static size_t digest_leaves_span(uint64_t n) { return (size_t)((8 * n + 15) / 16 * 16); }
+static size_t digest_leaves_span(uint64_t n)
+{
+	return (size_t)((8 * n + 15) / 16 * 16);
+}
 
 extern "C" size_t align_digest_cuda_workspace_bytes(size_t bytes)
 {
@@ -259,7 +363,7 @@ extern "C" size_t align_digest_cuda_workspace_bytes(size_t bytes)
 }
 
 extern "C" int align_digest_leaves_cuda(const void *device_ptr, size_t bytes, uint64_t *device_leaves,
-					cudaStream_t stream)
+                                        cudaStream_t stream)
 {
 	if (bytes == 0)
 		return 0;
@@ -298,7 +402,7 @@ static int digest_enqueue(const void *device_ptr, size_t bytes, void *ws, uint64
 }
 
 extern "C" int align_digest_cuda_ws(const void *device_ptr, size_t bytes, void *device_workspace, uint64_t *digest_out,
-				    cudaStream_t stream)
+                                    cudaStream_t stream)
 {
 	if (!digest_out)
 		return digest_cuda_einval("digest_out is NULL");

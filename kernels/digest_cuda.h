@@ -6,13 +6,16 @@
  * ALIGN_DIGEST_CUDA_ECUDA when a CUDA call fails; one message on stderr names the failing call,
  * file and line. The input may have any alignment (16-byte aligned input takes the fastest loads).
  *
- * Test: tests/gpu/test-digest-cuda.c; bandwidth: tests/gpu/bench-digest.cu. */
+ * Test: tests/gpu/test-digest-cuda.cu; bandwidth: tests/gpu/bench-digest.cu. */
 #ifndef ALIGN_DIGEST_CUDA_H
 #define ALIGN_DIGEST_CUDA_H
 
-#include <cuda_runtime_api.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* cudaStream_t exactly as the CUDA runtime declares it (driver_types.h; an identical typedef may be
+ * repeated in C11 and C++), so that C code calling these functions needs no CUDA header. */
+typedef struct CUstream_st *cudaStream_t;
 
 #define ALIGN_DIGEST_CUDA_EINVAL 2 /* same value as ALIGN_EINPUT */
 #define ALIGN_DIGEST_CUDA_ECUDA 3  /* same value as ALIGN_EINTERNAL */
@@ -23,7 +26,9 @@ extern "C" {
 
 /* Digest of the `bytes` bytes at device_ptr, written to *digest_out (host memory). Enqueues the work
  * on `stream` with a stream-ordered workspace (cudaMallocAsync / cudaFreeAsync) and waits for the
- * stream before returning. bytes == 0 needs no device work (device_ptr may then be NULL). */
+ * stream before returning. bytes == 0 needs no device work (device_ptr may then be NULL).
+ * The allocation costs ~0.24 ms on an H100 with the default memory pool (~14% of a 4 GiB digest);
+ * callers that hash repeatedly should keep a workspace and call align_digest_cuda_ws. */
 int align_digest_cuda(const void *device_ptr, size_t bytes, uint64_t *digest_out, cudaStream_t stream);
 
 /* Device workspace bytes that align_digest_cuda_ws needs for `bytes` input bytes. */
@@ -32,7 +37,7 @@ size_t align_digest_cuda_workspace_bytes(size_t bytes);
 /* As align_digest_cuda, with a caller-provided device workspace of at least
  * align_digest_cuda_workspace_bytes(bytes) bytes, 16-byte aligned (no allocation in the call). */
 int align_digest_cuda_ws(const void *device_ptr, size_t bytes, void *device_workspace, uint64_t *digest_out,
-			 cudaStream_t stream);
+                         cudaStream_t stream);
 
 /* Leaf digests only: device_leaves[i] = XXH3_64bits(leaf i) for the ceil(bytes / 65536) leaves, as
  * host-order uint64_t in device memory. Asynchronous on `stream` (nothing is waited for). */
