@@ -44,9 +44,10 @@
  *   the fair comparison is hash read bandwidth N / t against copy traffic 2 N / t_copy.
  *   measured (H100 80GB HBM3, bench-digest, 4 GiB, median of 20): leaves kernel 2.92 TB/s = 0.97 of
  *   the copy's 3.03 TB/s traffic (peak 3.35); align_digest_cuda_ws 2.82 TB/s (0.93), at +8 bytes
- *   2.78 (0.92), at +1 byte 2.68 (0.88); align_digest_cuda 2.44 TB/s (0.81): its stream-ordered
- *   workspace allocation costs ~0.24 ms, because the default pool returns freed memory at every
- *   synchronisation. In loops, use align_digest_cuda_ws with a workspace kept by the caller.
+ *   2.78 (0.92), at +1 byte 2.68 (0.88); align_digest_cuda 2.44-2.64 TB/s (0.81-0.87 over four
+ *   runs): its stream-ordered workspace allocation costs 0.1-0.24 ms, because the default pool
+ *   returns freed memory at every synchronisation. In loops, use align_digest_cuda_ws with a
+ *   workspace kept by the caller.
  *
  * Build: kernels/meson.build (nvcc --fmad=false --prec-div=true --prec-sqrt=true --ftz=false
  *        -arch=sm_90). Test: tests/gpu/test-digest-cuda.cu. Bandwidth: tests/gpu/bench-digest.cu.

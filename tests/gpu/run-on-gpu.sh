@@ -114,7 +114,7 @@ def commit():
     if os.path.exists(built):
         for line in open(built):
             if "ALIGN_GPU_BUILD_COMMIT" in line and '"' in line:
-                return line.split('"')[1] + " (recorded when the build directory was built; no git here)"
+                return line.split('"')[1] + " (recorded when the build directory was built; git named no commit here)"
     return "unknown (no git and no recorded commit)"
 
 tests, benches = gpu_entries("intro-tests.json"), gpu_entries("intro-benchmarks.json")
