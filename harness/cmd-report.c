@@ -1,4 +1,4 @@
-/* cmd-report: align report [--db PATH] [--runs A,B] [--first-diff] [--metric M]... [--map FILE]
+/* cmd-report: align report [--db PATH] [--runs A,B] [--first-diff] [--metric M]... [--all] [--map FILE]
  *                          [--format text|json|md] [--out F] [--limit N] [--no-stepsum]
  * Exit: 0 nothing differs, 1 something differs (differ, incomparable, only in one run), 2 usage or
  * input error, 3 internal error. --out writes through a temporary file renamed into place. */
@@ -28,8 +28,10 @@ static void report_usage(FILE *out)
 	        "  --first-diff         stop reading after the first differing step (each metric's first\n"
 	        "                       difference is still found); per-metric counts cover the steps read\n"
 	        "  --metric M           compare only M (any alias: 'lm loss' = loss); repeatable\n"
+	        "  --all                compare job metadata too: timings, throughput, memory, consumed samples,\n"
+	        "                       batch size, progress (phase 'meta'), left out by default\n"
 	        "  --map FILE           name rules, one a line: REGEX -> NAME (POSIX ERE on the printed name,\n"
-	        "                       first match wins, '#' comments); reads every record\n"
+	        "                       first match wins, '#' comments); reads every record; implies --all\n"
 	        "  --format F           text (default), md or json\n"
 	        "  --out F              write the report to F (atomically) instead of stdout\n"
 	        "  --limit N            differing records listed (default 20)\n"
@@ -151,7 +153,8 @@ int cmd_report(int argc, char **argv)
 		{"first-diff", no_argument, 0, 'F'},   {"metric", required_argument, 0, 'm'},
 		{"map", required_argument, 0, 'M'},    {"format", required_argument, 0, 'f'},
 		{"out", required_argument, 0, 'o'},    {"limit", required_argument, 0, 'l'},
-		{"no-stepsum", no_argument, 0, 'S'},   {"help", no_argument, 0, 'h'},
+		{"no-stepsum", no_argument, 0, 'S'},   {"all", no_argument, 0, 'A'},
+		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0},
 	};
 	const char *db_opt = NULL, *out_path = NULL;
@@ -178,6 +181,7 @@ int cmd_report(int argc, char **argv)
 				o.limit = (long)n;
 			break;
 		case 'S': o.no_stepsum = 1; break;
+		case 'A': o.all = 1; break;
 		case 'h': report_usage(stdout); free(metrics); return ALIGN_OK;
 		default: report_usage(stderr); rc = ALIGN_EINPUT; break;
 		}

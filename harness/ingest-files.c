@@ -195,6 +195,7 @@ static void finalize(struct ingest *ig)
 	sqlite3_finalize(ig->occ_q);
 	sqlite3_finalize(ig->seq_q);
 	ig->ins = ig->occ_q = ig->seq_q = NULL;
+	ingest_meta_reset(ig);
 }
 
 /* Counters saw rolled-back records: forget them; later files of the run ask the database. */

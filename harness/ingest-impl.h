@@ -42,6 +42,8 @@ struct ingest {
 	size_t steps_cap, steps_used;
 	struct seq_slot *seq;
 	size_t n_seq, cap_seq;
+	char **meta;                  /* canons of phase "meta" this file already put into meta_canon */
+	size_t n_meta, cap_meta;
 	json_t *warnings;
 	int64_t n_records, n_deduped;
 	int64_t file_rank;
@@ -53,5 +55,8 @@ extern const char ingest_insert_sql[];
 int64_t ingest_rank_from_path(const char *path);
 /* Add this file's per-step summaries into the stepsum table (inside the file's transaction). */
 int ingest_flush_stepsum(struct ingest *ig);
+/* Forget (and free) the file's set of meta canons: called with the file's statements finalized, so
+ * the next file (whatever happened to this one's transaction) writes its own meta_canon rows. */
+void ingest_meta_reset(struct ingest *ig);
 
 #endif

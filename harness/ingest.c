@@ -380,6 +380,57 @@ static int64_t occ_from_db(struct ingest *ig, const char *canon, const struct re
 	return n;
 }
 
+/* Add a record to its (rank, step) summary (see stepsum in schema/0001-init.sql). */
+static void step_add(struct ingest *ig, const struct rec *r, const char *canon, int64_t occ, uint64_t vh, int exact)
+{
+	struct step_slot *ss = step_lookup(ig, r->rank, r->step);
+	int64_t idn[3] = {r->micro, occ, (int64_t)vh};
+	unsigned char kb[256 + sizeof idn];
+	size_t cl = strlen(canon);
+	memcpy(kb, idn, sizeof idn);
+	memcpy(kb + sizeof idn, canon, cl);
+	ss->h += XXH3_64bits(kb, sizeof idn + cl) >> 2; /* 62-bit terms: sums stay exact in SQLite */
+	ss->n++;
+	ss->n_exact += exact;
+}
+
+void ingest_meta_reset(struct ingest *ig)
+{
+	for (size_t i = 0; i < ig->n_meta; i++)
+		free(ig->meta[i]);
+	free(ig->meta);
+	ig->meta = NULL;
+	ig->n_meta = ig->cap_meta = 0;
+}
+
+/* A record of phase "meta" (job metadata: timings, memory, progress): its canon goes into meta_canon,
+ * inside the file's transaction, once per canon and file (a file holds a dozen such names, so the set
+ * is a list). */
+static int note_meta(struct ingest *ig, const char *canon)
+{
+	for (size_t i = 0; i < ig->n_meta; i++)
+		if (!strcmp(ig->meta[i], canon))
+			return ALIGN_OK;
+	if (ig->n_meta == ig->cap_meta) {
+		size_t cap = ig->cap_meta ? 2 * ig->cap_meta : 16;
+		char **grown = realloc(ig->meta, cap * sizeof *grown);
+		if (!grown)
+			return err_internal("out of memory");
+		ig->meta = grown, ig->cap_meta = cap;
+	}
+	if (!(ig->meta[ig->n_meta] = strdup(canon)))
+		return err_internal("out of memory");
+	ig->n_meta++;
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(ig->db, "INSERT OR IGNORE INTO meta_canon(run_id, canon) VALUES (?1, ?2)", -1, &st, NULL) != SQLITE_OK)
+		return err_internal("sqlite: %s", sqlite3_errmsg(ig->db));
+	sqlite3_bind_int64(st, 1, ig->run_id);
+	sqlite3_bind_text(st, 2, canon, -1, SQLITE_STATIC);
+	int rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? ALIGN_OK : err_internal("sqlite: %s", sqlite3_errmsg(ig->db));
+}
+
 static void progress(struct ingest *ig)
 {
 	if (ig->opts->quiet || !isatty(2) || (ig->n_records & 0xffff))
@@ -486,15 +537,9 @@ int ingest_emit(struct ingest *ig, const struct rec *r)
 			                    (long long)r->rank, (long long)seq, r->name);
 		return err_internal("sqlite: %s", sqlite3_errmsg(ig->db));
 	}
-	struct step_slot *ss = step_lookup(ig, r->rank, r->step);
-	int64_t idn[3] = {r->micro, occ, (int64_t)vh};
-	unsigned char kb[256 + sizeof idn];
-	size_t cl = strlen(canon);
-	memcpy(kb, idn, sizeof idn);
-	memcpy(kb + sizeof idn, canon, cl);
-	ss->h += XXH3_64bits(kb, sizeof idn + cl) >> 2; /* 62-bit terms: sums stay exact in SQLite */
-	ss->n++;
-	ss->n_exact += c.has_bits || r->digest;
+	step_add(ig, r, canon, occ, vh, c.has_bits || r->digest);
+	if (r->phase && !strcmp(r->phase, "meta") && (rc = note_meta(ig, canon)))
+		return rc;
 	ig->n_records++;
 	progress(ig);
 	return ALIGN_OK;

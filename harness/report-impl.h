@@ -66,8 +66,9 @@ struct rp_ctx {
 	size_t n_rules;
 	struct rp_strtab names;         /* canonical names; metric i of r->metrics has names id i */
 	size_t metrics_cap;
-	unsigned char *want;            /* per name id: in --metric scope */
-	int filtering;                  /* --metric given */
+	unsigned char *want;            /* per name id: in scope */
+	int filtering;                  /* only the names in want are read: --metric, or the numerics
+	                                 * scope leaving meta names out (then filter is empty) */
 	char **filter;                  /* the canonical --metric names */
 	int n_filter;
 	int read_all;                   /* --map or --no-stepsum: no fast path */

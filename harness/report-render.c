@@ -2,6 +2,8 @@
  *
  * JSON (align_report 1, stable; null where a field is unknown or absent: micro -1, rank -1, step -1):
  *   {"align_report": 1, "mode": "full" | "first-diff", "fast_path": bool,
+ *    "scope": "numerics" | "all" | "metrics" (report.h), "meta_left_out": [name, ...] (numerics: the
+ *             job-metadata names left out; [] otherwise),
  *    "runs": {"a": RUN, "b": RUN},        RUN = {name, framework, format, records, resumed}
  *    "totals": {compared, bitwise_equal, equal_as_printed, differ, incomparable, only_in_a,
  *               only_in_b, skipped_units, skipped_records, unread_a, unread_b},
@@ -58,6 +60,19 @@ static const char *side_value(const struct report_side *s, char *buf, size_t len
 static const char *resumed_note(const struct report_run *run, char *buf, size_t len)
 {
 	snprintf(buf, len, "run '%s' was resumed: later occurrences of repeated steps were used", run->name);
+	return buf;
+}
+
+static const char *scope_name(enum report_scope s)
+{
+	return s == REPORT_SCOPE_NUMERICS ? "numerics" : s == REPORT_SCOPE_ALL ? "all" : "metrics";
+}
+
+/* "left out 12 job-metadata names (timings, memory); --all includes them" */
+static const char *left_out_note(const struct report *r, char *buf, size_t len)
+{
+	snprintf(buf, len, "left out %zu job-metadata name%s (timings, memory); --all includes them", r->n_meta_left_out,
+	         r->n_meta_left_out == 1 ? "" : "s");
 	return buf;
 }
 
@@ -130,9 +145,13 @@ static int render_json(const struct report *r, FILE *out)
 		json_array_append_new(warnings, json_string(resumed_note(&r->a, note, sizeof note)));
 	if (r->b.resumed)
 		json_array_append_new(warnings, json_string(resumed_note(&r->b, note, sizeof note)));
+	json_t *left_out = json_array();
+	for (size_t i = 0; i < r->n_meta_left_out; i++)
+		json_array_append_new(left_out, json_string(r->meta_left_out[i]));
 	json_t *doc = json_pack(
-		"{s:i,s:s,s:b,s:{s:o,s:o},s:o,s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:I,s:o}", "align_report", 1, "mode",
-		r->first_diff_mode ? "first-diff" : "full", "fast_path", r->fast_path, "runs", "a", json_run(&r->a), "b",
+		"{s:i,s:s,s:b,s:s,s:o,s:{s:o,s:o},s:o,s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:I,s:o}", "align_report", 1, "mode",
+		r->first_diff_mode ? "first-diff" : "full", "fast_path", r->fast_path, "scope", scope_name(r->scope),
+		"meta_left_out", left_out, "runs", "a", json_run(&r->a), "b",
 		json_run(&r->b), "totals", totals, "metrics_cover_skipped", r->metrics_cover_skipped, "metrics", metrics,
 		"first_diff", json_item(r->first_diff), "first_unproven", json_item(r->first_unproven),
 		"proven_equal_through_step", r->has_proven ? json_integer(r->proven_through) : json_null(),
@@ -268,6 +287,8 @@ static int render_text(const struct report *r, FILE *out)
 			fprintf(out, "note: %s\n", resumed_note(runs[i], buf, sizeof buf));
 	counts_text(&r->totals, buf, sizeof buf);
 	fprintf(out, "totals: %s\n", buf);
+	if (r->n_meta_left_out)
+		fprintf(out, "  %s\n", left_out_note(r, buf, sizeof buf));
 	if (r->skipped_units)
 		fprintf(out, "  %lld records in %lld (rank, step) units with equal summaries were counted without reading them\n",
 		        (long long)r->skipped_records, (long long)r->skipped_units);
@@ -367,6 +388,12 @@ static int render_md(const struct report *r, FILE *out)
 		        (long long)c->v[VERDICT_BITWISE_EQUAL], (long long)c->v[VERDICT_EQUAL_AS_PRINTED],
 		        (long long)c->v[VERDICT_DIFFER], (long long)c->v[VERDICT_INCOMPARABLE], (long long)c->v[VERDICT_ONLY_A],
 		        (long long)c->v[VERDICT_ONLY_B], first);
+	}
+	if (r->n_meta_left_out) {
+		fprintf(out, "\nScope: %s (", left_out_note(r, buf, sizeof buf));
+		for (size_t i = 0; i < r->n_meta_left_out; i++)
+			fprintf(out, "%s`%s`", i ? ", " : "", r->meta_left_out[i]);
+		fprintf(out, ").\n");
 	}
 	if (!r->metrics_cover_skipped)
 		fprintf(out, "\nPer-metric counts cover the steps read; %lld records of skipped steps are in the total.\n",

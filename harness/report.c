@@ -152,6 +152,44 @@ static int check_filter(struct rp_ctx *c)
 	return ALIGN_OK;
 }
 
+static int by_str(const void *pa, const void *pb) { return strcmp(*(char *const *)pa, *(char *const *)pb); }
+
+/* The numerics scope (report.h): leave out the names either run holds meta records of, and follow the
+ * others as --metric names (filtering with want set directly; filter stays empty). Without meta names
+ * nothing changes. */
+static int scope_numerics(struct rp_ctx *c)
+{
+	sqlite3_stmt *q;
+	const char *sql = "SELECT DISTINCT canon FROM meta_canon WHERE run_id IN (?1, ?2) ORDER BY canon";
+	if (sqlite3_prepare_v2(c->db, sql, -1, &q, NULL) != SQLITE_OK)
+		return err_internal("sqlite: %s", sqlite3_errmsg(c->db));
+	sqlite3_bind_int64(q, 1, c->r->a.id);
+	sqlite3_bind_int64(q, 2, c->r->b.id);
+	struct report *r = c->r;
+	int rc = ALIGN_OK, step = SQLITE_DONE;
+	while (rc == ALIGN_OK && (step = sqlite3_step(q)) == SQLITE_ROW) {
+		const char *canon = (const char *)sqlite3_column_text(q, 0);
+		int32_t id = rp_intern(c, canon);
+		char **grown = realloc(r->meta_left_out, (r->n_meta_left_out + 1) * sizeof *grown);
+		if (id < 0 || rp_metrics_sync(c) || !grown || !(grown[r->n_meta_left_out] = strdup(canon))) {
+			r->meta_left_out = grown ? grown : r->meta_left_out;
+			rc = err_internal("out of memory");
+			break;
+		}
+		r->meta_left_out = grown;
+		r->n_meta_left_out++;
+		c->want[id] = 0;
+	}
+	if (rc == ALIGN_OK && step != SQLITE_DONE)
+		rc = err_internal("sqlite: %s", sqlite3_errmsg(c->db));
+	sqlite3_finalize(q);
+	if (rc == ALIGN_OK && r->n_meta_left_out) {
+		c->filtering = 1;
+		qsort(r->meta_left_out, r->n_meta_left_out, sizeof *r->meta_left_out, by_str);
+	}
+	return rc;
+}
+
 /* The SQL canon filter: every built-in canon with a map, else the wanted names (without a first
  * difference yet, in the second phase of --first-diff). */
 static int build_canon_json(struct rp_ctx *c, json_t *map_names)
@@ -453,7 +491,9 @@ static int setup(struct rp_ctx *c, const char *db_path)
 	json_t *map_names = c->n_rules ? json_array() : NULL;
 	if ((rc = choose_runs(c, db_path)) || (rc = resolve_filter(c)) ||
 	    (rc = enumerate_canons(c, c->r->a.id, map_names)) || (rc = enumerate_canons(c, c->r->b.id, map_names)) ||
-	    (!c->n_rules && (rc = check_filter(c))) || (rc = build_canon_json(c, map_names)) || (rc = load_sources(c)) ||
+	    (!c->n_rules && (rc = check_filter(c))) ||
+	    (c->r->scope == REPORT_SCOPE_NUMERICS && (rc = scope_numerics(c))) ||
+	    (rc = build_canon_json(c, map_names)) || (rc = load_sources(c)) ||
 	    (rc = load_units(c)) || (rc = rp_scan_prepare(c))) {
 		json_decref(map_names);
 		return rc;
@@ -471,6 +511,7 @@ int report_compute(sqlite3 *db, const struct report_opts *o, struct report *r)
 	memset(r, 0, sizeof *r);
 	r->limit = o->limit;
 	r->first_diff_mode = o->first_diff;
+	r->scope = o->n_metrics ? REPORT_SCOPE_METRICS : o->all || o->map_path ? REPORT_SCOPE_ALL : REPORT_SCOPE_NUMERICS;
 	c.read_all = o->no_stepsum || o->map_path;
 	r->fast_path = !c.read_all;
 	/* Reading a step goes name by name through record_key, revisiting the step's table pages once per
@@ -510,9 +551,12 @@ void report_free(struct report *r)
 	for (size_t i = 0; i < r->n_metrics; i++)
 		free(r->metrics[i].name);
 	free(r->metrics);
-	struct report_item *items[2] = {r->first_diff, r->first_unproven};
-	for (size_t i = 0; i < 2 + r->n_diffs; i++) {
-		struct report_item *it = i < 2 ? items[i] : &r->diffs[i - 2];
+	for (size_t i = 0; i < r->n_meta_left_out; i++)
+		free(r->meta_left_out[i]);
+	free(r->meta_left_out);
+	struct report_item *items[3] = {r->first_diff, r->first_only_in, r->first_unproven};
+	for (size_t i = 0; i < 3 + r->n_diffs; i++) {
+		struct report_item *it = i < 3 ? items[i] : &r->diffs[i - 3];
 		if (!it)
 			continue;
 		free(it->canon);
@@ -523,6 +567,7 @@ void report_free(struct report *r)
 		}
 	}
 	free(r->first_diff);
+	free(r->first_only_in);
 	free(r->first_unproven);
 	free(r->diffs);
 	memset(r, 0, sizeof *r);
@@ -533,5 +578,5 @@ int report_exit_code(const struct report *r)
 	for (int v = 0; v < VERDICT_COUNT; v++)
 		if (verdict_is_difference((enum verdict)v) && r->totals.v[v])
 			return ALIGN_DIFF;
-	return r->first_diff ? ALIGN_DIFF : ALIGN_OK;
+	return r->first_diff || r->first_only_in ? ALIGN_DIFF : ALIGN_OK;
 }

@@ -11,10 +11,24 @@
  * is print order, not execution order. Step -1 (no step) sorts first, micro -1 (step-level) before
  * micro 0.
  *
+ * Scope (which canonical names are compared):
+ *   numerics (default)  every name of both runs except job metadata: the names that either run holds
+ *                       records of phase "meta" for (table meta_canon: timings, throughput, memory,
+ *                       consumed samples, batch size, progress). They differ between frameworks and
+ *                       from run to run. The other names are followed exactly as if each had been
+ *                       given with --metric (per-metric first differences are found, see below).
+ *                       When neither run has meta names this is every name, read as without --metric.
+ *   all                 --all, or --map (a map renames records, so the meta names no longer apply)
+ *   metrics             --metric names given (with or without --all)
+ *
  * Results:
- *   first_diff      the earliest record whose verdict is differ, incomparable or only-in-a/b
+ *   first_diff      the earliest record whose verdict is differ or incomparable (a value missing on
+ *                   one side is differ): the first divergent record
+ *   first_only_in   the earliest only-in-a / only-in-b record: a name (or key) one run does not have,
+ *                   such as a framework-specific metric. A difference (exit 1, counted in totals and
+ *                   metrics), but not a divergence of values: it never is first_diff
  *   first_unproven  the earliest equal-as-printed record (bits unknown), when it comes before
- *                   first_diff (or there is no difference)
+ *                   first_diff (or there is no first_diff)
  *   proven_equal_through_step
  *                   the last step S >= 0 such that every record at steps <= S is bitwise-equal
  *                   (none: the first step already holds a record that is not)
@@ -27,7 +41,8 @@
  * by step in execution order.
  *   full report (default): every unit is accounted for; per-metric counts of skipped units come from
  *     one sequential scan of run A's key columns (or, with --metric, an index lookup of those names).
- *   --first-diff: reading stops after the step holding the first difference (searched_through).
+ *   --first-diff: reading stops after the step holding first_diff (searched_through); an only-in
+ *     record does not stop it.
  *     With --metric it goes on through the later differing units, reading only the named metrics
  *     that have not differed yet, until each has its first difference (each named metric's
  *     first_diff_step is then exact; without --metric a metric's first_diff_step is known through
@@ -48,7 +63,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-enum report_format { REPORT_TEXT, REPORT_JSON, REPORT_MD };
+enum report_format { REPORT_TEXT, REPORT_JSON, REPORT_MD, REPORT_HTML };
+
+enum report_scope { REPORT_SCOPE_NUMERICS, REPORT_SCOPE_ALL, REPORT_SCOPE_METRICS };
 
 struct report_opts {
 	const char *db_path;        /* for messages (NULL: "the database") */
@@ -56,7 +73,8 @@ struct report_opts {
 	int first_diff;             /* stop early (see above) */
 	const char *const *metrics; /* --metric names as given (any alias), n_metrics of them */
 	int n_metrics;
-	const char *map_path;       /* --map FILE, or NULL */
+	const char *map_path;       /* --map FILE, or NULL (implies all) */
+	int all;                    /* --all: job metadata (phase "meta") too */
 	int no_stepsum;             /* read every record (checks the fast path) */
 	long limit;                 /* differing records listed (default 20) */
 };
@@ -70,7 +88,7 @@ struct report_side {
 	int64_t line, micro, seq;
 };
 
-/* A reported record: first_diff, first_unproven, or one of the listed differences. */
+/* A reported record: first_diff, first_only_in, first_unproven, or one of the listed differences. */
 struct report_item {
 	int64_t step, micro, rank; /* of the execution-order side (A when present) */
 	char *canon;
@@ -103,9 +121,12 @@ struct report {
 	struct report_counts totals;
 	int64_t skipped_units, skipped_records; /* (rank, step) units counted from their summaries */
 	int64_t unread_a, unread_b;     /* --first-diff: records of differing units not compared */
+	enum report_scope scope;
+	char **meta_left_out;           /* numerics scope: the job-metadata names left out, sorted */
+	size_t n_meta_left_out;
 	struct report_metric *metrics;  /* sorted by name */
 	size_t n_metrics;
-	struct report_item *first_diff, *first_unproven;
+	struct report_item *first_diff, *first_only_in, *first_unproven;
 	int has_searched_through;       /* --first-diff without --metric stopped: metrics' first */
 	int64_t searched_through;       /* differences are known through this step only */
 	int has_proven;
@@ -122,7 +143,7 @@ struct report {
  * in the steps read (with --first-diff: through the first differing step). */
 int report_compute(sqlite3 *db, const struct report_opts *opts, struct report *out);
 void report_free(struct report *r);
-/* ALIGN_DIFF when a difference was found, else ALIGN_OK. */
+/* ALIGN_DIFF when a difference was found (first_diff or first_only_in), else ALIGN_OK. */
 int report_exit_code(const struct report *r);
 
 /* Write the report in a format; returns 0 or -1 on a write error. */

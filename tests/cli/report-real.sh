@@ -3,6 +3,8 @@
 #  - Megatron golden values (round(x, 5), bits unknown) of two GB200 configurations: lm loss equal as
 #    printed through step 17 and provably different from step 18 (10.82613 vs 10.82611), never
 #    bitwise-equal; num-zeros (float32 recoverable from the print) differs first at step 17 (1830 vs 1781).
+#    mem-* and iteration-time are job metadata: left out unless --all, so a plain --first-diff names
+#    num_zeros at step 17 and follows loss to step 18.
 #  - torchtitan loss baselines (float repr, bitwise): equal bits through step 23, first difference at
 #    step 24 (2.928952693939209 vs 2.93280029296875), 77 of 100 steps differ.
 . "$SRCROOT/tests/cli/lib.sh"
@@ -32,10 +34,21 @@ expect_eq "equal as printed at 5 decimals" "$(pyj g.json 'd["first_unproven"]["a
 run_align 1 report --db g.db --runs dist,recompute --first-diff --metric "lm loss" --metric num-zeros --format json --out gm.json
 expect_eq "first-diff per named metric" "$(pyj gm.json '[(m["name"], m["first_diff_step"]) for m in d["metrics"]] + [d["searched_through_step"]]')" \
 	"[('loss', 18), ('num_zeros', 17), None]"
-# without --metric it stops after the first differing step (memory sizes differ from step 1 on)
+# without --metric: memory sizes and iteration time are job metadata (phase meta), left out; the other
+# names are followed as if named with --metric, each to its own first difference
 run_align 1 report --db g.db --runs dist,recompute --first-diff --format json --out gf.json
-expect_eq "first-diff stops" "$(pyj gf.json '[d["first_diff"]["name"], d["first_diff"]["step"], d["searched_through_step"]] + sorted((m["name"], m["first_diff_step"]) for m in d["metrics"] if m["name"] in ("loss", "num_zeros", "mem_allocated_bytes"))')" \
-	"['mem_allocated_bytes', 1, 1, ('loss', None), ('mem_allocated_bytes', 1), ('num_zeros', None)]"
+expect_eq "first-diff numerics" "$(pyj gf.json '[d["scope"], d["first_diff"]["name"], d["first_diff"]["step"], d["searched_through_step"]] + [(m["name"], m["first_diff_step"]) for m in d["metrics"]]')" \
+	"['numerics', 'num_zeros', 17, None, ('loss', 18), ('num_zeros', 17)]"
+expect_eq "meta left out" "$(pyj gf.json 'd["meta_left_out"]')" \
+	"['iteration_time', 'mem_allocated_bytes', 'mem_max_allocated_bytes']"
+run_align 1 report --db g.db --runs dist,recompute --first-diff
+expect_out "^bits unknown from step 1 \(loss printed with 5 decimals, 7 significant digits: '10.88426'\); first provable difference: num_zeros at step 17 \(1830.0 vs 1781.0\)$"
+expect_out "^  left out 3 job-metadata names \(timings, memory\); --all includes them$"
+# --all compares them too, and --first-diff then stops after the first differing step (memory sizes
+# differ from step 1 on)
+run_align 1 report --db g.db --runs dist,recompute --first-diff --all --format json --out ga.json
+expect_eq "first-diff --all stops" "$(pyj ga.json '[d["scope"], d["meta_left_out"], d["first_diff"]["name"], d["first_diff"]["step"], d["searched_through_step"]] + sorted((m["name"], m["first_diff_step"]) for m in d["metrics"] if m["name"] in ("loss", "num_zeros", "mem_allocated_bytes"))')" \
+	"['all', [], 'mem_allocated_bytes', 1, 1, ('loss', None), ('mem_allocated_bytes', 1), ('num_zeros', None)]"
 
 # --- torchtitan pair ----------------------------------------------------------------------------------
 run_align 0 ingest --db t.db --quiet "$R/torchtitan_losses/llama3_cuda.at-3f71477c88.txt" "$R/torchtitan_losses/llama3_cuda.at-1b04fc1c35.txt"
