@@ -8,7 +8,10 @@ static const struct ops_cuda_row {
 	int op;			   /* enum align_op_id */
 	align_fwd_cuda_fn fwd;	   /* the CUDA twin */
 } ops_cuda_rows[] = {
+	{ALIGN_OP_matmul, matmul_fwd_cuda},   /* kernels/matmul.cu */
 	{ALIGN_OP_rmsnorm, rmsnorm_fwd_cuda}, /* kernels/rmsnorm.cu */
+	{ALIGN_OP_mhc_pre, mhc_pre_fwd_cuda},   /* kernels/mhc_pre.cu */
+	{ALIGN_OP_mhc_head, mhc_head_fwd_cuda}, /* kernels/mhc_head.cu */
 };
 
 extern "C" align_fwd_cuda_fn ops_cuda_fwd(const struct align_op *op)
