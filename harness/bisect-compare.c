@@ -5,7 +5,8 @@
  * not read), --metric names passed through as report takes them (canonical names or aliases; a name in
  * neither run is an error). A trial diverges when the report finds a difference (differ, incomparable,
  * only in one run: what makes 'align report' exit 1); a record equal as printed is no difference.
- * Its first_diff is the report's JSON ITEM, exactly as 'align report --format json' writes it:
+ * Its first_diff is the report's first_diff (the first divergent value), else, when only names in one
+ * run differ, its first_only_in: a JSON ITEM, exactly as 'align report --format json' writes it:
  * {step, micro, rank, name, verdict, reason, ulp, ulp_dtype, rel_diff, digits, a: SIDE, b: SIDE},
  * a being the baseline's side and b the trial's. n_diff is the differing records the report found,
  * which in first-diff mode is a lower bound of all of them. */
@@ -17,8 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Identifies the comparison in the cache: a verdict made by another one is made again. */
-#define BISECT_COMPARE_ID "align-report-1 first-diff"
+/* Identifies the comparison in the cache: a verdict made by another one is made again (2: job
+ * metadata left out, only-in records not first_diff). */
+#define BISECT_COMPARE_ID "align-report-2 first-diff"
 
 static long long run_id(sqlite3 *db, const char *name)
 {
@@ -32,7 +34,7 @@ static long long run_id(sqlite3 *db, const char *name)
 	return id;
 }
 
-/* The report's first_diff as its JSON renderer writes it. */
+/* The report's first_diff (else first_only_in) as its JSON renderer writes it. */
 static json_t *first_diff_json(const struct report *r)
 {
 	char *text = NULL;
@@ -44,8 +46,10 @@ static json_t *first_diff_json(const struct report *r)
 	fclose(mem);
 	json_t *doc = bad ? NULL : json_loadb(text, len, 0, NULL), *fd = NULL;
 	free(text);
-	if (doc)
-		fd = json_incref(json_object_get(doc, "first_diff"));
+	if (doc) {
+		fd = json_object_get(doc, "first_diff");
+		fd = json_incref(json_is_null(fd) ? json_object_get(doc, "first_only_in") : fd);
+	}
 	json_decref(doc);
 	return fd;
 }

@@ -89,7 +89,7 @@ struct rp_ctx {
 	size_t n_pairs, cap_pairs;
 	int64_t remaining;              /* names in scope without a first difference yet */
 	int phase2;                     /* --first-diff past the first difference: only `remaining` */
-	int64_t first_diff_step;        /* step of r->first_diff */
+	int64_t first_diff_step;        /* step of r->first_diff (--first-diff seeks first_only_in through it) */
 	int have_bad;                   /* a record that is not bitwise-equal has been seen */
 	int64_t step_records;           /* records of the current step in scope (for proven_through) */
 	int step_all_exact;

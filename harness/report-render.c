@@ -10,7 +10,9 @@
  *    "metrics_cover_skipped": bool,
  *    "metrics": [{name, compared, bitwise_equal, equal_as_printed, differ, incomparable, only_in_a,
  *                 only_in_b, first_diff_step}],
- *    "first_diff": null | ITEM, "first_unproven": null | ITEM, "proven_equal_through_step": N | null,
+ *    "first_diff": null | ITEM (the first divergent record: differ or incomparable),
+ *    "first_only_in": null | ITEM (the first record of a name or key in one run only),
+ *    "first_unproven": null | ITEM, "proven_equal_through_step": N | null,
  *    "searched_through_step": N | null (--first-diff without --metric: metrics[].first_diff_step is
  *                             known through step N only; null: searched to the end),
  *    "diffs": [ITEM, ...], "diffs_total": N, "limit": N, "warnings": ["..."]}
@@ -149,11 +151,12 @@ static int render_json(const struct report *r, FILE *out)
 	for (size_t i = 0; i < r->n_meta_left_out; i++)
 		json_array_append_new(left_out, json_string(r->meta_left_out[i]));
 	json_t *doc = json_pack(
-		"{s:i,s:s,s:b,s:s,s:o,s:{s:o,s:o},s:o,s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:I,s:o}", "align_report", 1, "mode",
+		"{s:i,s:s,s:b,s:s,s:o,s:{s:o,s:o},s:o,s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:I,s:o}", "align_report", 1, "mode",
 		r->first_diff_mode ? "first-diff" : "full", "fast_path", r->fast_path, "scope", scope_name(r->scope),
 		"meta_left_out", left_out, "runs", "a", json_run(&r->a), "b",
 		json_run(&r->b), "totals", totals, "metrics_cover_skipped", r->metrics_cover_skipped, "metrics", metrics,
-		"first_diff", json_item(r->first_diff), "first_unproven", json_item(r->first_unproven),
+		"first_diff", json_item(r->first_diff), "first_only_in", json_item(r->first_only_in), "first_unproven",
+		json_item(r->first_unproven),
 		"proven_equal_through_step", r->has_proven ? json_integer(r->proven_through) : json_null(),
 		"searched_through_step", r->has_searched_through ? json_integer(r->searched_through) : json_null(), "diffs", diffs,
 		"diffs_total", (json_int_t)r->n_diff_total, "limit", (json_int_t)r->limit, "warnings", warnings);
@@ -220,11 +223,17 @@ static void summary(const struct report *r, char *buf, size_t len)
 		n += (size_t)snprintf(buf + n, len - n, "bitwise-equal through step %lld", (long long)r->proven_through);
 	else
 		n += (size_t)snprintf(buf + n, len - n, "no step is proven bitwise-equal");
+	const struct report_item *o = r->first_only_in;
 	if (d)
-		snprintf(buf + n, len - n, "; first %sdifference: %s at step %lld (%s vs %s)", u ? "provable " : "", d->canon,
-		         (long long)d->step, side_value(&d->a, va, sizeof va), side_value(&d->b, vb, sizeof vb));
+		n += (size_t)snprintf(buf + n, len - n, "; first %sdifference: %s at step %lld (%s vs %s)", u ? "provable " : "",
+		                      d->canon, (long long)d->step, side_value(&d->a, va, sizeof va),
+		                      side_value(&d->b, vb, sizeof vb));
 	else
-		snprintf(buf + n, len - n, "; %s", u ? "no provable difference" : "no difference");
+		n += (size_t)snprintf(buf + n, len - n, "; %s%s", u ? "no provable difference" : "no difference",
+		                      o ? " in values" : "");
+	if (o && n < len)
+		snprintf(buf + n, len - n, "; first name in one run only: %s at step %lld (only in '%s')", o->canon,
+		         (long long)o->step, o->a.present ? r->a.name : r->b.name);
 }
 
 static void counts_text(const struct report_counts *c, char *buf, size_t len)
@@ -313,6 +322,8 @@ static int render_text(const struct report *r, FILE *out)
 		item_text(out, "first unproven", r->first_unproven, r);
 	if (r->first_diff)
 		item_text(out, "first difference", r->first_diff, r);
+	if (r->first_only_in)
+		item_text(out, "first only in one run", r->first_only_in, r);
 	if (r->n_diffs) {
 		fprintf(out, "differing records (first %zu of %lld%s):\n", r->n_diffs, (long long)r->n_diff_total,
 		        r->first_diff_mode && !r->metrics_cover_skipped ? " through the first differing step" : "");
@@ -341,7 +352,8 @@ static void md_cell(FILE *out, const char *s)
 	fputs(" |", out);
 }
 
-static void md_item_row(FILE *out, const struct report_item *it)
+/* One row of a record table; label (or NULL) is a first cell saying which record it is. */
+static void md_item_row(FILE *out, const char *label, const struct report_item *it)
 {
 	char step[24] = "-", micro[24] = "-", rank[24] = "-", va[96], vb[96], ulp[32] = "", rel[32] = "";
 	if (it->step >= 0)
@@ -355,11 +367,33 @@ static void md_item_row(FILE *out, const struct report_item *it)
 	if (it->cmp.has_rel)
 		snprintf(rel, sizeof rel, "%.3g", it->cmp.rel_diff);
 	fputs("|", out);
+	if (label)
+		md_cell(out, label);
 	const char *cells[] = {step, micro, rank, it->canon, verdict_name(it->cmp.verdict), side_value(&it->a, va, sizeof va),
 	                       side_value(&it->b, vb, sizeof vb), ulp, rel, it->cmp.reason};
 	for (size_t i = 0; i < sizeof cells / sizeof cells[0]; i++)
 		md_cell(out, cells[i]);
 	fputc('\n', out);
+}
+
+/* The first unproven record, the first difference, the first record in one run only (as in text). */
+static void md_firsts(FILE *out, const struct report *r)
+{
+	const struct { const char *label; const struct report_item *it; } rows[] = {
+		{"first unproven", r->first_unproven}, {"first difference", r->first_diff},
+		{"first only in one run", r->first_only_in},
+	};
+	int any = 0;
+	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+		if (!rows[i].it)
+			continue;
+		if (!any++)
+			fprintf(out, "| | step | micro | rank | name | verdict | %s | %s | ulp | rel. diff | reason |\n"
+			             "|---|---:|---:|---:|---|---|---|---|---:|---:|---|\n", r->a.name, r->b.name);
+		md_item_row(out, rows[i].label, rows[i].it);
+	}
+	if (any)
+		fputc('\n', out);
 }
 
 static int render_md(const struct report *r, FILE *out)
@@ -376,6 +410,7 @@ static int render_md(const struct report *r, FILE *out)
 			fprintf(out, "\n> **Note:** %s\n", resumed_note(runs[i], buf, sizeof buf));
 	summary(r, buf, sizeof buf);
 	fprintf(out, "\n**%s**\n\n", buf);
+	md_firsts(out, r);
 	fprintf(out, "| metric | compared | bitwise-equal | equal as printed | differ | incomparable | only in a | only in b | "
 	             "first diff step |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
 	for (size_t i = 0; i <= r->n_metrics; i++) {
@@ -408,7 +443,7 @@ static int render_md(const struct report *r, FILE *out)
 		fprintf(out, "| step | micro | rank | name | verdict | %s | %s | ulp | rel. diff | reason |\n"
 		             "|---:|---:|---:|---|---|---|---|---:|---:|---|\n", r->a.name, r->b.name);
 		for (size_t i = 0; i < r->n_diffs; i++)
-			md_item_row(out, &r->diffs[i]);
+			md_item_row(out, NULL, &r->diffs[i]);
 	}
 	return ferror(out) ? -1 : 0;
 }

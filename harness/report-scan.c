@@ -310,11 +310,18 @@ static int judge(struct rp_ctx *c, const struct rp_pair *p, int64_t step)
 	rp_count(c, u && u->metrics_counted ? -1 : canon, res.verdict, 1); /* a skipped unit read for first_unproven */
 	struct report_metric *m = &r->metrics[canon];
 	if (verdict_is_difference(res.verdict)) {
-		if (!r->first_diff) {
-			if (!(r->first_diff = new_item()))
+		/* a name (key) one run lacks is a difference, but not the first divergent value. --first-diff
+		 * looks for it through first_diff's step only: past it some names are not read, and an earlier
+		 * only-in record may be among them */
+		int only = res.verdict == VERDICT_ONLY_A || res.verdict == VERDICT_ONLY_B;
+		struct report_item **first = only ? &r->first_only_in : &r->first_diff;
+		int past = c->o->first_diff && r->first_diff && step > c->first_diff_step;
+		if (!*first && !(only && past)) {
+			if (!(*first = new_item()))
 				return err_internal("out of memory");
-			make_item(c, p, step, &res, r->first_diff);
-			c->first_diff_step = step;
+			make_item(c, p, step, &res, *first);
+			if (!only)
+				c->first_diff_step = step;
 		}
 		if (!c->phase2) {
 			r->n_diff_total++;

@@ -42,7 +42,8 @@
  *   full report (default): every unit is accounted for; per-metric counts of skipped units come from
  *     one sequential scan of run A's key columns (or, with --metric, an index lookup of those names).
  *   --first-diff: reading stops after the step holding first_diff (searched_through); an only-in
- *     record does not stop it.
+ *     record does not stop it, and first_only_in is looked for through that step only (null: none
+ *     through it).
  *     With --metric it goes on through the later differing units, reading only the named metrics
  *     that have not differed yet, until each has its first difference (each named metric's
  *     first_diff_step is then exact; without --metric a metric's first_diff_step is known through

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # report-basic: align report on ATF traces written here: equal runs (exit 0, JSON totals field by
 # field), a tensor digest differing at step 3 (first_diff step 3, exit 1, proven through step 2),
-# loss bits 3 ulp apart, only-in-a / only-in-b, "first" meaning first executed (seq before rank), and
+# loss bits 3 ulp apart, only-in-a / only-in-b (first_only_in, never first_diff, not where --first-diff
+# stops), "first" meaning first executed (seq before rank), and
 # the text and Markdown formats.
 . "$SRCROOT/tests/cli/lib.sh"
 
@@ -68,8 +69,24 @@ run_align 0 ingest --db o.db --as a --quiet a0.atf a1.atf
 run_align 0 ingest --db o.db --as e --quiet e0.atf e1.atf
 run_align 1 report --db o.db --format json --out o.json
 expect_eq "only in" "$(pyj o.json '[d["totals"][k] for k in ("compared", "bitwise_equal", "only_in_a", "only_in_b")]')" "[29, 29, 1, 1]"
-expect_eq "first only-in" "$(pyj o.json '[d["first_diff"][k] for k in ("step", "rank", "name", "verdict")] + [d["first_diff"]["b"]]')" "[2, 0, 'grad_norm', 'only-in-a', None]"
+# a name in one run only is a difference (exit 1) but not the first divergent record
+expect_eq "first only-in" "$(pyj o.json '[d["first_only_in"][k] for k in ("step", "rank", "name", "verdict")] + [d["first_only_in"]["b"], d["first_diff"]]')" "[2, 0, 'grad_norm', 'only-in-a', None, None]"
 expect_eq "only-in-b listed" "$(pyj o.json '[(x["step"], x["name"], x["verdict"], x["a"]) for x in d["diffs"]][1]')" "(5, 'extra', 'only-in-b', None)"
+run_align 1 report --db o.db
+expect_out "^bitwise-equal through step 1; no difference in values; first name in one run only: grad_norm at step 2 \(only in 'a'\)$"
+expect_out "^first only in one run: grad_norm at step 2, micro 0, rank 0: only-in-a: only in run 'a'$"
+run_align 1 report --db o.db --format md
+expect_out "^\| first only in one run \| 2 \| 0 \| 0 \| grad_norm \| only-in-a \| 2.25 \| \(absent\) \|"
+# --first-diff does not stop at an only-in record: a later value difference is still found
+sed 's/"step":4,"name":"grad norm","phase":"grad","value":4.25/"step":4,"name":"grad norm","phase":"grad","value":4.5/' e0.atf | sed 's/"run":"e"/"run":"f"/' > f0.atf
+sed 's/"run":"e"/"run":"f"/' e1.atf > f1.atf
+grep -q '"value":4.5' f0.atf || fail "fixture edit did not apply"
+run_align 0 ingest --db o.db --as f --quiet f0.atf f1.atf
+run_align 1 report --db o.db --runs a,f --first-diff --format json --out of.json
+expect_eq "value diff after only-in" "$(pyj of.json '[(d[k]["step"], d[k]["name"], d[k]["verdict"]) for k in ("first_diff", "first_only_in")] + [d["searched_through_step"]]')" \
+	"[(4, 'grad_norm', 'differ'), (2, 'grad_norm', 'only-in-a'), 4]"
+run_align 1 report --db o.db --runs a,f --first-diff
+expect_out "^bitwise-equal through step 1; first difference: grad_norm at step 4 \(4.25 vs 4.5\); first name in one run only: grad_norm at step 2 \(only in 'a'\)$"
 
 # --- first means first executed: seq decides before rank --------------------------------------------------
 # step 2: rank 1 differs at seq 0, rank 0 at seq 4 (rank 0 < rank 1, but rank 1's record ran first)

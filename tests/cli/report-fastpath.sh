@@ -41,7 +41,7 @@ same() {
 	x=$(pyj "$1" "$3") y=$(pyj "$2" "$3")
 	expect_eq "$4: fast path vs every record" "$x" "$y"
 }
-ANSWERS='[d[k] for k in ("first_diff", "first_unproven", "proven_equal_through_step")]'
+ANSWERS='[d[k] for k in ("first_diff", "first_only_in", "first_unproven", "proven_equal_through_step")]'
 run_align 1 report --db f.db --format json --limit 100 --out fast.json
 run_align 1 report --db f.db --format json --limit 100 --no-stepsum --out slow.json
 same fast.json slow.json '{k: v for k, v in d["totals"].items() if not k.startswith("skipped")}' "totals"
@@ -53,6 +53,7 @@ expect_eq "slow path read all" "$(pyj slow.json '[d["fast_path"], d["totals"]["s
 # and the answers themselves
 expect_eq "totals" "$(pyj fast.json '[d["totals"][k] for k in ("compared", "bitwise_equal", "equal_as_printed", "differ", "only_in_a", "only_in_b")]')" "[108, 101, 5, 2, 0, 1]"
 expect_eq "first diff" "$(pyj fast.json '[d["first_diff"][k] for k in ("step", "micro", "rank", "name", "verdict")]')" "[6, 1, 1, 'y', 'differ']"
+expect_eq "first only in" "$(pyj fast.json '[d["first_only_in"][k] for k in ("step", "micro", "rank", "name", "verdict")]')" "[7, 0, 0, 'z', 'only-in-b']"
 expect_eq "first unproven" "$(pyj fast.json '[d["first_unproven"][k] for k in ("step", "micro", "rank", "name", "verdict", "digits")]')" "[3, None, None, 'loss', 'equal-as-printed', 7]"
 expect_eq "proven" "$(pyj fast.json 'd["proven_equal_through_step"]')" "2"
 expect_eq "metrics" "$(pyj fast.json '[(m["name"], m["bitwise_equal"], m["equal_as_printed"], m["differ"], m["only_in_b"], m["first_diff_step"]) for m in d["metrics"]]')" \
@@ -67,7 +68,9 @@ run_align 1 report --db f.db --format json --first-diff --out ffast.json
 run_align 1 report --db f.db --format json --first-diff --no-stepsum --out fslow.json
 same ffast.json fslow.json "$ANSWERS" "first-diff answers"
 same ffast.json fslow.json '[[(m["name"], m["first_diff_step"]) for m in d["metrics"]], d["searched_through_step"]]' "first-diff per metric"
-same ffast.json fast.json "$ANSWERS" "first-diff vs full"
+same ffast.json fast.json '[d[k] for k in ("first_diff", "first_unproven", "proven_equal_through_step")]' "first-diff vs full"
+# the only-in record of step 7 lies past the first differing step: --first-diff does not look there
+expect_eq "first-diff first only in" "$(pyj ffast.json 'd["first_only_in"]')" "None"
 # past step 6 the fast path still counts units with equal summaries; what is left is unread
 expect_eq "first-diff stopped early" "$(pyj ffast.json '[d["mode"], d["metrics_cover_skipped"], d["searched_through_step"], d["totals"]["unread_a"], d["totals"]["unread_b"]]')" "['first-diff', False, 6, 8, 9]"
 expect_eq "records" "$(pyj ffast.json "[d[\"runs\"][\"a\"][\"records\"], d[\"runs\"][\"b\"][\"records\"]]")" "[108, 109]"

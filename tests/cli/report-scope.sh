@@ -33,8 +33,8 @@ expect_eq "schema version" "$(sql s.db "PRAGMA user_version")" "3"
 
 # --- default scope: numerics; equal numerics exit 0 although every timing differs -------------------------
 run_align 0 report --db s.db --runs a,b --format json --out ab.json
-expect_eq "numerics scope" "$(pyj ab.json '[d["scope"], d["meta_left_out"], [m["name"] for m in d["metrics"]], d["totals"]["compared"], d["totals"]["bitwise_equal"], d["first_diff"]]')" \
-	"['numerics', ['iteration_time', 'mem_allocated_bytes'], ['grad_norm', 'loss'], 8, 8, None]"
+expect_eq "numerics scope" "$(pyj ab.json '[d["scope"], d["meta_left_out"], [m["name"] for m in d["metrics"]], d["totals"]["compared"], d["totals"]["bitwise_equal"], d["first_diff"], d["first_only_in"]]')" \
+	"['numerics', ['iteration_time', 'mem_allocated_bytes'], ['grad_norm', 'loss'], 8, 8, None, None]"
 run_align 0 report --db s.db --runs a,b
 expect_out "^  left out 2 job-metadata names \(timings, memory\); --all includes them$"
 expect_out "^bitwise-equal through step 4; no difference$"
