@@ -17,14 +17,16 @@
  *                             known through step N only; null: searched to the end),
  *    "diffs": [ITEM, ...], "diffs_total": N, "limit": N, "warnings": ["..."]}
  *   ITEM = {step, micro, rank, name, verdict, reason, ulp, ulp_dtype, rel_diff, digits, a: SIDE, b: SIDE}
- *   SIDE = null | {name, text, bits ("0x" + hex of the dtype's width), dtype, digest, digest_alg,
- *                  missing, file, line, seq}
+ *   SIDE = null | {name, text, digits (significant digits printed; null: exact or no text),
+ *                  bits ("0x" + hex of the dtype's width), dtype, digest, digest_alg, missing, file,
+ *                  line, seq}
  *   compared = bitwise_equal + equal_as_printed + differ + incomparable (the matched pairs). */
 #include "report.h"
 
 #include "dtype.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <jansson.h>
 #include <string.h>
 
@@ -90,8 +92,8 @@ static json_t *json_side(const struct report_side *s)
 	char hex[24];
 	if (s->has_bits)
 		bits_hex(s->dtype, s->bits, hex);
-	return json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:I}", "name", jstr(s->name), "text", jstr(s->text),
-	                 "bits", s->has_bits ? json_string(hex) : json_null(), "dtype", jstr(s->dtype), "digest",
+	return json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:I}", "name", jstr(s->name), "text", jstr(s->text),
+	                 "digits", s->digits ? json_integer(s->digits) : json_null(), "bits", s->has_bits ? json_string(hex) : json_null(), "dtype", jstr(s->dtype), "digest",
 	                 jstr(s->digest), "digest_alg", jstr(s->digest_alg), "missing", jstr(s->missing), "file",
 	                 jstr(s->file), "line", (json_int_t)s->line, "seq", (json_int_t)s->seq);
 }
@@ -182,13 +184,15 @@ static void key_text(const struct report_item *it, char *buf, size_t len)
 	snprintf(buf, len, "step %s, micro %s, rank %s", step, micro, rank);
 }
 
-/* The text of the side that printed fewer significant digits (the one that limits the verdict). */
+/* The text of the side that printed fewer significant digits (the one that limits the verdict; a's on
+ * a tie). */
 static const char *coarser_text(const struct report_item *it)
 {
 	const char *a = it->a.text, *b = it->b.text;
 	if (!a || !b)
 		return a ? a : b ? b : "?";
-	return strlen(b) < strlen(a) ? b : a;
+	int da = it->a.digits ? it->a.digits : INT_MAX, db = it->b.digits ? it->b.digits : INT_MAX;
+	return db < da ? b : a;
 }
 
 /* "5 decimals, " when the coarser print is fixed-point ("10.88426"), else "". */

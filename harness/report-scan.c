@@ -263,7 +263,7 @@ static void side_of(const struct rp_ctx *c, const struct rp_row *w, struct repor
 	s->digest_alg = dup_or_null(str(c, w->digest_alg));
 	s->missing = dup_or_null(str(c, w->missing));
 	s->file = dup_or_null(rp_source_path(c, w->source));
-	s->has_bits = w->has_bits, s->bits = w->bits;
+	s->has_bits = w->has_bits, s->bits = w->bits, s->digits = w->text ? w->digits : 0;
 	s->line = w->line, s->micro = w->micro, s->seq = w->seq;
 }
 

@@ -86,6 +86,7 @@ struct report_side {
 	char *name, *text, *dtype, *digest, *digest_alg, *missing, *file;
 	int has_bits;
 	uint64_t bits;
+	int digits;                 /* significant digits printed (0: exact or not printed) */
 	int64_t line, micro, seq;
 };
 
