@@ -43,6 +43,9 @@ struct __attribute__((aligned(8))) float2 {
 	float x, y;
 };
 
+static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
+
 /* the running fiber's coordinates (emu.cpp) */
 struct align_emu_thread {
 	uint3_emu tid, bid;

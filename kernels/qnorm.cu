@@ -1,0 +1,206 @@
+/* qnorm.cu: CUDA twin of the weightless per-head Q RMSNorm (contract: qnorm.h; specification: qnorm.c).
+ * q[T,H,D] bf16 -> y[T,H,D] bf16 (f32 for QNORM_MODE=fp32_out), the C twin's bytes in every mode.
+ *
+ * Each of the T*H rows of D elements, as qnorm.c (x = F(q)):
+ *   bf16_eager: ss = align_reduce(order, R(x*x)) (the rounded squares are the summands, square = 0);
+ *               ms = R(ss / D); a = R(ms + eps); r = R(rsqrt(a)); y = R(x * r)
+ *   otherwise:  ss = align_reduce(order, x*x); r = rsqrt(ss / D + eps); factor_bf16: r = R(r);
+ *               y = R(x * r), or x * r as f32 for fp32_out.
+ * The reduction keeps reduce.h's association on a block (rows_cuda.cuh); every binary32 operation is the
+ * C twin's, unfused, through nan_host.h where a NaN can appear.
+ *
+ * Layout: one warp per row, 8 rows per block by default; the row is staged in shared memory with 16-byte
+ * loads and written back with 16-byte (bf16) or 2 x 16-byte (f32) stores; scalar paths when D % 8 != 0
+ * or a pointer is unaligned; launch.serial runs one thread per row through the C twin's loops.
+ *
+ * Napkin maths (DSv4-Flash q: H = 64 heads of D = 512; T = 4096 tokens for the benchmark): bytes =
+ * 2THD in + 2THD out (4THD for fp32_out) = 537 MB (805 MB); ~5 FLOPs per element: memory bound,
+ * ~185 us at a ~2.9 TB/s device copy on an H100 SXM.
+ *
+ * Run: tests/gpu/test-ops-cuda (bytes vs the C twin), tests/gpu/bench-ops (GB/s vs a device copy).
+ */
+#include "qnorm.h"
+
+#include "rows_cuda.cuh"
+
+enum { QN_EAGER, QN_FUSED, QN_FACTOR, QN_F32OUT };
+
+struct qn_args {
+	const align_bf16 *q; /* [R, D], R = T*H */
+	void *y;	     /* [R, D] bf16, or f32 for fp32_out */
+	int64_t R, D;
+	int mode;    /* QNORM_MODE value */
+	int order;   /* enum align_reduce_order */
+	int rsqrt_v; /* RMSNORM_RSQRT value */
+	float eps;
+	int rpb;	    /* rows per block */
+	int vec;	    /* 16-byte stores: D % 8 == 0 and y 16-byte aligned */
+	int64_t row_elems;  /* shared-memory row stride in elements */
+	int64_t scr_floats; /* scratch floats per row */
+};
+
+/* bf16_eager summands: R(x * x) */
+struct qn_sq_row {
+	const align_bf16 *p;
+	ALIGN_HD float operator()(int64_t i) const
+	{
+		float x = align_bf16_to_f32(p[i]);
+		return align_round_bf16(hn_mul(x, x));
+	}
+};
+
+/* rmsnorm_rsqrt with the host's NaN bits */
+__device__ static inline float qn_rsqrt(int v, float a)
+{
+	if (align_isnanf(a))
+		return align_quiet_nanf(a);
+	if (a < 0.0f)
+		return align_canonical_nanf();
+	return rmsnorm_rsqrt(v, a);
+}
+
+/* the factor r from the row's sum ss */
+__device__ static inline float qn_factor(const qn_args &a, float ss)
+{
+	if (a.mode == QN_EAGER) {
+		float ms = align_round_bf16(hn_div(ss, (float)a.D));
+		float s = align_round_bf16(hn_add(ms, a.eps));
+		return align_round_bf16(qn_rsqrt(a.rsqrt_v, s));
+	}
+	float r = qn_rsqrt(a.rsqrt_v, hn_add(hn_div(ss, (float)a.D), a.eps));
+	return a.mode == QN_FACTOR ? align_round_bf16(r) : r;
+}
+
+__device__ static inline float qn_sum(const qn_args &a, const align_bf16 *row, float *scr, const rows_geom &rg,
+				      bool valid)
+{
+	if (a.mode == QN_EAGER) {
+		qn_sq_row e = {row};
+		return rows_reduce(a.order, e, a.D, 0, scr, rg, valid);
+	}
+	rows_bf16_row x = {row};
+	return rows_reduce(a.order, x, a.D, 1, scr, rg, valid);
+}
+
+__device__ static inline void qn_store_row(const qn_args &a, const align_bf16 *xs, int64_t row, float r,
+					   const rows_geom &rg)
+{
+	int f32 = a.mode == QN_F32OUT;
+	if (a.vec) {
+		const uint4 *x4 = (const uint4 *)xs;
+		for (int64_t c = rg.gt; c < a.D / 8; c += rg.G) {
+			float xf[8], o[8];
+			rows_unpack8(x4[c], xf);
+#pragma unroll
+			for (int i = 0; i < 8; i++)
+				o[i] = hn_mul(xf[i], r);
+			if (f32) {
+				float4 *y4 = (float4 *)((float *)a.y + row * a.D) + 2 * c;
+				y4[0] = make_float4(o[0], o[1], o[2], o[3]);
+				y4[1] = make_float4(o[4], o[5], o[6], o[7]);
+			} else {
+				align_bf16 h[8];
+#pragma unroll
+				for (int i = 0; i < 8; i++)
+					h[i] = align_f32_to_bf16(o[i]);
+				((uint4 *)((align_bf16 *)a.y + row * a.D))[c] = rows_pack8(h);
+			}
+		}
+		return;
+	}
+	for (int64_t j = rg.gt; j < a.D; j += rg.G) {
+		float o = hn_mul(align_bf16_to_f32(xs[j]), r);
+		if (f32)
+			((float *)a.y)[row * a.D + j] = o;
+		else
+			((align_bf16 *)a.y)[row * a.D + j] = align_f32_to_bf16(o);
+	}
+}
+
+__global__ void qnorm_rows_kernel(qn_args a)
+{
+	rows_geom rg = rows_geom_make(a.rpb);
+	unsigned char *sm = align_cuda_dyn_smem() + (size_t)rg.g * (size_t)(a.row_elems * 2 + a.scr_floats * 4);
+	align_bf16 *xs = (align_bf16 *)sm;
+	float *scr = (float *)(sm + a.row_elems * 2);
+	for (int64_t r0 = (int64_t)blockIdx.x * a.rpb; r0 < a.R; r0 += (int64_t)gridDim.x * a.rpb) {
+		int64_t row = r0 + rg.g;
+		bool valid = row < a.R;
+		if (valid)
+			rows_stage_bf16(xs, a.q + row * a.D, a.D, rg);
+		__syncthreads();
+		float ss = qn_sum(a, xs, scr, rg, valid);
+		if (valid)
+			qn_store_row(a, xs, row, qn_factor(a, ss), rg);
+		__syncthreads();
+	}
+}
+
+/* launch.serial: one thread per row, the loops of qnorm.c */
+__global__ void qnorm_serial_kernel(qn_args a)
+{
+	for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < a.R; t += (int64_t)gridDim.x * blockDim.x) {
+		const align_bf16 *row = a.q + t * a.D;
+		float ss;
+		if (a.mode == QN_EAGER) {
+			qn_sq_row e = {row};
+			ss = hnr_reduce(a.order, e, a.D, 0);
+		} else {
+			rows_bf16_row x = {row};
+			ss = hnr_reduce(a.order, x, a.D, 1);
+		}
+		float r = qn_factor(a, ss);
+		for (int64_t j = 0; j < a.D; j++) {
+			float o = hn_mul(align_bf16_to_f32(row[j]), r);
+			if (a.mode == QN_F32OUT)
+				((float *)a.y)[t * a.D + j] = o;
+			else
+				((align_bf16 *)a.y)[t * a.D + j] = align_f32_to_bf16(o);
+		}
+	}
+}
+
+extern "C" int qnorm_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,
+			      int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
+			      cudaStream_t stream)
+{
+	(void)params; /* struct qnorm_params has no field the kernel reads */
+	if (!m || !in || !out || n_in != 1 || n_out != 1 || in[0].ndim != 3)
+		return ops_cuda_bad_input("qnorm", "want input q[T,H,D] bf16 and output y[T,H,D]");
+	int64_t T = in[0].shape[0], H = in[0].shape[1], D = in[0].shape[2];
+	int64_t qs[3] = {T, H, D};
+	int mode = m->v[MODE_QNORM_MODE];
+	int odt = mode == QN_F32OUT ? ALIGN_DT_F32 : ALIGN_DT_BF16;
+	if (ops_check(&in[0], ALIGN_DT_BF16, 3, qs) || ops_check(&out[0], odt, 3, qs))
+		return ops_cuda_bad_input("qnorm", "shape or dtype mismatch (want q[T,H,D] bf16, y[T,H,D] bf16 or f32 "
+						   "for QNORM_MODE=fp32_out)");
+	qn_args a;
+	a.q = (const align_bf16 *)in[0].data;
+	a.y = out[0].data;
+	a.R = T * H;
+	a.D = D;
+	a.mode = mode;
+	a.order = rmsnorm_order(m->v[MODE_RMSNORM_REDUCE]);
+	a.rsqrt_v = m->v[MODE_RMSNORM_RSQRT];
+	a.eps = rmsnorm_eps(m->v[MODE_RMSNORM_EPS]);
+	a.vec = D % 8 == 0 && rows_al16(a.y);
+	a.row_elems = (D + 7) / 8 * 8;
+	a.scr_floats = rows_scratch_floats(D);
+	if (a.R <= 0 || D <= 0)
+		return ALIGN_OK;
+	struct rows_plan p = {0, 0, 0, 0, 0, 0};
+	int rc = rows_plan_make("qnorm", launch, a.R, (size_t)(a.row_elems * 2 + a.scr_floats * 4), 32, 8, &p);
+	if (rc)
+		return rc;
+	a.rpb = p.rpb;
+	if (p.grid == 0)
+		return ALIGN_OK;
+	if (p.serial) {
+		ALIGN_CUDA_LAUNCH(qnorm_serial_kernel, p.grid, p.block, 0, stream, a);
+	} else {
+		OPS_CUDA_TRY(rows_smem_optin(qnorm_rows_kernel, p.smem));
+		ALIGN_CUDA_LAUNCH(qnorm_rows_kernel, p.grid, p.block, p.smem, stream, a);
+	}
+	OPS_CUDA_TRY(cudaGetLastError()); /* the launch */
+	return ALIGN_OK;
+}

@@ -1,0 +1,188 @@
+/* swiglu.cu: CUDA twin of the DSv4 SwiGLU activation (contract: swiglu.h; specification: swiglu.c).
+ * g[T,F] bf16, u[T,F] bf16, p[T] f32 -> a[T,F] bf16, the C twin's bytes in every portable mode;
+ * MATH_IMPL=libm (glibc expf) has no GPU twin and returns 4.
+ *
+ * Per element, as swiglu.c: clamp (u to [-L, L], g to <= L, NaN passes); s = silu(g) with
+ * e = align_expf(-g): div g / (1 + e), mul g * (1 / (1 + e)); a = s * u; out = R(q * a), R(R(a) * q)
+ * or R(a) (SWIGLU_ROUND, SWIGLU_PROBS), q = p[t] or R(p[t]) (SWIGLU_SCALE). Operand order and roundings
+ * are the C twin's, unfused, through nan_host.h where a NaN can appear.
+ *
+ * silu table: s depends on g only, and g is a bf16 value (65536 bit patterns) or, after the clamp, L.
+ * A first kernel evaluates s for every bf16 pattern and for L with the very operations above (65537
+ * exp evaluations into a 256 KiB stream-ordered workspace); the main kernel reads s = table[bits(g)]
+ * (table[65536] when the clamp replaced g by L). Memoisation: each output has the same operation
+ * sequence as in the C twin. It takes the binary64 exp (~40 fp64 operations per element, ~100 us of
+ * fp64 issue at DSv4 sizes, more than the memory time) off the critical path. launch.serial computes
+ * silu directly, one thread per row, so the test compares the two.
+ *
+ * Layout: grid-stride over chunks of 8 elements (16-byte loads of g and u, 16-byte stores) when F % 8 == 0
+ * and the pointers are 16-byte aligned, single elements otherwise. Knobs: block (default 256 threads),
+ * grid_cap (default: at most 2112 blocks, 16 per SM of an H100, grid-stride beyond); rows_per_block is
+ * not used (elementwise); serial: direct silu, one thread per row.
+ *
+ * Napkin maths (DSv4-Flash shared expert: T = 16384, F = moe_inter_dim 2048): bytes = 2TF (g) + 2TF (u)
+ * + 2TF (out) + 4T (p) = 201 MB, plus table reads that hit L1/L2; ~15 instructions per element:
+ * memory bound, ~70 us at a ~2.9 TB/s device copy on an H100 SXM.
+ *
+ * Run: tests/gpu/test-ops-cuda (bytes vs the C twin), tests/gpu/bench-ops (GB/s vs a device copy).
+ */
+#include "swiglu.h"
+
+#include "rows_cuda.cuh"
+
+#define SW_TABLE 65537 /* every bf16 pattern, then silu(L) */
+
+struct sw_args {
+	const align_bf16 *g, *u; /* [T, F] */
+	const float *p;		 /* [T] */
+	align_bf16 *y;		 /* [T, F] */
+	const float *table;	 /* SW_TABLE silu values (NULL in the serial path) */
+	int64_t T, F;
+	float L;	/* clamp limit */
+	int clamp;	/* L > 0 and (routed, or SWIGLU_SHARED_CLAMP=on) */
+	int after;	/* SWIGLU_PROBS=after_w2 */
+	int dbl;	/* SWIGLU_ROUND=double */
+	int scale_bf16; /* SWIGLU_SCALE=bf16 */
+	int mul;	/* SWIGLU_SILU=mul */
+	int vec;	/* 16-byte path */
+};
+
+/* silu(g) in binary32 as swiglu.c, portable exp */
+ALIGN_HD static inline float sw_silu(float g, int mul)
+{
+	float e = align_expf(hn_neg(g));
+	float d = hn_add(1.0f, e);
+	return mul ? hn_mul(g, hn_div(1.0f, d)) : hn_div(g, d);
+}
+
+/* everything after silu, for one element */
+ALIGN_HD static inline align_bf16 sw_finish(const sw_args &a, float s, float u, float q)
+{
+	if (a.clamp)
+		u = u < -a.L ? -a.L : (u > a.L ? a.L : u);
+	float x = hn_mul(s, u);
+	float o = a.after ? x : a.dbl ? hn_mul(align_round_bf16(x), q) : hn_mul(q, x);
+	return align_f32_to_bf16(o);
+}
+
+__device__ static inline float sw_lookup(const sw_args &a, align_bf16 gb)
+{
+	float g = align_bf16_to_f32(gb);
+	return a.clamp && g > a.L ? __ldg(a.table + 65536) : __ldg(a.table + gb);
+}
+
+__global__ void swiglu_table_kernel(float *table, float L, int mul)
+{
+	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < SW_TABLE; i += gridDim.x * blockDim.x)
+		table[i] = sw_silu(i < 65536 ? align_bf16_to_f32((align_bf16)i) : L, mul);
+}
+
+__global__ void swiglu_kernel(sw_args a)
+{
+	int64_t stride = (int64_t)gridDim.x * blockDim.x, i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (a.vec) {
+		const uint4 *g4 = (const uint4 *)a.g, *u4 = (const uint4 *)a.u;
+		for (int64_t c = i0; c < a.T * a.F / 8; c += stride) {
+			int64_t t = c * 8 / a.F;
+			float pq = __ldg(a.p + t), q = a.scale_bf16 ? align_round_bf16(pq) : pq;
+			uint4 gv = __ldg(g4 + c), uv = __ldg(u4 + c);
+			uint32_t gw[4] = {gv.x, gv.y, gv.z, gv.w};
+			float uf[8];
+			rows_unpack8(uv, uf);
+			align_bf16 h[8];
+#pragma unroll
+			for (int k = 0; k < 8; k++) {
+				align_bf16 gb = (align_bf16)(k & 1 ? gw[k / 2] >> 16 : gw[k / 2] & 0xffffu);
+				h[k] = sw_finish(a, sw_lookup(a, gb), uf[k], q);
+			}
+			((uint4 *)a.y)[c] = rows_pack8(h);
+		}
+		return;
+	}
+	for (int64_t i = i0; i < a.T * a.F; i += stride) {
+		int64_t t = i / a.F;
+		float pq = __ldg(a.p + t), q = a.scale_bf16 ? align_round_bf16(pq) : pq;
+		a.y[i] = sw_finish(a, sw_lookup(a, a.g[i]), align_bf16_to_f32(a.u[i]), q);
+	}
+}
+
+/* launch.serial: one thread per row, the loops of swiglu.c, silu computed directly */
+__global__ void swiglu_serial_kernel(sw_args a)
+{
+	for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < a.T; t += (int64_t)gridDim.x * blockDim.x) {
+		float q = a.scale_bf16 ? align_round_bf16(a.p[t]) : a.p[t];
+		for (int64_t f = 0; f < a.F; f++) {
+			int64_t i = t * a.F + f;
+			float g = align_bf16_to_f32(a.g[i]);
+			if (a.clamp)
+				g = g > a.L ? a.L : g;
+			a.y[i] = sw_finish(a, sw_silu(g, a.mul), align_bf16_to_f32(a.u[i]), q);
+		}
+	}
+}
+
+extern "C" int swiglu_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,
+			       int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
+			       cudaStream_t stream)
+{
+	const struct swiglu_params *p = (const struct swiglu_params *)params;
+	if (!p || !m || !in || !out || n_in != 3 || n_out != 1 || in[0].ndim != 2)
+		return ops_cuda_bad_input("swiglu", "want inputs g[T,F] bf16, u[T,F] bf16, p[T] f32 and output a[T,F] bf16");
+	int64_t T = in[0].shape[0], F = in[0].shape[1];
+	int64_t gs[2] = {T, F}, ps[1] = {T};
+	if (ops_check(&in[0], ALIGN_DT_BF16, 2, gs) || ops_check(&in[1], ALIGN_DT_BF16, 2, gs) ||
+	    ops_check(&in[2], ALIGN_DT_F32, 1, ps) || ops_check(&out[0], ALIGN_DT_BF16, 2, gs))
+		return ops_cuda_bad_input("swiglu", "shape or dtype mismatch (want g, u [T,F] bf16, p[T] f32, a[T,F] bf16)");
+	if (m->v[MODE_MATH_IMPL] == 1)
+		return ops_cuda_unsupported("swiglu", m, MODE_MATH_IMPL);
+	struct align_launch none = {0, 0, 0, 0};
+	const struct align_launch *L = launch ? launch : &none;
+	if (L->block < 0 || L->rows_per_block < 0 || L->grid_cap < 0 || L->serial < 0)
+		return ops_cuda_bad_input("swiglu", "negative launch knob");
+	sw_args a;
+	a.g = (const align_bf16 *)in[0].data;
+	a.u = (const align_bf16 *)in[1].data;
+	a.p = (const float *)in[2].data;
+	a.y = (align_bf16 *)out[0].data;
+	a.table = NULL;
+	a.T = T;
+	a.F = F;
+	a.L = p->limit;
+	a.clamp = p->limit > 0.0f && (!p->shared || m->v[MODE_SWIGLU_SHARED_CLAMP] == 1);
+	a.after = m->v[MODE_SWIGLU_PROBS] == 1;
+	a.dbl = m->v[MODE_SWIGLU_ROUND] == 1;
+	a.scale_bf16 = m->v[MODE_SWIGLU_SCALE] == 1;
+	a.mul = m->v[MODE_SWIGLU_SILU] == 1;
+	a.vec = F % 8 == 0 && rows_al16(a.g) && rows_al16(a.u) && rows_al16(a.y);
+	if (T <= 0 || F <= 0)
+		return ALIGN_OK;
+	int block = L->block > 0 ? (L->block > 1024 ? 1024 : L->block) : 256;
+	if (L->serial > 0) {
+		int64_t grid = (T + block - 1) / block;
+		if (L->grid_cap > 0 && grid > L->grid_cap)
+			grid = L->grid_cap;
+		ALIGN_CUDA_LAUNCH(swiglu_serial_kernel, (unsigned)grid, block, 0, stream, a);
+		OPS_CUDA_TRY(cudaGetLastError()); /* the launch */
+		return ALIGN_OK;
+	}
+	float *table = NULL;
+	OPS_CUDA_TRY(cudaMallocAsync((void **)&table, SW_TABLE * sizeof(float), stream));
+	a.table = table;
+	ALIGN_CUDA_LAUNCH(swiglu_table_kernel, (SW_TABLE + 255) / 256, 256, 0, stream, table, a.L, a.mul);
+	cudaError_t e = cudaGetLastError();
+	if (e == cudaSuccess) {
+		int64_t work = a.vec ? T * F / 8 : T * F, grid = (work + block - 1) / block;
+		if (grid > 132 * 16)
+			grid = 132 * 16; /* grid-stride beyond 16 blocks per SM of an H100 */
+		if (L->grid_cap > 0 && grid > L->grid_cap)
+			grid = L->grid_cap;
+		ALIGN_CUDA_LAUNCH(swiglu_kernel, (unsigned)grid, block, 0, stream, a);
+		e = cudaGetLastError();
+	}
+	cudaError_t ef = cudaFreeAsync(table, stream);
+	if (e != cudaSuccess)
+		return ops_cuda_fail("swiglu_table_kernel / swiglu_kernel launch", e, __FILE__, __LINE__);
+	if (ef != cudaSuccess)
+		return ops_cuda_fail("cudaFreeAsync(table, stream)", ef, __FILE__, __LINE__);
+	return ALIGN_OK;
+}
