@@ -191,6 +191,26 @@ __device__ __forceinline__ void mm_store(const struct mm_args &g, int row, int c
 		((float *)g.y)[off] = v;
 }
 
+/* One k step of a thread's TM x TN micro-tile: as / bs point at the thread's operands of that k. */
+template <int TM, int TN, int ACC, int FMA, typename acc_t>
+__device__ __forceinline__ void mm_kstep(acc_t (&acc)[TM][TN], const float *as, const float *bs)
+{
+	float av[TM], bv[TN];
+	mm_read<TM>(as, av);
+	mm_read<TN>(bs, bv);
+#pragma unroll
+	for (int i = 0; i < TM; i++)
+#pragma unroll
+		for (int j = 0; j < TN; j++) {
+			if (ACC == MATMUL_ACC_F64)
+				acc[i][j] = acc[i][j] + (acc_t)((double)av[i] * (double)bv[j]);
+			else if (FMA)
+				acc[i][j] = (acc_t)fmaf(av[i], bv[j], (float)acc[i][j]);
+			else
+				acc[i][j] = acc[i][j] + (acc_t)(av[i] * bv[j]);
+		}
+}
+
 /* One BM x BN output tile at (m0, n0) by the whole CTA. */
 template <int BM, int BN, int BK, int TM, int TN, int ACC, int FMA>
 __device__ __forceinline__ void mm_tile(const struct mm_args &g, int m0, int n0, float (*As)[BK][BM + MM_PAD],
@@ -234,33 +254,26 @@ __device__ __forceinline__ void mm_tile(const struct mm_args &g, int m0, int n0,
 			mm_fetch<BN, BK, NT, B_PER>(g.b, g.b_bf16, g.b_vec, g.ldb, g.n, g.k, n0, k0 + BK, tid, rb);
 		}
 		const int kmax = g.k - k0 < BK ? g.k - k0 : BK;
+		if (kmax == BK && (!SPLIT || bnd >= k0 + BK)) { /* a full tile without a chunk boundary */
 #pragma unroll
-		for (int kk = 0; kk < BK; kk++) {
-			if (kk < kmax) {
-				if (SPLIT && k0 + kk == bnd) { /* close the chunk [bnd - c, bnd) */
+			for (int kk = 0; kk < BK; kk++)
+				mm_kstep<TM, TN, ACC, FMA>(acc, &As[cur][kk][ty * TM], &Bs[cur][kk][tx * TN]);
+		} else { /* the tail tile, or a split16 chunk ends inside this tile */
 #pragma unroll
-					for (int i = 0; i < TM; i++)
+			for (int kk = 0; kk < BK; kk++) {
+				if (kk < kmax) {
+					if (SPLIT && k0 + kk == bnd) { /* close the chunk [bnd - c, bnd) */
 #pragma unroll
-						for (int j = 0; j < TN; j++) {
-							tot[i % SM][j % SN] = tot[i % SM][j % SN] + (float)acc[i][j];
-							acc[i][j] = init;
-						}
-					bnd += g.chunk;
-				}
-				float av[TM], bv[TN];
-				mm_read<TM>(&As[cur][kk][ty * TM], av);
-				mm_read<TN>(&Bs[cur][kk][tx * TN], bv);
+						for (int i = 0; i < TM; i++)
 #pragma unroll
-				for (int i = 0; i < TM; i++)
-#pragma unroll
-					for (int j = 0; j < TN; j++) {
-						if (ACC == MATMUL_ACC_F64)
-							acc[i][j] = acc[i][j] + (acc_t)((double)av[i] * (double)bv[j]);
-						else if (FMA)
-							acc[i][j] = (acc_t)fmaf(av[i], bv[j], (float)acc[i][j]);
-						else
-							acc[i][j] = acc[i][j] + (acc_t)(av[i] * bv[j]);
+							for (int j = 0; j < TN; j++) {
+								tot[i % SM][j % SN] = tot[i % SM][j % SN] + (float)acc[i][j];
+								acc[i][j] = init;
+							}
+						bnd += g.chunk;
 					}
+					mm_kstep<TM, TN, ACC, FMA>(acc, &As[cur][kk][ty * TM], &Bs[cur][kk][tx * TN]);
+				}
 			}
 		}
 		if (kt + 1 < KT) {

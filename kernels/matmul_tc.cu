@@ -38,10 +38,10 @@
  * Requirements: K % 8 == 0 and a, b, y 16-byte aligned (cp.async 16-byte chunks); M, N any.
  */
 #include <stdio.h>
-
-#include <cuda_bf16.h>
+#include <string.h>
 
 #include "matmul_tc.h"
+#include "numerics.h"
 
 #define TC_BM MATMUL_TC_BLOCK_M
 #define TC_BN 256
@@ -81,6 +81,88 @@ static int tc_einval(const char *what)
 
 /* ---- device side ---- */
 
+#ifdef ALIGN_CUDA_EMU
+/* Host emulation (tests/gpu/emu, fibers for threads) of the PTX used below, so that the kernel's
+ * indexing, swizzle, fragment layouts, pipeline and epilogue can be checked without a GPU: shared
+ * addresses are offsets from the block's dynamic shared memory, cp.async copies at once (a valid
+ * schedule of an asynchronous copy followed by its wait), ldmatrix and mma are warp-collective
+ * exchanges through shuffles implementing the PTX ISA fragment layouts. The emulated mma sums in
+ * binary64 (its bits are not the tensor cores'). */
+static inline unsigned char *tc_smem_base(void)
+{
+	return align_emu_cur()->smem;
+}
+
+__device__ __forceinline__ uint32_t tc_smem_addr(const void *p)
+{
+	return (uint32_t)((const unsigned char *)p - tc_smem_base());
+}
+
+__device__ __forceinline__ void tc_cp_async16(uint32_t dst, const void *src, int src_bytes)
+{
+	memset(tc_smem_base() + dst, 0, 16);
+	if (src_bytes)
+		memcpy(tc_smem_base() + dst, src, (size_t)src_bytes);
+}
+
+__device__ __forceinline__ void tc_cp_async_commit(void)
+{
+}
+
+template <int N> __device__ __forceinline__ void tc_cp_async_wait(void)
+{
+}
+
+/* lane t gets, of matrix j (rows addressed by lanes 8j..8j+7), row t/4, the 32-bit pair at column 2 (t%4) */
+__device__ __forceinline__ void tc_ldmatrix_x4(uint32_t r[4], uint32_t addr)
+{
+	const int lane = (int)(threadIdx.x % 32);
+	for (int j = 0; j < 4; j++) {
+		uint32_t row = __shfl_sync(0xffffffffu, addr, 8 * j + lane / 4);
+		memcpy(&r[j], tc_smem_base() + row + 4 * (lane % 4), 4);
+	}
+}
+
+static inline float tc_lo(uint32_t v)
+{
+	return align_bf16_to_f32((align_bf16)(v & 0xffffu));
+}
+
+static inline float tc_hi(uint32_t v)
+{
+	return align_bf16_to_f32((align_bf16)(v >> 16));
+}
+
+/* m16n8k16 row.col: a0 (g, 2t..), a1 (g+8, 2t..), a2 (g, 2t+8..), a3 (g+8, 2t+8..); b0 (k 2t.., n g),
+ * b1 (k 2t+8.., n g); c0, c1 (g, 2t, 2t+1), c2, c3 (g+8, 2t, 2t+1); g = lane / 4, t = lane % 4 */
+__device__ __forceinline__ void tc_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+	const int lane = (int)(threadIdx.x % 32), g = lane / 4, t = lane % 4;
+	float A[2][16], B[2][16];
+	for (int q = 0; q < 4; q++) {
+		uint32_t v[4];
+		for (int i = 0; i < 4; i++)
+			v[i] = __shfl_sync(0xffffffffu, a[i], 4 * g + q);
+		A[0][2 * q] = tc_lo(v[0]), A[0][2 * q + 1] = tc_hi(v[0]);
+		A[1][2 * q] = tc_lo(v[1]), A[1][2 * q + 1] = tc_hi(v[1]);
+		A[0][2 * q + 8] = tc_lo(v[2]), A[0][2 * q + 9] = tc_hi(v[2]);
+		A[1][2 * q + 8] = tc_lo(v[3]), A[1][2 * q + 9] = tc_hi(v[3]);
+		for (int cs = 0; cs < 2; cs++) {
+			uint32_t w0 = __shfl_sync(0xffffffffu, b0, 4 * (2 * t + cs) + q);
+			uint32_t w1 = __shfl_sync(0xffffffffu, b1, 4 * (2 * t + cs) + q);
+			B[cs][2 * q] = tc_lo(w0), B[cs][2 * q + 1] = tc_hi(w0);
+			B[cs][2 * q + 8] = tc_lo(w1), B[cs][2 * q + 9] = tc_hi(w1);
+		}
+	}
+	for (int r = 0; r < 2; r++)
+		for (int cs = 0; cs < 2; cs++) {
+			double s = c[2 * r + cs];
+			for (int k = 0; k < 16; k++)
+				s += (double)A[r][k] * (double)B[cs][k];
+			c[2 * r + cs] = (float)s;
+		}
+}
+#else
 __device__ __forceinline__ uint32_t tc_smem_addr(const void *p)
 {
 	return (uint32_t)__cvta_generic_to_shared(p);
@@ -119,6 +201,7 @@ __device__ __forceinline__ void tc_mma(float c[4], const uint32_t a[4], uint32_t
 		     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
 		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+#endif /* ALIGN_CUDA_EMU */
 
 /* byte offset of 16-byte chunk `ch` (0..7) of tile row `row` (128-byte rows, XOR swizzle) */
 __device__ __forceinline__ uint32_t tc_swz(int row, int ch)
@@ -127,8 +210,8 @@ __device__ __forceinline__ uint32_t tc_swz(int row, int ch)
 }
 
 /* Issue the copies of K tile kt into stage buffers sa / sb. */
-__device__ __forceinline__ void tc_load_tile(uint32_t sa, uint32_t sb, const __nv_bfloat16 *a,
-					     const __nv_bfloat16 *b, int64_t m, int64_t n, int64_t k, int64_t m0,
+__device__ __forceinline__ void tc_load_tile(uint32_t sa, uint32_t sb, const align_bf16 *a,
+					     const align_bf16 *b, int64_t m, int64_t n, int64_t k, int64_t m0,
 					     int64_t n0, int kt, int tid)
 {
 	const int64_t k0 = (int64_t)kt * TC_BK;
@@ -181,19 +264,20 @@ __device__ __forceinline__ void tc_compute_tile(float acc[4][8][4], uint32_t sa,
 }
 
 /* Accumulators -> bf16 tile in shared memory -> coalesced 16-byte stores (per element at edges). */
-__device__ __forceinline__ void tc_store(float acc[4][8][4], unsigned char *smem, __nv_bfloat16 *y, int64_t m,
+__device__ __forceinline__ void tc_store(float acc[4][8][4], unsigned char *smem, align_bf16 *y, int64_t m,
 					 int64_t n, int64_t m0, int64_t n0, int wm, int wn, int lane, int tid)
 {
-	__nv_bfloat16 *sc = (__nv_bfloat16 *)smem;
+	align_bf16 *sc = (align_bf16 *)smem;
 	const int g = lane >> 2, t4 = lane & 3;
 #pragma unroll
 	for (int mi = 0; mi < 4; mi++)
 #pragma unroll
 		for (int ni = 0; ni < 8; ni++) {
 			int r = wm * 64 + mi * 16 + g, c = wn * 64 + ni * 8 + t4 * 2;
-			*(__nv_bfloat162 *)&sc[r * TC_C_PITCH + c] = __floats2bfloat162_rn(acc[mi][ni][0], acc[mi][ni][1]);
-			*(__nv_bfloat162 *)&sc[(r + 8) * TC_C_PITCH + c] =
-				__floats2bfloat162_rn(acc[mi][ni][2], acc[mi][ni][3]);
+			sc[r * TC_C_PITCH + c] = align_f32_to_bf16(acc[mi][ni][0]);
+			sc[r * TC_C_PITCH + c + 1] = align_f32_to_bf16(acc[mi][ni][1]);
+			sc[(r + 8) * TC_C_PITCH + c] = align_f32_to_bf16(acc[mi][ni][2]);
+			sc[(r + 8) * TC_C_PITCH + c + 1] = align_f32_to_bf16(acc[mi][ni][3]);
 		}
 	__syncthreads();
 	const bool vec = n % 8 == 0;
@@ -203,7 +287,7 @@ __device__ __forceinline__ void tc_store(float acc[4][8][4], unsigned char *smem
 		int64_t gm = m0 + row, gn = n0 + ch * 8;
 		if (gm >= m || gn >= n)
 			continue;
-		const __nv_bfloat16 *src = &sc[row * TC_C_PITCH + ch * 8];
+		const align_bf16 *src = &sc[row * TC_C_PITCH + ch * 8];
 		if (vec) {
 			*(uint4 *)(y + gm * n + gn) = *(const uint4 *)src;
 		} else {
@@ -214,10 +298,14 @@ __device__ __forceinline__ void tc_store(float acc[4][8][4], unsigned char *smem
 }
 
 __global__ void __launch_bounds__(TC_THREADS, 1)
-	matmul_tc_kernel(const __nv_bfloat16 *__restrict__ a, const __nv_bfloat16 *__restrict__ b,
-			 __nv_bfloat16 *__restrict__ y, int64_t m, int64_t n, int64_t k, int tiles_m, int tiles_n)
+	matmul_tc_kernel(const align_bf16 *__restrict__ a, const align_bf16 *__restrict__ b,
+			 align_bf16 *__restrict__ y, int64_t m, int64_t n, int64_t k, int tiles_m, int tiles_n)
 {
+#ifdef ALIGN_CUDA_EMU
+	unsigned char *tc_smem = tc_smem_base();
+#else
 	extern __shared__ __align__(128) unsigned char tc_smem[];
+#endif
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	const int wm = warp >> 2, wn = warp & 3;
 
@@ -285,9 +373,15 @@ extern "C" int matmul_tc_fwd_cuda(const struct matmul_tc_params *p, const void *
 	if (tiles_m * tiles_n > 0x7fffffff || p->k / TC_BK > 0x7ffffffe)
 		return tc_einval("too large for one grid");
 	TC_TRY(cudaFuncSetAttribute(matmul_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, TC_SMEM_BYTES));
+#ifdef ALIGN_CUDA_EMU
+	align_emu_launch(matmul_tc_kernel, (unsigned)(tiles_m * tiles_n), TC_THREADS, TC_SMEM_BYTES, stream,
+			 (const align_bf16 *)a, (const align_bf16 *)b, (align_bf16 *)y, p->m, p->n, p->k, (int)tiles_m,
+			 (int)tiles_n);
+#else
 	matmul_tc_kernel<<<(unsigned)(tiles_m * tiles_n), TC_THREADS, TC_SMEM_BYTES, stream>>>(
-		(const __nv_bfloat16 *)a, (const __nv_bfloat16 *)b, (__nv_bfloat16 *)y, p->m, p->n, p->k, (int)tiles_m,
+		(const align_bf16 *)a, (const align_bf16 *)b, (align_bf16 *)y, p->m, p->n, p->k, (int)tiles_m,
 		(int)tiles_n);
+#endif
 	TC_TRY(cudaGetLastError()); /* the launch of matmul_tc_kernel */
 	return 0;
 }
