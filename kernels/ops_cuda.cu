@@ -12,6 +12,7 @@ static const struct ops_cuda_row {
 	{ALIGN_OP_rmsnorm, rmsnorm_fwd_cuda}, /* kernels/rmsnorm.cu */
 	{ALIGN_OP_qnorm, qnorm_fwd_cuda},     /* kernels/qnorm.cu */
 	{ALIGN_OP_swiglu, swiglu_fwd_cuda},   /* kernels/swiglu.cu */
+	{ALIGN_OP_router, router_fwd_cuda},   /* kernels/router.cu */
 	{ALIGN_OP_mhc_post, mhc_post_fwd_cuda}, /* kernels/mhc_post.cu */
 	{ALIGN_OP_moe_combine, moe_combine_fwd_cuda}, /* kernels/moe_combine.cu */
 	{ALIGN_OP_mhc_pre, mhc_pre_fwd_cuda},   /* kernels/mhc_pre.cu */
