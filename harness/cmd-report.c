@@ -1,5 +1,5 @@
 /* cmd-report: align report [--db PATH] [--runs A,B] [--first-diff] [--metric M]... [--all] [--map FILE]
- *                          [--format text|json|md] [--out F] [--limit N] [--no-stepsum]
+ *                          [--format text|json|md|html] [--out F] [--limit N] [--no-stepsum]
  * Exit: 0 nothing differs, 1 something differs (differ, incomparable, only in one run), 2 usage or
  * input error, 3 internal error. --out writes through a temporary file renamed into place. */
 #include "cmd.h"
@@ -25,20 +25,24 @@ static void report_usage(FILE *out)
 	        "\n"
 	        "  --db PATH            database (default $ALIGN_DB or ./align.db)\n"
 	        "  --runs A,B           the runs to compare (default: the two runs of the database)\n"
-	        "  --first-diff         stop reading after the first differing step (each metric's first\n"
-	        "                       difference is still found); per-metric counts cover the steps read\n"
+	        "  --first-diff         stop reading after the step of the first differing value (a name in one\n"
+	        "                       run only does not stop it); the --metric names, or by default every name\n"
+	        "                       but job metadata, are followed to their own first difference\n"
 	        "  --metric M           compare only M (any alias: 'lm loss' = loss); repeatable\n"
 	        "  --all                compare job metadata too: timings, throughput, memory, consumed samples,\n"
 	        "                       batch size, progress (phase 'meta'), left out by default\n"
 	        "  --map FILE           name rules, one a line: REGEX -> NAME (POSIX ERE on the printed name,\n"
 	        "                       first match wins, '#' comments); reads every record; implies --all\n"
-	        "  --format F           text (default), md or json\n"
+	        "  --format F           text (default), md, json or html: one self-contained page with a chart\n"
+	        "                       of each scalar metric's |a-b|/|a| per step (no step is skipped by its\n"
+	        "                       summary: the charts need every step's values)\n"
 	        "  --out F              write the report to F (atomically) instead of stdout\n"
 	        "  --limit N            differing records listed (default 20)\n"
 	        "  --no-stepsum         read every record instead of skipping steps with equal summaries\n"
 	        "  -h, --help           this text\n"
 	        "\n"
-	        "Exit status: 0 nothing differs, 1 differences, 2 usage or input error, 3 internal error.\n");
+	        "Exit status: 0 nothing differs, 1 differences (values, or names in one run only), 2 usage or\n"
+	        "input error, 3 internal error.\n");
 }
 
 static int parse_runs(const char *text, char *buf, size_t len, struct report_opts *o)
@@ -56,14 +60,14 @@ static int parse_runs(const char *text, char *buf, size_t len, struct report_opt
 static int parse_format(const char *text, enum report_format *f)
 {
 	static const struct { const char *name; enum report_format f; } formats[] = {
-		{"text", REPORT_TEXT}, {"json", REPORT_JSON}, {"md", REPORT_MD},
+		{"text", REPORT_TEXT}, {"json", REPORT_JSON}, {"md", REPORT_MD}, {"html", REPORT_HTML},
 	};
 	for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
 		if (!strcmp(text, formats[i].name)) {
 			*f = formats[i].f;
 			return ALIGN_OK;
 		}
-	return err_input("option '--format': unknown format '%s' (expected text, json or md)", text);
+	return err_input("option '--format': unknown format '%s' (expected text, json, md or html)", text);
 }
 
 /* --out: a temporary file beside the target, renamed over it once complete. */
@@ -186,6 +190,7 @@ int cmd_report(int argc, char **argv)
 		default: report_usage(stderr); rc = ALIGN_EINPUT; break;
 		}
 	}
+	o.series = fmt == REPORT_HTML; /* the page's charts */
 	if (rc == ALIGN_OK && optind < argc)
 		rc = err_input("unexpected argument '%s' (see 'align report --help')", argv[optind]);
 	if (rc == ALIGN_OK) {

@@ -1,4 +1,5 @@
-/* report-render: a computed report as text (default), Markdown or JSON. One table of formats.
+/* report-render: a computed report as text (default), Markdown or JSON (HTML: report-render-html.c).
+ * One table of formats; the helpers the HTML page shares are declared in report-render.h.
  *
  * JSON (align_report 1, stable; null where a field is unknown or absent: micro -1, rank -1, step -1):
  *   {"align_report": 1, "mode": "full" | "first-diff", "fast_path": bool,
@@ -21,7 +22,7 @@
  *                  bits ("0x" + hex of the dtype's width), dtype, digest, digest_alg, missing, file,
  *                  line, seq}
  *   compared = bitwise_equal + equal_as_printed + differ + incomparable (the matched pairs). */
-#include "report.h"
+#include "report-render.h"
 
 #include "dtype.h"
 
@@ -30,13 +31,13 @@
 #include <jansson.h>
 #include <string.h>
 
-static int64_t compared(const struct report_counts *c)
+int64_t rr_compared(const struct report_counts *c)
 {
 	return c->v[VERDICT_BITWISE_EQUAL] + c->v[VERDICT_EQUAL_AS_PRINTED] + c->v[VERDICT_DIFFER] +
 	       c->v[VERDICT_INCOMPARABLE];
 }
 
-static void bits_hex(const char *dtype, uint64_t bits, char out[24])
+void rr_bits_hex(const char *dtype, uint64_t bits, char out[24])
 {
 	size_t size = dtype ? dtype_size(dtype) : 0;
 	int width = size ? (int)(2 * size) : 1;
@@ -44,7 +45,7 @@ static void bits_hex(const char *dtype, uint64_t bits, char out[24])
 }
 
 /* A side's value in one short string: text, else bits, else digest, else why it is missing. */
-static const char *side_value(const struct report_side *s, char *buf, size_t len)
+const char *rr_side_value(const struct report_side *s, char *buf, size_t len)
 {
 	if (!s->present)
 		return "(absent)";
@@ -53,7 +54,7 @@ static const char *side_value(const struct report_side *s, char *buf, size_t len
 	else if (s->text)
 		snprintf(buf, len, "%s", s->text);
 	else if (s->has_bits)
-		bits_hex(s->dtype, s->bits, buf);
+		rr_bits_hex(s->dtype, s->bits, buf);
 	else if (s->digest)
 		snprintf(buf, len, "%s:%.16s", s->digest_alg ? s->digest_alg : "digest", s->digest);
 	else
@@ -61,19 +62,19 @@ static const char *side_value(const struct report_side *s, char *buf, size_t len
 	return buf;
 }
 
-static const char *resumed_note(const struct report_run *run, char *buf, size_t len)
+const char *rr_resumed_note(const struct report_run *run, char *buf, size_t len)
 {
 	snprintf(buf, len, "run '%s' was resumed: later occurrences of repeated steps were used", run->name);
 	return buf;
 }
 
-static const char *scope_name(enum report_scope s)
+const char *rr_scope_name(enum report_scope s)
 {
 	return s == REPORT_SCOPE_NUMERICS ? "numerics" : s == REPORT_SCOPE_ALL ? "all" : "metrics";
 }
 
 /* "left out 12 job-metadata names (timings, memory); --all includes them" */
-static const char *left_out_note(const struct report *r, char *buf, size_t len)
+const char *rr_left_out_note(const struct report *r, char *buf, size_t len)
 {
 	snprintf(buf, len, "left out %zu job-metadata name%s (timings, memory); --all includes them", r->n_meta_left_out,
 	         r->n_meta_left_out == 1 ? "" : "s");
@@ -91,7 +92,7 @@ static json_t *json_side(const struct report_side *s)
 		return json_null();
 	char hex[24];
 	if (s->has_bits)
-		bits_hex(s->dtype, s->bits, hex);
+		rr_bits_hex(s->dtype, s->bits, hex);
 	return json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:I}", "name", jstr(s->name), "text", jstr(s->text),
 	                 "digits", s->digits ? json_integer(s->digits) : json_null(), "bits", s->has_bits ? json_string(hex) : json_null(), "dtype", jstr(s->dtype), "digest",
 	                 jstr(s->digest), "digest_alg", jstr(s->digest_alg), "missing", jstr(s->missing), "file",
@@ -113,7 +114,7 @@ static json_t *json_item(const struct report_item *it)
 
 static json_t *json_counts(const struct report_counts *c)
 {
-	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "compared", (json_int_t)compared(c), "bitwise_equal",
+	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "compared", (json_int_t)rr_compared(c), "bitwise_equal",
 	                 (json_int_t)c->v[VERDICT_BITWISE_EQUAL], "equal_as_printed",
 	                 (json_int_t)c->v[VERDICT_EQUAL_AS_PRINTED], "differ", (json_int_t)c->v[VERDICT_DIFFER],
 	                 "incomparable", (json_int_t)c->v[VERDICT_INCOMPARABLE], "only_in_a",
@@ -146,15 +147,15 @@ static int render_json(const struct report *r, FILE *out)
 		json_array_append_new(diffs, json_item(&r->diffs[i]));
 	char note[300];
 	if (r->a.resumed)
-		json_array_append_new(warnings, json_string(resumed_note(&r->a, note, sizeof note)));
+		json_array_append_new(warnings, json_string(rr_resumed_note(&r->a, note, sizeof note)));
 	if (r->b.resumed)
-		json_array_append_new(warnings, json_string(resumed_note(&r->b, note, sizeof note)));
+		json_array_append_new(warnings, json_string(rr_resumed_note(&r->b, note, sizeof note)));
 	json_t *left_out = json_array();
 	for (size_t i = 0; i < r->n_meta_left_out; i++)
 		json_array_append_new(left_out, json_string(r->meta_left_out[i]));
 	json_t *doc = json_pack(
 		"{s:i,s:s,s:b,s:s,s:o,s:{s:o,s:o},s:o,s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:I,s:o}", "align_report", 1, "mode",
-		r->first_diff_mode ? "first-diff" : "full", "fast_path", r->fast_path, "scope", scope_name(r->scope),
+		r->first_diff_mode ? "first-diff" : "full", "fast_path", r->fast_path, "scope", rr_scope_name(r->scope),
 		"meta_left_out", left_out, "runs", "a", json_run(&r->a), "b",
 		json_run(&r->b), "totals", totals, "metrics_cover_skipped", r->metrics_cover_skipped, "metrics", metrics,
 		"first_diff", json_item(r->first_diff), "first_only_in", json_item(r->first_only_in), "first_unproven",
@@ -172,7 +173,7 @@ static int render_json(const struct report *r, FILE *out)
 
 /* ---- text and Markdown ---- */
 
-static void key_text(const struct report_item *it, char *buf, size_t len)
+void rr_key_text(const struct report_item *it, char *buf, size_t len)
 {
 	char step[24] = "-", micro[24] = "-", rank[24] = "-";
 	if (it->step >= 0)
@@ -206,12 +207,12 @@ static const char *decimals(const struct report_item *it, char *buf, size_t len)
 }
 
 /* The one-line answer: where bits stop being known, and the first provable difference. */
-static void summary(const struct report *r, char *buf, size_t len)
+void rr_summary(const struct report *r, char *buf, size_t len)
 {
 	char va[96], vb[96], dec[48];
 	size_t n = 0;
 	const struct report_item *u = r->first_unproven, *d = r->first_diff;
-	int64_t total = compared(&r->totals) + r->totals.v[VERDICT_ONLY_A] + r->totals.v[VERDICT_ONLY_B];
+	int64_t total = rr_compared(&r->totals) + r->totals.v[VERDICT_ONLY_A] + r->totals.v[VERDICT_ONLY_B];
 	if (!total) {
 		snprintf(buf, len, "nothing to compare: no record in scope in either run");
 		return;
@@ -230,8 +231,8 @@ static void summary(const struct report *r, char *buf, size_t len)
 	const struct report_item *o = r->first_only_in;
 	if (d)
 		n += (size_t)snprintf(buf + n, len - n, "; first %sdifference: %s at step %lld (%s vs %s)", u ? "provable " : "",
-		                      d->canon, (long long)d->step, side_value(&d->a, va, sizeof va),
-		                      side_value(&d->b, vb, sizeof vb));
+		                      d->canon, (long long)d->step, rr_side_value(&d->a, va, sizeof va),
+		                      rr_side_value(&d->b, vb, sizeof vb));
 	else
 		n += (size_t)snprintf(buf + n, len - n, "; %s%s", u ? "no provable difference" : "no difference",
 		                      o ? " in values" : "");
@@ -240,9 +241,9 @@ static void summary(const struct report *r, char *buf, size_t len)
 		         (long long)o->step, o->a.present ? r->a.name : r->b.name);
 }
 
-static void counts_text(const struct report_counts *c, char *buf, size_t len)
+void rr_counts_text(const struct report_counts *c, char *buf, size_t len)
 {
-	int64_t n = compared(c);
+	int64_t n = rr_compared(c);
 	size_t k = (size_t)snprintf(buf, len, "%lld/%lld bitwise-equal", (long long)c->v[VERDICT_BITWISE_EQUAL], (long long)n);
 	static const struct { enum verdict v; const char *what; } more[] = {
 		{VERDICT_EQUAL_AS_PRINTED, "equal as printed"}, {VERDICT_DIFFER, "differ"},
@@ -256,11 +257,11 @@ static void counts_text(const struct report_counts *c, char *buf, size_t len)
 static void side_text(FILE *out, const char *label, const struct report_side *s)
 {
 	char v[96], hex[24];
-	fprintf(out, "  %s: %s", label, side_value(s, v, sizeof v));
+	fprintf(out, "  %s: %s", label, rr_side_value(s, v, sizeof v));
 	if (s->present) {
 		int shown_bits = !s->missing && !s->text && s->has_bits, shown_digest = !s->missing && !s->text && !s->has_bits;
 		if (s->has_bits && !shown_bits) {
-			bits_hex(s->dtype, s->bits, hex);
+			rr_bits_hex(s->dtype, s->bits, hex);
 			fprintf(out, "  bits %s", hex);
 		}
 		if (s->dtype)
@@ -275,7 +276,7 @@ static void side_text(FILE *out, const char *label, const struct report_side *s)
 static void item_text(FILE *out, const char *title, const struct report_item *it, const struct report *r)
 {
 	char key[96];
-	key_text(it, key, sizeof key);
+	rr_key_text(it, key, sizeof key);
 	fprintf(out, "%s: %s at %s: %s: %s\n", title, it->canon, key, verdict_name(it->cmp.verdict), it->cmp.reason);
 	side_text(out, r->a.name, &it->a);
 	side_text(out, r->b.name, &it->b);
@@ -297,11 +298,11 @@ static int render_text(const struct report *r, FILE *out)
 	const struct report_run *runs[2] = {&r->a, &r->b};
 	for (int i = 0; i < 2; i++)
 		if (runs[i]->resumed)
-			fprintf(out, "note: %s\n", resumed_note(runs[i], buf, sizeof buf));
-	counts_text(&r->totals, buf, sizeof buf);
+			fprintf(out, "note: %s\n", rr_resumed_note(runs[i], buf, sizeof buf));
+	rr_counts_text(&r->totals, buf, sizeof buf);
 	fprintf(out, "totals: %s\n", buf);
 	if (r->n_meta_left_out)
-		fprintf(out, "  %s\n", left_out_note(r, buf, sizeof buf));
+		fprintf(out, "  %s\n", rr_left_out_note(r, buf, sizeof buf));
 	if (r->skipped_units)
 		fprintf(out, "  %lld records in %lld (rank, step) units with equal summaries were counted without reading them\n",
 		        (long long)r->skipped_records, (long long)r->skipped_units);
@@ -314,13 +315,13 @@ static int render_text(const struct report *r, FILE *out)
 	fprintf(out, "metrics%s:\n", r->metrics_cover_skipped ? "" : " (counts cover the steps read; skipped steps are in the totals)");
 	for (size_t i = 0; i < r->n_metrics; i++) {
 		const struct report_metric *m = &r->metrics[i];
-		counts_text(&m->c, buf, sizeof buf);
+		rr_counts_text(&m->c, buf, sizeof buf);
 		fprintf(out, "  %-24s %s", m->name, buf);
 		if (m->has_first_diff)
 			fprintf(out, " (first difference at step %lld)", (long long)m->first_diff_step);
 		fputc('\n', out);
 	}
-	summary(r, buf, sizeof buf);
+	rr_summary(r, buf, sizeof buf);
 	fprintf(out, "%s\n", buf);
 	if (r->first_unproven)
 		item_text(out, "first unproven", r->first_unproven, r);
@@ -334,9 +335,9 @@ static int render_text(const struct report *r, FILE *out)
 		for (size_t i = 0; i < r->n_diffs; i++) {
 			const struct report_item *it = &r->diffs[i];
 			char key[96], va[96], vb[96];
-			key_text(it, key, sizeof key);
+			rr_key_text(it, key, sizeof key);
 			fprintf(out, "  %s %s: %s: %s vs %s", key, it->canon, verdict_name(it->cmp.verdict),
-			        side_value(&it->a, va, sizeof va), side_value(&it->b, vb, sizeof vb));
+			        rr_side_value(&it->a, va, sizeof va), rr_side_value(&it->b, vb, sizeof vb));
 			if (it->cmp.has_ulp)
 				fprintf(out, ", %llu ulp", (unsigned long long)it->cmp.ulp);
 			if (it->cmp.has_rel)
@@ -373,8 +374,8 @@ static void md_item_row(FILE *out, const char *label, const struct report_item *
 	fputs("|", out);
 	if (label)
 		md_cell(out, label);
-	const char *cells[] = {step, micro, rank, it->canon, verdict_name(it->cmp.verdict), side_value(&it->a, va, sizeof va),
-	                       side_value(&it->b, vb, sizeof vb), ulp, rel, it->cmp.reason};
+	const char *cells[] = {step, micro, rank, it->canon, verdict_name(it->cmp.verdict), rr_side_value(&it->a, va, sizeof va),
+	                       rr_side_value(&it->b, vb, sizeof vb), ulp, rel, it->cmp.reason};
 	for (size_t i = 0; i < sizeof cells / sizeof cells[0]; i++)
 		md_cell(out, cells[i]);
 	fputc('\n', out);
@@ -411,8 +412,8 @@ static int render_md(const struct report *r, FILE *out)
 		        (long long)runs[i]->records, runs[i]->resumed ? "yes" : "no");
 	for (int i = 0; i < 2; i++)
 		if (runs[i]->resumed)
-			fprintf(out, "\n> **Note:** %s\n", resumed_note(runs[i], buf, sizeof buf));
-	summary(r, buf, sizeof buf);
+			fprintf(out, "\n> **Note:** %s\n", rr_resumed_note(runs[i], buf, sizeof buf));
+	rr_summary(r, buf, sizeof buf);
 	fprintf(out, "\n**%s**\n\n", buf);
 	md_firsts(out, r);
 	fprintf(out, "| metric | compared | bitwise-equal | equal as printed | differ | incomparable | only in a | only in b | "
@@ -423,13 +424,13 @@ static int render_md(const struct report *r, FILE *out)
 		if (i < r->n_metrics && r->metrics[i].has_first_diff)
 			snprintf(first, sizeof first, "%lld", (long long)r->metrics[i].first_diff_step);
 		fprintf(out, "| %s | %lld | %lld | %lld | %lld | %lld | %lld | %lld | %s |\n",
-		        i < r->n_metrics ? r->metrics[i].name : "**total**", (long long)compared(c),
+		        i < r->n_metrics ? r->metrics[i].name : "**total**", (long long)rr_compared(c),
 		        (long long)c->v[VERDICT_BITWISE_EQUAL], (long long)c->v[VERDICT_EQUAL_AS_PRINTED],
 		        (long long)c->v[VERDICT_DIFFER], (long long)c->v[VERDICT_INCOMPARABLE], (long long)c->v[VERDICT_ONLY_A],
 		        (long long)c->v[VERDICT_ONLY_B], first);
 	}
 	if (r->n_meta_left_out) {
-		fprintf(out, "\nScope: %s (", left_out_note(r, buf, sizeof buf));
+		fprintf(out, "\nScope: %s (", rr_left_out_note(r, buf, sizeof buf));
 		for (size_t i = 0; i < r->n_meta_left_out; i++)
 			fprintf(out, "%s`%s`", i ? ", " : "", r->meta_left_out[i]);
 		fprintf(out, ").\n");
@@ -456,6 +457,7 @@ int report_render(const struct report *r, enum report_format f, FILE *out)
 {
 	static int (*const renderers[])(const struct report *, FILE *) = {
 		[REPORT_TEXT] = render_text, [REPORT_JSON] = render_json, [REPORT_MD] = render_md,
+		[REPORT_HTML] = rr_render_html,
 	};
 	if ((size_t)f >= sizeof renderers / sizeof renderers[0])
 		return -1;

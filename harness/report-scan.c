@@ -290,6 +290,50 @@ void rp_count(struct rp_ctx *c, int32_t canon, enum verdict v, int64_t n)
 		c->step_all_exact = 0;
 }
 
+/* The exact value of a row, else its printed value: 1, or 0 when it has none. */
+static int row_number(const struct rp_ctx *c, const struct rp_row *w, double *v)
+{
+	if (w->has_bits && compare_bits_to_double(str(c, w->dtype), w->bits, v))
+		return 1;
+	*v = w->value;
+	return w->has_value;
+}
+
+/* A record known by its digest only (a tensor): no value to chart. */
+static int digest_only(const struct rp_row *w)
+{
+	return w && w->digest && !w->has_bits && !w->has_value && !w->text;
+}
+
+/* opts.series: fold a judged pair of scalar records into its metric's point of this step (steps come
+ * in increasing order). Records known by a digest only are not charted. */
+static int add_point(struct rp_ctx *c, struct report_metric *m, const struct rp_row *a, const struct rp_row *b,
+                     enum verdict v, int64_t step)
+{
+	if (digest_only(a) || digest_only(b))
+		return ALIGN_OK;
+	if (!m->n_points || m->points[m->n_points - 1].step != step) {
+		if (m->n_points == m->cap_points) {
+			size_t cap = m->cap_points ? 2 * m->cap_points : 64;
+			struct report_point *grown = realloc(m->points, cap * sizeof *grown);
+			if (!grown)
+				return err_internal("out of memory");
+			m->points = grown, m->cap_points = cap;
+		}
+		m->points[m->n_points++] = (struct report_point){.step = step};
+	}
+	struct report_point *pt = &m->points[m->n_points - 1];
+	pt->verdicts |= 1u << v;
+	double x, y;
+	if (v == VERDICT_DIFFER && a && b && row_number(c, a, &x) && row_number(c, b, &y) && x != 0 && isfinite(x) &&
+	    isfinite(y)) {
+		double rel = fabs(x - y) / fabs(x);
+		if (!pt->has_rel || rel > pt->rel)
+			pt->has_rel = 1, pt->rel = rel;
+	}
+	return ALIGN_OK;
+}
+
 static int judge(struct rp_ctx *c, const struct rp_pair *p, int64_t step)
 {
 	struct report *r = c->r;
@@ -309,6 +353,9 @@ static int judge(struct rp_ctx *c, const struct rp_pair *p, int64_t step)
 	const struct rp_unit *u = (a ? a : b)->unit;
 	rp_count(c, u && u->metrics_counted ? -1 : canon, res.verdict, 1); /* a skipped unit read for first_unproven */
 	struct report_metric *m = &r->metrics[canon];
+	int rc;
+	if (c->o->series && (rc = add_point(c, m, a, b, res.verdict, step)))
+		return rc;
 	if (verdict_is_difference(res.verdict)) {
 		/* a name (key) one run lacks is a difference, but not the first divergent value. --first-diff
 		 * looks for it through first_diff's step only: past it some names are not read, and an earlier

@@ -451,10 +451,12 @@ static void finish(struct rp_ctx *c)
 	struct report *r = c->r;
 	size_t k = 0;
 	for (size_t i = 0; i < r->n_metrics; i++) {
-		if (c->want[i])
+		if (c->want[i]) {
 			r->metrics[k++] = r->metrics[i];
-		else
+		} else {
 			free(r->metrics[i].name);
+			free(r->metrics[i].points);
+		}
 	}
 	r->n_metrics = k;
 	qsort(r->metrics, r->n_metrics, sizeof *r->metrics, by_metric_name);
@@ -512,7 +514,7 @@ int report_compute(sqlite3 *db, const struct report_opts *o, struct report *r)
 	r->limit = o->limit;
 	r->first_diff_mode = o->first_diff;
 	r->scope = o->n_metrics ? REPORT_SCOPE_METRICS : o->all || o->map_path ? REPORT_SCOPE_ALL : REPORT_SCOPE_NUMERICS;
-	c.read_all = o->no_stepsum || o->map_path;
+	c.read_all = o->no_stepsum || o->map_path || o->series;
 	r->fast_path = !c.read_all;
 	/* Reading a step goes name by name through record_key, revisiting the step's table pages once per
 	 * name: a page cache that holds a step's pages (64 MiB) saves re-reading them. */
@@ -549,7 +551,7 @@ void report_free(struct report *r)
 	free(r->a.name), free(r->a.framework), free(r->a.format);
 	free(r->b.name), free(r->b.framework), free(r->b.format);
 	for (size_t i = 0; i < r->n_metrics; i++)
-		free(r->metrics[i].name);
+		free(r->metrics[i].name), free(r->metrics[i].points);
 	free(r->metrics);
 	for (size_t i = 0; i < r->n_meta_left_out; i++)
 		free(r->meta_left_out[i]);

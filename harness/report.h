@@ -51,7 +51,8 @@
  *     records of differing units left unread are counted in unread_a / unread_b. Without --metric,
  *     metrics[] counts cover only records read (skipped units are in the totals only;
  *     metrics_cover_skipped = 0).
- *   --map and --no-stepsum read every record (a map rewrites names that the summaries do not see);
+ *   --map, --no-stepsum and series (the charts of --format html) read every record (a map rewrites
+ *     names that the summaries do not see; a chart needs every step's values);
  *     --first-diff still stops after the first differing step when no --metric is given.
  */
 #ifndef ALIGN_REPORT_H
@@ -77,6 +78,7 @@ struct report_opts {
 	const char *map_path;       /* --map FILE, or NULL (implies all) */
 	int all;                    /* --all: job metadata (phase "meta") too */
 	int no_stepsum;             /* read every record (checks the fast path) */
+	int series;                 /* collect metrics[].points (--format html); reads every record */
 	long limit;                 /* differing records listed (default 20) */
 };
 
@@ -102,11 +104,22 @@ struct report_counts {
 	int64_t v[VERDICT_COUNT]; /* records per verdict; compared = the matched pairs (first four) */
 };
 
+/* One step of a scalar metric (opts.series): what its records of that step were judged. Records
+ * known by a digest only (tensors) have no points. */
+struct report_point {
+	int64_t step;
+	unsigned verdicts;         /* bit (1 << enum verdict) for each verdict seen at this step */
+	int has_rel;               /* rel: the largest |a-b|/|a| of the step's differing pairs whose */
+	double rel;                /* values are known on both sides (a != 0) */
+};
+
 struct report_metric {
 	char *name;
 	struct report_counts c;
 	int has_first_diff;
 	int64_t first_diff_step;
+	struct report_point *points; /* opts.series: by step, the steps read */
+	size_t n_points, cap_points;
 };
 
 struct report_run {

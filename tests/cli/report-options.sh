@@ -78,7 +78,7 @@ expect_eq "mode follows umask" "$(umask 022; "$ALIGN" report --db r.db --runs a,
 run_align 2 report --db r.db --runs a,b --out no/such/dir/r.txt && expect_err "cannot write 'no/such/dir/r.txt': No such file"
 
 # --- bad options and databases -----------------------------------------------------------------------------
-run_align 2 report --db r.db --runs a,b --format html && expect_err "option '--format': unknown format 'html'"
+run_align 2 report --db r.db --runs a,b --format pdf && expect_err "option '--format': unknown format 'pdf'"
 run_align 2 report --db r.db --runs a,b --limit -1 && expect_err "option '--limit'"
 run_align 2 report --db r.db --runs a,b stray && expect_err "unexpected argument 'stray'"
 run_align 2 report --db nowhere.db && expect_err "no database 'nowhere.db'"

@@ -1,0 +1,31 @@
+/* report-render: helpers shared by the report's renderers, report-render.c (text, Markdown, JSON) and
+ * report-render-html.c (HTML). Not a public interface: see report.h. */
+#ifndef ALIGN_REPORT_RENDER_H
+#define ALIGN_REPORT_RENDER_H
+
+#include "report.h"
+
+/* The matched pairs: bitwise_equal + equal_as_printed + differ + incomparable. */
+int64_t rr_compared(const struct report_counts *c);
+/* "0x" and the bits in hex, as wide as the dtype. */
+void rr_bits_hex(const char *dtype, uint64_t bits, char out[24]);
+/* A side's value in one short string: text, else bits, else digest, else why it is missing. */
+const char *rr_side_value(const struct report_side *s, char *buf, size_t len);
+/* "run 'X' was resumed: later occurrences of repeated steps were used" */
+const char *rr_resumed_note(const struct report_run *run, char *buf, size_t len);
+/* "numerics", "all", "metrics" */
+const char *rr_scope_name(enum report_scope s);
+/* "left out N job-metadata names (timings, memory); --all includes them" */
+const char *rr_left_out_note(const struct report *r, char *buf, size_t len);
+/* "step S, micro M, rank R" ('-' for none) */
+void rr_key_text(const struct report_item *it, char *buf, size_t len);
+/* The one-line answer: where bits stop being known, the first provable difference, the first name in
+ * one run only. */
+void rr_summary(const struct report *r, char *buf, size_t len);
+/* "N/M bitwise-equal, K equal as printed, ..." */
+void rr_counts_text(const struct report_counts *c, char *buf, size_t len);
+
+/* report-render-html.c: the page of --format html (reports/report.html.in). 0 or -1. */
+int rr_render_html(const struct report *r, FILE *out);
+
+#endif
