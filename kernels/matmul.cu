@@ -24,16 +24,24 @@
  *   - output: ALIGN_HD align_f32_to_bf16 (round to nearest even) or the f32 itself.
  *   So the tile sizes, the grid and the number of rows T change nothing (batch invariance), and
  *   every tile configuration (enum matmul_cuda_tile) gives the same bits; tests compare them.
- *   NaN: a NaN result is NaN on both sides, but its bit pattern is the device's (NVIDIA returns
- *   0x7fffffff for an invalid operation, x86 0xffc00000), as everywhere between CPU and GPU.
+ *   NaN: the device returns 0x7fffffff for an invalid operation and drops payloads, x86 keeps the
+ *   first NaN operand or returns 0xffc00000 (nan_host.h). NaN is sticky through +, * and fmaf,
+ *   so an output is NaN exactly when some step was; those outputs (and only those) are
+ *   recomputed after the tile by the reference dot (matmul_dev.cuh: matmul_dot with nan_host.h
+ *   operators), which gives the host's NaN bits. Non-NaN outputs are the plain path's bits.
  *
  * Kernel (classic SGEMM): block tile BM x BN, K tile BK, each thread TM x TN outputs. Operands
  * are loaded 4 k at a time (float4 / 4 x bf16 when the row stride and pointer allow), rounded,
  * and stored transposed (k-major, padded against bank conflicts) into a double-buffered shared
  * tile; the next K tile is fetched into registers while the current one is consumed; one
- * __syncthreads per K tile. Configurations: LARGE 128x128x8 with 8x8 per thread (256 threads) for
- * seq; 128x64x8 with 8x4 for split16 (64 partial + 64 total registers) and fp64 (64 regs of
- * doubles); SMALL 32x32x16, 4x2; SKINNY 32x32x32, 2x4; NARROW 128x4x32, 2x4.
+ * __syncthreads per K tile. A full K tile without a split16 boundary runs unchecked; the tail
+ * tile and tiles holding a boundary check k per step. CTAs loop over the tiles when the grid is
+ * capped. Configurations (matmul_cuda.h maps the launch knobs onto them): LARGE 128x128x8 with
+ * 8x8 per thread (256 threads) for seq, 128x64x8 with 8x4 for split16 (64 partial + 64 total
+ * registers) and fp64 (64 doubles); SMALL 32x32x16, 4x2 (128 threads); SKINNY 16x32x32, 2x4 (64);
+ * NARROW 128x4x16, 2x4 (64). The serial path (launch->serial) is one thread per output row
+ * running the reference dot. Written for nvcc and for the host emulator (tests/gpu/emu:
+ * dynamic shared memory through align_cuda_dyn_smem, launches through ALIGN_CUDA_LAUNCH).
  *
  * Napkin maths (H100 SXM, 132 SMs, ~1.98 GHz boost): FFMA/FMUL/FADD each issue at 128 lanes/clk
  * per SM, so the fp32 FMA peak is 132*128*2*1.98e9 = 66.9 TFLOP/s, and without FMA a
@@ -42,8 +50,11 @@
  * against 4 LDS.128 (8 + 8 operands), a 16:1 math:load ratio, so the kernel is math bound; the
  * operand traffic per block tile is (BM + BN) K elements for BM BN K multiply-adds (64 MACs per
  * loaded element at 128 x 128). fp64 runs at the H100's fp64 rate (1/2 of fp32 CUDA cores).
- * split16 at 8x4 per thread has a 10.7:1 ratio. Expected: 70-85 % of the mode's ceiling.
- * tests/gpu/bench-matmul.cu measures it against an FMA microkernel on the same device.
+ * split16 at 8x4 per thread has a 10.7:1 ratio. Per 8-k tile a LARGE thread also fetches, rounds
+ * and stores 8 + 8 operands (~10 % of its instructions next to 1024 FMUL/FADD). 2 CTAs of 256
+ * threads per SM (128 registers). Expected: ~80-88 % of the mode's ceiling, i.e. ~40-44 % of the
+ * FMA peak with FMA off (the 40 % goal sits at the edge of what FMA-off arithmetic allows) and
+ * ~70-80 % of it with FMA on. tests/gpu/bench-matmul.cu measures both peaks on the device.
  *
  * Build: kernels/meson.build (nvcc --fmad=false --prec-div=true --prec-sqrt=true --ftz=false
  * -arch=sm_90). Check: tests/gpu (the generic CUDA-vs-C driver over every mode and launch
