@@ -10,6 +10,9 @@
 #include "err.h"
 #include "ops.h"
 #include "run-trace.h"
+#if ALIGN_HAVE_CUDA
+#include "run-device.h"
+#endif
 #include "safetensors.h"
 
 #include <getopt.h>
@@ -173,6 +176,20 @@ static int save_outputs(struct run_state *st, int step, int steps, int grouped)
 	return ALIGN_OK;
 }
 
+/* The op on the chosen device: the C twin, or the CUDA twin on copies of the host tensors. */
+static int run_fwd(const struct run_opts *o, struct run_state *st, const struct align_modes *m)
+{
+	const struct align_op_impl *im = st->op->impl;
+	if (!strcmp(o->device, "cpu"))
+		return im->fwd_cpu(st->params, m, st->in, im->n_in, st->out, im->n_out);
+#if ALIGN_HAVE_CUDA
+	char name[256] = "";
+	return run_device_op(st->op, st->params, m, st->in, im->n_in, st->out, im->n_out, name, sizeof name);
+#else
+	return ALIGN_ERR_UNSUPPORTED;
+#endif
+}
+
 static int run_steps(const struct run_opts *o, struct run_state *st, const struct align_modes *m,
                      const struct align_dims *d, struct run_trace *tr, const struct st_file *inputs)
 {
@@ -187,9 +204,12 @@ static int run_steps(const struct run_opts *o, struct run_state *st, const struc
 			if (tr->f && (rc = run_trace_tensor(tr, st->op->name, step, "input", &st->in[i])))
 				return rc;
 		}
-		rc = im->fwd_cpu(st->params, m, st->in, im->n_in, st->out, im->n_out);
+		rc = run_fwd(o, st, m);
 		if (rc == ALIGN_ERR_UNSUPPORTED)
-			return err_input("op '%s': these modes are not supported on the CPU (nothing was run)", st->op->name);
+			return err_input("op '%s': these modes are not supported on the %s (nothing was run)", st->op->name,
+			                 strcmp(o->device, "cuda") ? "CPU" : "GPU");
+		if (rc == ALIGN_EINTERNAL && !strcmp(o->device, "cuda"))
+			return rc; /* the device message is printed */
 		if (rc)
 			return rc == ALIGN_ERR_INPUT ? err_input("op '%s' refused its inputs or parameters", st->op->name)
 			                             : err_internal("op '%s' failed (%d)", st->op->name, rc);
@@ -240,9 +260,9 @@ static int run_op(const struct run_opts *o)
 			names = groups[g].ops;
 	if (names == single && !ops_find(o->op))
 		return err_input("unknown op '%s' (see 'align run --list')", o->op);
-	if (strcmp(o->device, "cpu"))
+	if (strcmp(o->device, "cpu") && (strcmp(o->device, "cuda") || !ALIGN_HAVE_CUDA))
 		return err_input("--device '%s': %s", o->device,
-		                 ALIGN_HAVE_CUDA ? "the CUDA twins are not built into 'align run' yet" : "this build has no CUDA");
+		                 strcmp(o->device, "cuda") ? "not a device (cpu or cuda)" : "this build has no CUDA");
 	if (o->inputs && names != single)
 		return err_input("--inputs: give one op of the '%s' block at a time", o->op);
 	struct align_modes m;
@@ -263,7 +283,8 @@ static int run_op(const struct run_opts *o)
 	struct run_trace tr = {0};
 	const char *trace = o->trace ? o->trace : getenv("ALIGN_TRACE");
 	if (trace && *trace)
-		rc = run_trace_open(&tr, trace, o->op, "cpu", "c11-twin", &m, &d0, o->seed, (int)o->steps);
+		rc = run_trace_open(&tr, trace, o->op, o->device, strcmp(o->device, "cuda") ? "c11-twin" : "cuda-twin", &m,
+		                    &d0, o->seed, (int)o->steps);
 	for (int i = 0; !rc && names[i]; i++)
 		rc = run_one(o, names[i], &m, &tr, o->inputs ? &inputs : NULL, saved, saved_data, &n_saved, names != single);
 	int trc = run_trace_close(&tr, rc == ALIGN_OK);
@@ -272,7 +293,7 @@ static int run_op(const struct run_opts *o)
 	if (!rc && o->outputs)
 		rc = safetensors_write(o->outputs, saved, (size_t)n_saved, NULL);
 	if (!rc)
-		printf("%s: %lld step%s on cpu (profile %s)%s%s\n", o->op, o->steps, o->steps == 1 ? "" : "s",
+		printf("%s: %lld step%s on %s (profile %s)%s%s\n", o->op, o->steps, o->steps == 1 ? "" : "s", o->device,
 		       m.profile[0] ? m.profile : "none", trace ? ", trace " : "", trace ? trace : "");
 	for (int i = 0; i < n_saved; i++)
 		free(saved_data[i]);
