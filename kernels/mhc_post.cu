@@ -57,24 +57,34 @@ ALIGN_HD static inline void mp_coefs(const mp_args &a, int64_t t, float *H, floa
 		P[k] = a.coef_bf16 ? align_round_bf16(a.post[t * N + k]) : a.post[t * N + k];
 }
 
-/* output (k, d) from X_j = xj(j) and fo */
-template <int NMAX, class XJ>
-ALIGN_HD static inline align_bf16 mp_out(const mp_args &a, const float *H, const float *P, int k, const XJ &xj, float fo)
+/* output (k, d) from X_j = xj(j) and fo, before the bf16 rounding; HN: the host's NaN rules */
+template <int NMAX, bool HN, class XJ>
+ALIGN_HD static inline float mp_out_f(const mp_args &a, const float *H, const float *P, int k, const XJ &xj, float fo)
 {
 	const int N = a.N;
 	float o;
 	if (a.dbl || !a.post_first) {
-		float acc = hn_mul(H[k], xj(0));
+		float acc = hx_mul<HN>(H[k], xj(0));
 		for (int j = 1; j < NMAX; j++)
 			if (j < N)
-				acc = hn_add(acc, hn_mul(H[j * N + k], xj(j)));
-		o = a.dbl ? hn_add(align_round_bf16(hn_mul(P[k], fo)), align_round_bf16(acc)) : hn_add(acc, hn_mul(P[k], fo));
+				acc = hx_add<HN>(acc, hx_mul<HN>(H[j * N + k], xj(j)));
+		o = a.dbl ? hx_add<HN>(align_round_bf16(hx_mul<HN>(P[k], fo)), align_round_bf16(acc)) : hx_add<HN>(acc, hx_mul<HN>(P[k], fo));
 	} else {
-		o = hn_mul(P[k], fo);
+		o = hx_mul<HN>(P[k], fo);
 		for (int j = 0; j < NMAX; j++)
 			if (j < N)
-				o = hn_add(o, hn_mul(H[j * N + k], xj(j)));
+				o = hx_add<HN>(o, hx_mul<HN>(H[j * N + k], xj(j)));
 	}
+	return o;
+}
+
+/* output (k, d): plain operators, a NaN result recomputed with the host's NaN rules */
+template <int NMAX, class XJ>
+ALIGN_HD static inline align_bf16 mp_out(const mp_args &a, const float *H, const float *P, int k, const XJ &xj, float fo)
+{
+	float o = mp_out_f<NMAX, false>(a, H, P, k, xj, fo);
+	if (align_isnanf(o))
+		o = mp_out_f<NMAX, true>(a, H, P, k, xj, fo);
 	return align_f32_to_bf16(o);
 }
 

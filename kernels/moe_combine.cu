@@ -55,11 +55,20 @@ ALIGN_HD static inline void mc_order(const mc_args &a, int64_t t, int *order)
 			}
 }
 
-/* one accumulation step */
-ALIGN_HD static inline float mc_step(const mc_args &a, float acc, float eo, float w)
+/* one accumulation step; H: the host's NaN rules */
+template <bool H> ALIGN_HD static inline float mc_step(const mc_args &a, float acc, float eo, float w)
 {
-	float c = a.after ? hn_mul(eo, w) : eo;
-	return a.bf16 ? align_round_bf16(hn_add(acc, c)) : hn_add(acc, c);
+	float c = a.after ? hx_mul<H>(eo, w) : eo;
+	return a.bf16 ? align_round_bf16(hx_add<H>(acc, c)) : hx_add<H>(acc, c);
+}
+
+/* output (t, d) with the host's NaN rules, from global memory (rowof: eo rows in summation order) */
+ALIGN_HD static inline float mc_elem_hn(const mc_args &a, const int64_t *rowof, const float *wo, int64_t t, int64_t d)
+{
+	float acc = 0.0f;
+	for (int s = 0; s < a.K; s++)
+		acc = mc_step<true>(a, acc, align_bf16_to_f32(a.eo[rowof[s] * a.D + d]), wo[s]);
+	return hn_add(acc, align_bf16_to_f32(a.shared[t * a.D + d]));
 }
 
 __global__ void moe_combine_rows_kernel(mc_args a)
@@ -90,22 +99,22 @@ __global__ void moe_combine_rows_kernel(mc_args a)
 						float ws = wo[s];
 #pragma unroll
 						for (int i = 0; i < 8; i++)
-							acc[i] = mc_step(a, acc[i], e[i], ws);
+							acc[i] = mc_step<false>(a, acc[i], e[i], ws);
 					}
 					rows_unpack8(__ldg(sh4 + c), sh);
 					align_bf16 h[8];
 #pragma unroll
-					for (int i = 0; i < 8; i++)
-						h[i] = align_f32_to_bf16(hn_add(acc[i], sh[i]));
+					for (int i = 0; i < 8; i++) {
+						float o = FX_ADD(acc[i], sh[i]);
+						if (align_isnanf(o))
+							o = mc_elem_hn(a, rowof, wo, t, 8 * c + i);
+						h[i] = align_f32_to_bf16(o);
+					}
 					((uint4 *)(a.y + t * a.D))[c] = rows_pack8(h);
 				}
 			} else {
-				for (int64_t d = rg.gt; d < a.D; d += rg.G) {
-					float acc = 0.0f;
-					for (int s = 0; s < a.K; s++)
-						acc = mc_step(a, acc, align_bf16_to_f32(a.eo[rowof[s] * a.D + d]), wo[s]);
-					a.y[t * a.D + d] = align_f32_to_bf16(hn_add(acc, align_bf16_to_f32(a.shared[t * a.D + d])));
-				}
+				for (int64_t d = rg.gt; d < a.D; d += rg.G)
+					a.y[t * a.D + d] = align_f32_to_bf16(mc_elem_hn(a, rowof, wo, t, d));
 			}
 		}
 		__syncthreads();
@@ -117,15 +126,15 @@ __global__ void moe_combine_serial_kernel(mc_args a)
 {
 	for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < a.T; t += (int64_t)gridDim.x * blockDim.x) {
 		int order[MC_MAX_K];
+		int64_t rowof[MC_MAX_K];
+		float wo[MC_MAX_K];
 		mc_order(a, t, order);
-		for (int64_t d = 0; d < a.D; d++) {
-			float acc = 0.0f;
-			for (int s = 0; s < a.K; s++) {
-				int64_t slot = t * a.K + order[s];
-				acc = mc_step(a, acc, align_bf16_to_f32(a.eo[slot * a.D + d]), a.w[slot]);
-			}
-			a.y[t * a.D + d] = align_f32_to_bf16(hn_add(acc, align_bf16_to_f32(a.shared[t * a.D + d])));
+		for (int s = 0; s < a.K; s++) {
+			rowof[s] = t * a.K + order[s];
+			wo[s] = a.w[rowof[s]];
 		}
+		for (int64_t d = 0; d < a.D; d++)
+			a.y[t * a.D + d] = align_f32_to_bf16(mc_elem_hn(a, rowof, wo, t, d));
 	}
 }
 

@@ -47,6 +47,13 @@ struct qn_sq_row {
 		float x = align_bf16_to_f32(p[i]);
 		return align_round_bf16(hn_mul(x, x));
 	}
+	__device__ void load8(int64_t i0, float e[8]) const
+	{
+		rows_unpack8(*(const uint4 *)(p + i0), e);
+#pragma unroll
+		for (int q = 0; q < 8; q++)
+			e[q] = align_round_bf16(hn_mul(e[q], e[q]));
+	}
 };
 
 /* rmsnorm_rsqrt with the host's NaN bits */
@@ -71,6 +78,13 @@ __device__ static inline float qn_factor(const qn_args &a, float ss)
 	return a.mode == QN_FACTOR ? align_round_bf16(r) : r;
 }
 
+/* x * r, with the host's NaN bits */
+__device__ static inline float qn_mul(float x, float r)
+{
+	float o = FX_MUL(x, r);
+	return align_isnanf(o) ? hn_mul(x, r) : o;
+}
+
 __device__ static inline float qn_sum(const qn_args &a, const align_bf16 *row, float *scr, const rows_geom &rg,
 				      bool valid)
 {
@@ -93,7 +107,7 @@ __device__ static inline void qn_store_row(const qn_args &a, const align_bf16 *x
 			rows_unpack8(x4[c], xf);
 #pragma unroll
 			for (int i = 0; i < 8; i++)
-				o[i] = hn_mul(xf[i], r);
+				o[i] = qn_mul(xf[i], r);
 			if (f32) {
 				float4 *y4 = (float4 *)((float *)a.y + row * a.D) + 2 * c;
 				y4[0] = make_float4(o[0], o[1], o[2], o[3]);
@@ -109,7 +123,7 @@ __device__ static inline void qn_store_row(const qn_args &a, const align_bf16 *x
 		return;
 	}
 	for (int64_t j = rg.gt; j < a.D; j += rg.G) {
-		float o = hn_mul(align_bf16_to_f32(xs[j]), r);
+		float o = qn_mul(align_bf16_to_f32(xs[j]), r);
 		if (f32)
 			((float *)a.y)[row * a.D + j] = o;
 		else
@@ -151,7 +165,7 @@ __global__ void qnorm_serial_kernel(qn_args a)
 		}
 		float r = qn_factor(a, ss);
 		for (int64_t j = 0; j < a.D; j++) {
-			float o = hn_mul(align_bf16_to_f32(row[j]), r);
+			float o = qn_mul(align_bf16_to_f32(row[j]), r);
 			if (a.mode == QN_F32OUT)
 				((float *)a.y)[t * a.D + j] = o;
 			else

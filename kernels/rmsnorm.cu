@@ -54,11 +54,20 @@ __device__ static inline float rms_factor(const rms_args &a, float ss)
 	return rms_rsqrt(a.rsqrt_v, hn_add(hn_div(ss, (float)a.D), a.eps));
 }
 
+template <bool H> __device__ static inline float rms_elem_f(const rms_args &a, float x32, float r, float w)
+{
+	float y = hx_mul<H>(x32, r);
+	float wj = a.wbf16 ? align_round_bf16(w) : w;
+	return a.before ? hx_mul<H>(align_round_bf16(y), align_round_bf16(wj)) : hx_mul<H>(wj, y);
+}
+
+/* one output: plain operators; a NaN result (NaN-ness does not depend on NaN bits) is recomputed with
+ * the host's NaN rules */
 __device__ static inline align_bf16 rms_elem(const rms_args &a, float x32, float r, float w)
 {
-	float y = hn_mul(x32, r);
-	float wj = a.wbf16 ? align_round_bf16(w) : w;
-	float o = a.before ? hn_mul(align_round_bf16(y), align_round_bf16(wj)) : hn_mul(wj, y);
+	float o = rms_elem_f<false>(a, x32, r, w);
+	if (align_isnanf(o))
+		o = rms_elem_f<true>(a, x32, r, w);
 	return align_f32_to_bf16(o);
 }
 

@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(RT_GEMM_THREADS) router_gemm_kernel(rt_args a)
 				for (int i = 0; i < 4; i++)
 #pragma unroll
 					for (int j = 0; j < 4; j++)
-						acc[i][j] = acc[i][j] + xa[i] * wb[j];
+						acc[i][j] = FX_ADD(acc[i][j], FX_MUL(xa[i], wb[j]));
 			}
 			__syncthreads();
 		}

@@ -145,11 +145,51 @@ template <class X> ALIGN_HD static inline float hnr_reduce(int order, const X &x
 
 /* ---- element accessors ---- */
 
-/* bf16 row (shared or global memory) read as binary32 */
+/* Accessors give x(i); rows_reduce also calls x.load8(i0, e), e[q] = x(i0 + q) for a full leaf (i0 a
+ * multiple of 8), which may use one vector load. */
+
+/* bf16 row read as binary32; load8 needs p 16-byte aligned (rows staged in shared memory are) */
 struct rows_bf16_row {
 	const align_bf16 *p;
 	ALIGN_HD float operator()(int64_t i) const { return align_bf16_to_f32(p[i]); }
+	__device__ void load8(int64_t i0, float e[8]) const;
 };
+
+/* ---- binary32 operators: plain (fast path) or with the host's NaN bits (H = true) ---- */
+
+/* The emulator gives the fast paths the GPU's canonical NaN (0x7fffffff), so that the tests run the
+ * NaN recompute paths on the host as they run on a GPU. */
+#ifdef ALIGN_CUDA_EMU
+ALIGN_HD static inline float hx_gpu(float r)
+{
+	return align_isnanf(r) ? align_bits_f32(0x7fffffffu) : r;
+}
+#else
+#define hx_gpu(r) (r)
+#endif
+
+template <bool H> ALIGN_HD static inline float hx_add(float a, float b)
+{
+	return H ? hn_add(a, b) : hx_gpu(a + b);
+}
+
+template <bool H> ALIGN_HD static inline float hx_sub(float a, float b)
+{
+	return H ? hn_sub(a, b) : hx_gpu(a - b);
+}
+
+template <bool H> ALIGN_HD static inline float hx_mul(float a, float b)
+{
+	return H ? hn_mul(a, b) : hx_gpu(a * b);
+}
+
+template <bool H> ALIGN_HD static inline float hx_div(float a, float b)
+{
+	return H ? hn_div(a, b) : hx_gpu(a / b);
+}
+
+#define FX_ADD(a, b) hx_add<false>(a, b) /* fast-path + */
+#define FX_MUL(a, b) hx_mul<false>(a, b) /* fast-path * */
 
 /* ---- block geometry and the launch plan ---- */
 
@@ -264,17 +304,17 @@ template <class X> __device__ static inline float rows_leaf(const X &x, int64_t 
 	int64_t i0 = k * ROWS_LEAF;
 	float e[ROWS_LEAF];
 	if (i0 + ROWS_LEAF <= n) {
+		x.load8(i0, e);
+		if (square)
 #pragma unroll
-		for (int i = 0; i < ROWS_LEAF; i++) {
-			float v = x(i0 + i);
-			e[i] = square ? v * v : v;
-		}
-		return ((e[0] + e[1]) + (e[2] + e[3])) + ((e[4] + e[5]) + (e[6] + e[7]));
+			for (int i = 0; i < ROWS_LEAF; i++)
+				e[i] = FX_MUL(e[i], e[i]);
+		return FX_ADD(FX_ADD(FX_ADD(e[0], e[1]), FX_ADD(e[2], e[3])), FX_ADD(FX_ADD(e[4], e[5]), FX_ADD(e[6], e[7])));
 	}
 	int r = (int)(n - i0);
 	for (int i = 0; i < r; i++)
 		e[i] = x(i0 + i);
-	return align_reduce_pairwise(e, r, 1, square);
+	return hx_gpu(align_reduce_pairwise(e, r, 1, square));
 }
 
 /* Level-by-level adjacent pairs with carry over the cnt (>= 1) values held by lanes 0..cnt-1; the
@@ -285,7 +325,7 @@ __device__ static inline float rows_warp_tree(float v, int lane, int64_t cnt)
 	for (int off = 1; off < 32; off <<= 1) {
 		float o = __shfl_down_sync(ROWS_FULL_MASK, v, off);
 		if ((lane & (2 * off - 1)) == 0 && lane + off < cnt)
-			v = v + o;
+			v = FX_ADD(v, o);
 	}
 	return v;
 }
@@ -340,11 +380,11 @@ __device__ static inline float rows_warp32(const X &x, int64_t n, int square, fl
 		float s = 0.0f;
 		for (int64_t i = rg.gt; i < n; i += 32) {
 			float v = x(i);
-			s = s + (square ? v * v : v);
+			s = FX_ADD(s, square ? FX_MUL(v, v) : v);
 		}
 #pragma unroll
 		for (int off = 16; off >= 1; off >>= 1)
-			s = s + __shfl_xor_sync(ROWS_FULL_MASK, s, off);
+			s = FX_ADD(s, __shfl_xor_sync(ROWS_FULL_MASK, s, off));
 		if (rg.gt == 0) {
 			if (align_isnanf(s))
 				s = hnr_warp32(x, n, square);
@@ -368,13 +408,13 @@ __device__ static inline float rows_serial_order(int order, const X &x, int64_t 
 				double v = (double)x(i);
 				s += square ? v * v : v;
 			}
-			r = (float)s;
+			r = hx_gpu((float)s);
 		} else {
 			float v0 = x(0);
-			r = square ? v0 * v0 : v0;
+			r = square ? FX_MUL(v0, v0) : v0;
 			for (int64_t i = 1; i < n; i++) {
 				float v = x(i);
-				r = r + (square ? v * v : v);
+				r = FX_ADD(r, square ? FX_MUL(v, v) : v);
 			}
 		}
 		if (align_isnanf(r))
@@ -419,6 +459,11 @@ __device__ static inline uint4 rows_pack8(const align_bf16 h[8])
 	v.z = (uint32_t)h[4] | (uint32_t)h[5] << 16;
 	v.w = (uint32_t)h[6] | (uint32_t)h[7] << 16;
 	return v;
+}
+
+__device__ inline void rows_bf16_row::load8(int64_t i0, float e[8]) const
+{
+	rows_unpack8(*(const uint4 *)(p + i0), e);
 }
 
 /* 16-byte aligned? */

@@ -56,12 +56,20 @@ ALIGN_HD static inline float sw_silu(float g, int mul)
 }
 
 /* everything after silu, for one element */
-ALIGN_HD static inline align_bf16 sw_finish(const sw_args &a, float s, float u, float q)
+template <bool H> ALIGN_HD static inline float sw_finish_f(const sw_args &a, float s, float u, float q)
 {
 	if (a.clamp)
 		u = u < -a.L ? -a.L : (u > a.L ? a.L : u);
-	float x = hn_mul(s, u);
-	float o = a.after ? x : a.dbl ? hn_mul(align_round_bf16(x), q) : hn_mul(q, x);
+	float x = hx_mul<H>(s, u);
+	return a.after ? x : a.dbl ? hx_mul<H>(align_round_bf16(x), q) : hx_mul<H>(q, x);
+}
+
+/* plain operators; a NaN result is recomputed with the host's NaN rules (the clamp passes NaN) */
+ALIGN_HD static inline align_bf16 sw_finish(const sw_args &a, float s, float u, float q)
+{
+	float o = sw_finish_f<false>(a, s, u, q);
+	if (align_isnanf(o))
+		o = sw_finish_f<true>(a, s, u, q);
 	return align_f32_to_bf16(o);
 }
 

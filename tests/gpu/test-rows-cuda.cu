@@ -18,6 +18,11 @@
 struct rows_f32 {
 	const float *p;
 	ALIGN_HD float operator()(int64_t i) const { return p[i]; }
+	__device__ void load8(int64_t i0, float e[8]) const
+	{
+		for (int q = 0; q < 8; q++)
+			e[q] = p[i0 + q];
+	}
 };
 
 /* out[r] = rows_reduce over row r of x (rows of n floats, read from global memory) */
