@@ -24,6 +24,7 @@
 #include "rows_cuda.cuh"
 
 #define MC_MAX_K 64 /* = MOE_MAX_K of moe_combine.c */
+#define MC_PREFETCH 8 /* slots whose loads are issued before any arithmetic (DSv4: K = 6) */
 #define MC_SMEM_ROW (MC_MAX_K * (sizeof(int64_t) + sizeof(float))) /* shared memory per token */
 
 struct mc_args {
@@ -94,12 +95,25 @@ __global__ void moe_combine_rows_kernel(mc_args a)
 				const uint4 *sh4 = (const uint4 *)(a.shared + t * a.D);
 				for (int64_t c = rg.gt; c < a.D / 8; c += rg.G) {
 					float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, e[8], sh[8];
-					for (int s = 0; s < a.K; s++) {
-						rows_unpack8(__ldg((const uint4 *)(a.eo + rowof[s] * a.D) + c), e);
-						float ws = wo[s];
+					uint4 ev[MC_PREFETCH];
+#pragma unroll
+					for (int s = 0; s < MC_PREFETCH; s++) /* the first slots' loads all in flight */
+						if (s < a.K)
+							ev[s] = __ldg((const uint4 *)(a.eo + rowof[s] * a.D) + c);
+#pragma unroll
+					for (int s = 0; s < MC_PREFETCH; s++) {
+						if (s >= a.K)
+							break;
+						rows_unpack8(ev[s], e);
 #pragma unroll
 						for (int i = 0; i < 8; i++)
-							acc[i] = mc_step<false>(a, acc[i], e[i], ws);
+							acc[i] = mc_step<false>(a, acc[i], e[i], wo[s]);
+					}
+					for (int s = MC_PREFETCH; s < a.K; s++) {
+						rows_unpack8(__ldg((const uint4 *)(a.eo + rowof[s] * a.D) + c), e);
+#pragma unroll
+						for (int i = 0; i < 8; i++)
+							acc[i] = mc_step<false>(a, acc[i], e[i], wo[s]);
 					}
 					rows_unpack8(__ldg(sh4 + c), sh);
 					align_bf16 h[8];

@@ -12,6 +12,8 @@
  * the device (or with ALIGN_NAN_HOST_EMULATE, which tests/kernels/test-nan-host.c uses to check the model
  * against the host's own arithmetic) the plain operator runs and a NaN result is replaced by the host's
  * choice. The choice depends only on the operands, so the NaN-free fast path is unchanged.
+ * Because whether a result is NaN does not depend on NaN bits, a kernel may also compute with the plain
+ * operators and recompute with these helpers only a result that came out NaN (rows_cuda.cuh: hx_*).
  *
  * Limit: the left operand of the C expression is taken as the first source. Compilers may commute + and *,
  * which matters only when both operands are NaNs with different payloads; inputs without NaN (every

@@ -281,12 +281,14 @@ __device__ static inline void rows_stage_bf16(align_bf16 *dst, const align_bf16 
 		const uint4 *s4 = (const uint4 *)src;
 		uint4 *d4 = (uint4 *)dst;
 		int64_t nv = n / 8, c = rg.gt, G = rg.G;
-		for (; c + 3 * G < nv; c += 4 * G) {
-			uint4 a = __ldg(s4 + c), b = __ldg(s4 + c + G), e = __ldg(s4 + c + 2 * G), f = __ldg(s4 + c + 3 * G);
-			d4[c] = a;
-			d4[c + G] = b;
-			d4[c + 2 * G] = e;
-			d4[c + 3 * G] = f;
+		for (; c + 7 * G < nv; c += 8 * G) { /* 8 loads in flight per thread */
+			uint4 v[8];
+#pragma unroll
+			for (int q = 0; q < 8; q++)
+				v[q] = __ldg(s4 + c + q * G);
+#pragma unroll
+			for (int q = 0; q < 8; q++)
+				d4[c + q * G] = v[q];
 		}
 		for (; c < nv; c += G)
 			d4[c] = __ldg(s4 + c);
