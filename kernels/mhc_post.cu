@@ -33,15 +33,15 @@ struct mp_args {
 	const align_bf16 *f; /* [T, D] */
 	const float *post;   /* [T, N] */
 	const float *comb;   /* [T, N, N] */
-	align_bf16 *y;	     /* [T, N, D] */
+	align_bf16 *y;       /* [T, N, D] */
 	int64_t T, D;
 	int N;
-	int transpose;	/* MHC_HRES_TRANSPOSE=on: H[j][k] = comb[j][k] */
-	int dbl;	/* MHC_POST_ROUND=double */
-	int coef_bf16;	/* MHC_COEF=bf16 or double */
+	int transpose;  /* MHC_HRES_TRANSPOSE=on: H[j][k] = comb[j][k] */
+	int dbl;        /* MHC_POST_ROUND=double */
+	int coef_bf16;  /* MHC_COEF=bf16 or double */
 	int post_first; /* MHC_POST_ORDER=post_first */
-	int rpb;	/* rows per block */
-	int vec;	/* 16-byte path */
+	int rpb;        /* rows per block */
+	int vec;        /* 16-byte path */
 };
 
 /* H (N x N, H[j*N + k]: source j -> destination k) and P of token t, as mhc_post.c */
@@ -68,7 +68,8 @@ ALIGN_HD static inline float mp_out_f(const mp_args &a, const float *H, const fl
 		for (int j = 1; j < NMAX; j++)
 			if (j < N)
 				acc = hx_add<HN>(acc, hx_mul<HN>(H[j * N + k], xj(j)));
-		o = a.dbl ? hx_add<HN>(align_round_bf16(hx_mul<HN>(P[k], fo)), align_round_bf16(acc)) : hx_add<HN>(acc, hx_mul<HN>(P[k], fo));
+		o = a.dbl ? hx_add<HN>(align_round_bf16(hx_mul<HN>(P[k], fo)), align_round_bf16(acc))
+		          : hx_add<HN>(acc, hx_mul<HN>(P[k], fo));
 	} else {
 		o = hx_mul<HN>(P[k], fo);
 		for (int j = 0; j < NMAX; j++)
@@ -80,7 +81,8 @@ ALIGN_HD static inline float mp_out_f(const mp_args &a, const float *H, const fl
 
 /* output (k, d): plain operators, a NaN result recomputed with the host's NaN rules */
 template <int NMAX, class XJ>
-ALIGN_HD static inline align_bf16 mp_out(const mp_args &a, const float *H, const float *P, int k, const XJ &xj, float fo)
+ALIGN_HD static inline align_bf16 mp_out(const mp_args &a, const float *H, const float *P, int k, const XJ &xj,
+                                         float fo)
 {
 	float o = mp_out_f<NMAX, false>(a, H, P, k, xj, fo);
 	if (align_isnanf(o))
@@ -122,7 +124,8 @@ template <int NMAX> __global__ void mhc_post_rows_kernel(mp_args a)
 #pragma unroll
 					for (int j = 0; j < NMAX; j++)
 						if (j < N)
-							rows_unpack8(__ldg((const uint4 *)(xt + (int64_t)j * a.D) + c), xs[j]);
+							rows_unpack8(__ldg((const uint4 *)(xt + (int64_t)j * a.D) + c),
+							             xs[j]);
 					rows_unpack8(__ldg((const uint4 *)ft + c), fo);
 #pragma unroll
 					for (int k = 0; k < NMAX; k++) {
@@ -154,20 +157,22 @@ template <int NMAX> __global__ void mhc_post_rows_kernel(mp_args a)
 __global__ void mhc_post_serial_kernel(mp_args a)
 {
 	const int N = a.N;
-	for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < a.T; t += (int64_t)gridDim.x * blockDim.x) {
+	for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < a.T;
+	     t += (int64_t)gridDim.x * blockDim.x) {
 		float H[MHC_MAX_N * MHC_MAX_N], P[MHC_MAX_N];
 		mp_coefs(a, t, H, P);
 		for (int k = 0; k < N; k++)
 			for (int64_t d = 0; d < a.D; d++) {
 				mp_global_x xj = {a.x + t * N * a.D + d, a.D};
-				a.y[(t * N + k) * a.D + d] = mp_out<MHC_MAX_N>(a, H, P, k, xj, align_bf16_to_f32(a.f[t * a.D + d]));
+				a.y[(t * N + k) * a.D + d] =
+				    mp_out<MHC_MAX_N>(a, H, P, k, xj, align_bf16_to_f32(a.f[t * a.D + d]));
 			}
 	}
 }
 
 extern "C" int mhc_post_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,
-				 int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
-				 cudaStream_t stream)
+                                 int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
+                                 cudaStream_t stream)
 {
 	(void)params; /* hc_post reads no field of struct mhc_params */
 	if (!m || !in || !out || n_in != 4 || n_out != 1 || in[0].ndim != 3)
@@ -177,8 +182,9 @@ extern "C" int mhc_post_fwd_cuda(const void *params, const struct align_modes *m
 	if (N > MHC_MAX_N || ops_check(&in[0], ALIGN_DT_BF16, 3, xs) || ops_check(&in[1], ALIGN_DT_BF16, 2, fs) ||
 	    ops_check(&in[2], ALIGN_DT_F32, 2, ns) || ops_check(&in[3], ALIGN_DT_F32, 3, cs) ||
 	    ops_check(&out[0], ALIGN_DT_BF16, 3, xs))
-		return ops_cuda_bad_input("mhc_post", "shape or dtype mismatch (want x[T,N,D] bf16, f[T,D] bf16, post[T,N] "
-						      "f32, comb[T,N,N] f32, x_new[T,N,D] bf16, N <= 8)");
+		return ops_cuda_bad_input("mhc_post",
+		                          "shape or dtype mismatch (want x[T,N,D] bf16, f[T,D] bf16, post[T,N] "
+		                          "f32, comb[T,N,N] f32, x_new[T,N,D] bf16, N <= 8)");
 	mp_args a;
 	a.x = (const align_bf16 *)in[0].data;
 	a.f = (const align_bf16 *)in[1].data;

@@ -23,16 +23,16 @@
 
 #include "rows_cuda.cuh"
 
-#define MC_MAX_K 64 /* = MOE_MAX_K of moe_combine.c */
+#define MC_MAX_K 64   /* = MOE_MAX_K of moe_combine.c */
 #define MC_PREFETCH 8 /* slots whose loads are issued before any arithmetic (DSv4: K = 6) */
 #define MC_SMEM_ROW (MC_MAX_K * (sizeof(int64_t) + sizeof(float))) /* shared memory per token */
 
 struct mc_args {
-	const align_bf16 *eo;	  /* [T, K, D] */
-	const int32_t *idx;	  /* [T, K] */
-	const float *w;		  /* [T, K] */
+	const align_bf16 *eo;     /* [T, K, D] */
+	const int32_t *idx;       /* [T, K] */
+	const float *w;           /* [T, K] */
 	const align_bf16 *shared; /* [T, D] */
-	align_bf16 *y;		  /* [T, D] */
+	align_bf16 *y;            /* [T, D] */
 	int64_t T, K, D;
 	int bf16;      /* MOE_COMBINE_ACC=bf16 */
 	int by_expert; /* MOE_COMBINE_ORDER=expert */
@@ -76,7 +76,7 @@ __global__ void moe_combine_rows_kernel(mc_args a)
 {
 	rows_geom rg = rows_geom_make(a.rpb);
 	unsigned char *sm = align_cuda_dyn_smem() + (size_t)rg.g * MC_SMEM_ROW;
-	int64_t *rowof = (int64_t *)sm;		   /* eo row (t*K + slot) of each summand, in summation order */
+	int64_t *rowof = (int64_t *)sm;          /* eo row (t*K + slot) of each summand, in summation order */
 	float *wo = (float *)(rowof + MC_MAX_K); /* their weights */
 	for (int64_t r0 = (int64_t)blockIdx.x * a.rpb; r0 < a.T; r0 += (int64_t)gridDim.x * a.rpb) {
 		int64_t t = r0 + rg.g;
@@ -138,7 +138,8 @@ __global__ void moe_combine_rows_kernel(mc_args a)
 /* launch.serial: one thread per token, the loops of moe_combine.c */
 __global__ void moe_combine_serial_kernel(mc_args a)
 {
-	for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < a.T; t += (int64_t)gridDim.x * blockDim.x) {
+	for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < a.T;
+	     t += (int64_t)gridDim.x * blockDim.x) {
 		int order[MC_MAX_K];
 		int64_t rowof[MC_MAX_K];
 		float wo[MC_MAX_K];
@@ -153,8 +154,8 @@ __global__ void moe_combine_serial_kernel(mc_args a)
 }
 
 extern "C" int moe_combine_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,
-				    int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
-				    cudaStream_t stream)
+                                    int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
+                                    cudaStream_t stream)
 {
 	(void)params; /* struct moe_combine_params has no field the kernel reads */
 	if (!m || !in || !out || n_in != 4 || n_out != 1 || in[0].ndim != 3)
@@ -165,7 +166,7 @@ extern "C" int moe_combine_fwd_cuda(const void *params, const struct align_modes
 	    ops_check(&in[2], ALIGN_DT_F32, 2, ks) || ops_check(&in[3], ALIGN_DT_BF16, 2, ys) ||
 	    ops_check(&out[0], ALIGN_DT_BF16, 2, ys))
 		return ops_cuda_bad_input("moe_combine", "shape or dtype mismatch (want eo[T,K,D] bf16, idx[T,K] i32, "
-							 "w[T,K] f32, shared[T,D] bf16, y[T,D] bf16, K <= 64)");
+		                                         "w[T,K] f32, shared[T,D] bf16, y[T,D] bf16, K <= 64)");
 	mc_args a;
 	a.eo = (const align_bf16 *)in[0].data;
 	a.idx = (const int32_t *)in[1].data;

@@ -47,21 +47,21 @@ float mimic_libm_log1pf(float x);
 
 /* Launch configuration knobs; 0 = the op's default. Results never depend on them. */
 struct align_launch {
-	int block;	    /* threads per block */
+	int block;          /* threads per block */
 	int rows_per_block; /* rows (tokens, heads) a block processes at once; threads per row = block / this */
-	int grid_cap;	    /* at most this many blocks; the rest is covered by grid-stride loops */
-	int serial;	    /* 1: the reference path, one thread per row running the C twin's loops as written */
+	int grid_cap;       /* at most this many blocks; the rest is covered by grid-stride loops */
+	int serial;         /* 1: the reference path, one thread per row running the C twin's loops as written */
 };
 
 typedef int (*align_fwd_cuda_fn)(const void *params, const struct align_modes *m, const struct align_tensor *in,
-				 int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
-				 cudaStream_t stream);
+                                 int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
+                                 cudaStream_t stream);
 
 /* <op>_fwd_cuda for every op of ops.def (only those in the registry need to exist) */
-#define OP(name, desc, inputs)                                                                                 \
-	int name##_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,    \
-			    int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,  \
-			    cudaStream_t stream);
+#define OP(name, desc, inputs)                                                                                         \
+	int name##_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in, int n_in,  \
+	                    struct align_tensor *out, int n_out, const struct align_launch *launch,                    \
+	                    cudaStream_t stream);
 #include "ops.def"
 #undef OP
 
@@ -69,8 +69,8 @@ typedef int (*align_fwd_cuda_fn)(const void *params, const struct align_modes *m
 align_fwd_cuda_fn ops_cuda_fwd(const struct align_op *op);
 
 /* Messages, worded like the rest of the project; each returns its status code. */
-int ops_cuda_fail(const char *call, cudaError_t e, const char *file, int line);	     /* 3 */
-int ops_cuda_bad_input(const char *op, const char *what);			     /* 2 */
+int ops_cuda_fail(const char *call, cudaError_t e, const char *file, int line);     /* 3 */
+int ops_cuda_bad_input(const char *op, const char *what);                           /* 2 */
 int ops_cuda_unsupported(const char *op, const struct align_modes *m, int mode_id); /* 4 */
 
 #ifdef __cplusplus
@@ -78,11 +78,11 @@ int ops_cuda_unsupported(const char *op, const struct align_modes *m, int mode_i
 #endif
 
 /* In a twin: return 3 with the message when a CUDA call fails. */
-#define OPS_CUDA_TRY(call)                                                                                     \
-	do {                                                                                                   \
-		cudaError_t e_ = (call);                                                                       \
-		if (e_ != cudaSuccess)                                                                         \
-			return ops_cuda_fail(#call, e_, __FILE__, __LINE__);                                   \
+#define OPS_CUDA_TRY(call)                                                                                             \
+	do {                                                                                                           \
+		cudaError_t e_ = (call);                                                                               \
+		if (e_ != cudaSuccess)                                                                                 \
+			return ops_cuda_fail(#call, e_, __FILE__, __LINE__);                                           \
 	} while (0)
 
 #endif /* ALIGN_OPS_CUDA_H */

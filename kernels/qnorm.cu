@@ -27,14 +27,14 @@ enum { QN_EAGER, QN_FUSED, QN_FACTOR, QN_F32OUT };
 
 struct qn_args {
 	const align_bf16 *q; /* [R, D], R = T*H */
-	void *y;	     /* [R, D] bf16, or f32 for fp32_out */
+	void *y;             /* [R, D] bf16, or f32 for fp32_out */
 	int64_t R, D;
 	int mode;    /* QNORM_MODE value */
 	int order;   /* enum align_reduce_order */
 	int rsqrt_v; /* RMSNORM_RSQRT value */
 	float eps;
-	int rpb;	    /* rows per block */
-	int vec;	    /* 16-byte stores: D % 8 == 0 and y 16-byte aligned */
+	int rpb;            /* rows per block */
+	int vec;            /* 16-byte stores: D % 8 == 0 and y 16-byte aligned */
 	int64_t row_elems;  /* shared-memory row stride in elements */
 	int64_t scr_floats; /* scratch floats per row */
 };
@@ -86,7 +86,7 @@ __device__ static inline float qn_mul(float x, float r)
 }
 
 __device__ static inline float qn_sum(const qn_args &a, const align_bf16 *row, float *scr, const rows_geom &rg,
-				      bool valid)
+                                      bool valid)
 {
 	if (a.mode == QN_EAGER) {
 		qn_sq_row e = {row};
@@ -97,7 +97,7 @@ __device__ static inline float qn_sum(const qn_args &a, const align_bf16 *row, f
 }
 
 __device__ static inline void qn_store_row(const qn_args &a, const align_bf16 *xs, int64_t row, float r,
-					   const rows_geom &rg)
+                                           const rows_geom &rg)
 {
 	int f32 = a.mode == QN_F32OUT;
 	if (a.vec) {
@@ -153,7 +153,8 @@ __global__ void qnorm_rows_kernel(qn_args a)
 /* launch.serial: one thread per row, the loops of qnorm.c */
 __global__ void qnorm_serial_kernel(qn_args a)
 {
-	for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < a.R; t += (int64_t)gridDim.x * blockDim.x) {
+	for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < a.R;
+	     t += (int64_t)gridDim.x * blockDim.x) {
 		const align_bf16 *row = a.q + t * a.D;
 		float ss;
 		if (a.mode == QN_EAGER) {
@@ -174,9 +175,9 @@ __global__ void qnorm_serial_kernel(qn_args a)
 	}
 }
 
-extern "C" int qnorm_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,
-			      int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
-			      cudaStream_t stream)
+extern "C" int qnorm_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in, int n_in,
+                              struct align_tensor *out, int n_out, const struct align_launch *launch,
+                              cudaStream_t stream)
 {
 	(void)params; /* struct qnorm_params has no field the kernel reads */
 	if (!m || !in || !out || n_in != 1 || n_out != 1 || in[0].ndim != 3)
@@ -187,7 +188,7 @@ extern "C" int qnorm_fwd_cuda(const void *params, const struct align_modes *m, c
 	int odt = mode == QN_F32OUT ? ALIGN_DT_F32 : ALIGN_DT_BF16;
 	if (ops_check(&in[0], ALIGN_DT_BF16, 3, qs) || ops_check(&out[0], odt, 3, qs))
 		return ops_cuda_bad_input("qnorm", "shape or dtype mismatch (want q[T,H,D] bf16, y[T,H,D] bf16 or f32 "
-						   "for QNORM_MODE=fp32_out)");
+		                                   "for QNORM_MODE=fp32_out)");
 	qn_args a;
 	a.q = (const align_bf16 *)in[0].data;
 	a.y = out[0].data;

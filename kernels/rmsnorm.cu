@@ -25,16 +25,16 @@
 
 struct rms_args {
 	const align_bf16 *x; /* [T, D] */
-	const float *w;	     /* [D] */
-	align_bf16 *y;	     /* [T, D] */
+	const float *w;      /* [D] */
+	align_bf16 *y;       /* [T, D] */
 	int64_t T, D;
 	int order;   /* enum align_reduce_order */
 	int rsqrt_v; /* RMSNORM_RSQRT value */
 	int wbf16;   /* RMSNORM_WEIGHT=bf16 */
 	int before;  /* RMSNORM_CAST=before_weight */
 	float eps;
-	int rpb;	    /* rows per block */
-	int vec;	    /* 16-byte path: D % 8 == 0 and y, w 16-byte aligned */
+	int rpb;            /* rows per block */
+	int vec;            /* 16-byte path: D % 8 == 0 and y, w 16-byte aligned */
 	int64_t row_elems;  /* shared-memory row stride in elements (D rounded up to 8) */
 	int64_t scr_floats; /* scratch floats per row */
 };
@@ -72,7 +72,7 @@ __device__ static inline align_bf16 rms_elem(const rms_args &a, float x32, float
 }
 
 __device__ static inline void rms_store_row(const rms_args &a, const align_bf16 *xs, int64_t row, float r,
-					    const rows_geom &rg)
+                                            const rows_geom &rg)
 {
 	align_bf16 *y = a.y + row * a.D;
 	if (a.vec) {
@@ -118,7 +118,8 @@ __global__ void rmsnorm_rows_kernel(rms_args a)
 /* launch.serial: one thread per row, the loops of rmsnorm.c */
 __global__ void rmsnorm_serial_kernel(rms_args a)
 {
-	for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < a.T; t += (int64_t)gridDim.x * blockDim.x) {
+	for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < a.T;
+	     t += (int64_t)gridDim.x * blockDim.x) {
 		rows_bf16_row xr = {a.x + t * a.D};
 		float r = rms_factor(a, hnr_reduce(a.order, xr, a.D, 1));
 		for (int64_t j = 0; j < a.D; j++)
@@ -127,8 +128,8 @@ __global__ void rmsnorm_serial_kernel(rms_args a)
 }
 
 extern "C" int rmsnorm_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,
-				int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
-				cudaStream_t stream)
+                                int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
+                                cudaStream_t stream)
 {
 	(void)params; /* struct rmsnorm_params has no field the kernel reads */
 	if (!m || !in || !out || n_in != 2 || n_out != 1 || in[0].ndim != 2)
@@ -137,7 +138,8 @@ extern "C" int rmsnorm_fwd_cuda(const void *params, const struct align_modes *m,
 	int64_t xs[2] = {T, D}, ws[1] = {D};
 	if (ops_check(&in[0], ALIGN_DT_BF16, 2, xs) || ops_check(&in[1], ALIGN_DT_F32, 1, ws) ||
 	    ops_check(&out[0], ALIGN_DT_BF16, 2, xs))
-		return ops_cuda_bad_input("rmsnorm", "shape or dtype mismatch (want x[T,D] bf16, w[D] f32, y[T,D] bf16)");
+		return ops_cuda_bad_input("rmsnorm",
+		                          "shape or dtype mismatch (want x[T,D] bf16, w[D] f32, y[T,D] bf16)");
 	rms_args a;
 	a.x = (const align_bf16 *)in[0].data;
 	a.w = (const float *)in[1].data;

@@ -43,28 +43,28 @@
 #define RT_GEMM_SMEM (2 * RT_BK * (RT_BM + RT_PAD) * sizeof(float))
 
 struct rt_args {
-	const align_bf16 *x;	/* [T, D] */
-	const float *w;		/* [E, D] */
-	const float *bias;	/* [E] */
-	const int32_t *ids;	/* [T] */
+	const align_bf16 *x;    /* [T, D] */
+	const float *w;         /* [E, D] */
+	const float *bias;      /* [E] */
+	const int32_t *ids;     /* [T] */
 	const int32_t *tid2eid; /* [V, K] */
-	int32_t *idx;		/* [T, K] */
-	float *wt;		/* [T, K] */
-	float *ls;		/* workspace [E][T]: logits, then scores */
-	float *bs;		/* workspace [E][T]: selection scores */
-	unsigned char *taken;	/* workspace [E][T] */
-	int *err;		/* workspace: set to 1 when a hash-layer id or table entry is out of range */
+	int32_t *idx;           /* [T, K] */
+	float *wt;              /* [T, K] */
+	float *ls;              /* workspace [E][T]: logits, then scores */
+	float *bs;              /* workspace [E][T]: selection scores */
+	unsigned char *taken;   /* workspace [E][T] */
+	int *err;               /* workspace: set to 1 when a hash-layer id or table entry is out of range */
 	int64_t T, D, E, V, K;
-	int gemm;	/* ROUTER_GEMM value */
-	int score;	/* enum router_score */
+	int gemm;  /* ROUTER_GEMM value */
+	int score; /* enum router_score */
 	int n_groups, topk_groups, hash;
 	float route_scale;
-	int sp_eps;	 /* ROUTER_SQRTSOFTPLUS_EPS=1e-20 */
-	int norm_eps;	 /* ROUTER_NORM_EPS=1e-20 */
-	int sum64;	 /* ROUTER_SUM=fp64 */
-	int index_order; /* ROUTER_TOPK_ORDER=index */
-	int mask_zero;	 /* ROUTER_GROUP_MASK=zero */
-	int placeholder; /* ROUTER_HASH_TABLE=placeholder */
+	int sp_eps;       /* ROUTER_SQRTSOFTPLUS_EPS=1e-20 */
+	int norm_eps;     /* ROUTER_NORM_EPS=1e-20 */
+	int sum64;        /* ROUTER_SUM=fp64 */
+	int index_order;  /* ROUTER_TOPK_ORDER=index */
+	int mask_zero;    /* ROUTER_GROUP_MASK=zero */
+	int placeholder;  /* ROUTER_HASH_TABLE=placeholder */
 	int vec_x, vec_w; /* 16-byte operand loads */
 };
 
@@ -95,7 +95,7 @@ ALIGN_HD static inline float rt_dot_hn(const rt_args &a, int64_t t, int64_t e)
 
 /* stage k0 .. k0 + RT_BK of the tile rows: As[k][m] = xq[m0 + m][k0 + k], Bs[k][n] = wq[n0 + n][k0 + k] */
 __device__ static inline void rt_stage(const rt_args &a, float (*As)[RT_BM + RT_PAD], float (*Bs)[RT_BN + RT_PAD],
-				       int64_t m0, int64_t n0, int64_t k0)
+                                       int64_t m0, int64_t n0, int64_t k0)
 {
 	const int r = threadIdx.x / 4, kk = (threadIdx.x % 4) * 8;
 	const int64_t t = m0 + r, e = n0 + r, kb = k0 + kk;
@@ -107,7 +107,8 @@ __device__ static inline void rt_stage(const rt_args &a, float (*As)[RT_BM + RT_
 			xv[q] = t < a.T && kb + q < a.D ? align_bf16_to_f32(a.x[t * a.D + kb + q]) : 0.0f;
 	}
 	if (a.vec_w && e < a.E && kb + 8 <= a.D) {
-		float4 u = __ldg((const float4 *)(a.w + e * a.D + kb)), v = __ldg((const float4 *)(a.w + e * a.D + kb) + 1);
+		float4 u = __ldg((const float4 *)(a.w + e * a.D + kb)),
+		       v = __ldg((const float4 *)(a.w + e * a.D + kb) + 1);
 		wv[0] = u.x, wv[1] = u.y, wv[2] = u.z, wv[3] = u.w, wv[4] = v.x, wv[5] = v.y, wv[6] = v.z, wv[7] = v.w;
 	} else {
 		for (int q = 0; q < 8; q++)
@@ -122,7 +123,7 @@ __device__ static inline void rt_stage(const rt_args &a, float (*As)[RT_BM + RT_
 
 __global__ void __launch_bounds__(RT_GEMM_THREADS) router_gemm_kernel(rt_args a)
 {
-	float(*As)[RT_BM + RT_PAD] = (float(*)[RT_BM + RT_PAD])align_cuda_dyn_smem();
+	float(*As)[RT_BM + RT_PAD] = (float(*)[RT_BM + RT_PAD]) align_cuda_dyn_smem();
 	float(*Bs)[RT_BN + RT_PAD] = As + RT_BK;
 	const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
 	const int64_t tiles_m = (a.T + RT_BM - 1) / RT_BM, tiles = tiles_m * ((a.E + RT_BN - 1) / RT_BN);
@@ -168,7 +169,7 @@ __global__ void __launch_bounds__(RT_GEMM_THREADS) router_gemm_kernel(rt_args a)
 
 /* step 5 of router.c: k largest of b[0..n) (stride bs) by strict '>' from e = 0, skipping taken ones */
 ALIGN_HD static inline void rt_topk(const float *b, int64_t bs, int64_t n, int64_t k, int32_t *sel,
-				   unsigned char *taken, int64_t ts)
+                                    unsigned char *taken, int64_t ts)
 {
 	for (int64_t e = 0; e < n; e++)
 		taken[e * ts] = 0;
@@ -315,7 +316,8 @@ __global__ void router_route_kernel(rt_args a)
 /* launch.serial: one thread per token computes its logits with the C loop, then routes */
 __global__ void router_serial_kernel(rt_args a)
 {
-	for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < a.T; t += (int64_t)gridDim.x * blockDim.x) {
+	for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < a.T;
+	     t += (int64_t)gridDim.x * blockDim.x) {
 		for (int64_t e = 0; e < a.E; e++)
 			a.ls[e * a.T + t] = rt_dot_hn(a, t, e);
 		if (rt_route_token(a, t))
@@ -325,10 +327,11 @@ __global__ void router_serial_kernel(rt_args a)
 
 /* router.c's check(): the same refusals */
 static int rt_check(const struct router_params *p, const struct align_tensor *in, int n_in,
-		    const struct align_tensor *out, int n_out)
+                    const struct align_tensor *out, int n_out)
 {
 	if (n_in != 5 || n_out != 2 || in[0].ndim != 2 || in[1].ndim != 2 || in[4].ndim != 2)
-		return ops_cuda_bad_input("router", "want x[T,D], w[E,D], bias[E], ids[T], tid2eid[V,K] -> idx, wt [T,K]");
+		return ops_cuda_bad_input("router",
+		                          "want x[T,D], w[E,D], bias[E], ids[T], tid2eid[V,K] -> idx, wt [T,K]");
 	int64_t T = in[0].shape[0], D = in[0].shape[1], E = in[1].shape[0], V = in[4].shape[0], K = in[4].shape[1];
 	int64_t xs[2] = {T, D}, ws[2] = {E, D}, es[1] = {E}, ts[1] = {T}, hs[2] = {V, K}, ks[2] = {T, K};
 	if (ops_check(&in[0], ALIGN_DT_BF16, 2, xs) || ops_check(&in[1], ALIGN_DT_F32, 2, ws) ||
@@ -338,7 +341,7 @@ static int rt_check(const struct router_params *p, const struct align_tensor *in
 		return ops_cuda_bad_input("router", "shape or dtype mismatch");
 	if (K > E || K > RT_MAX_K ||
 	    (p->n_groups > 1 && (E % p->n_groups || p->topk_groups < 1 || p->topk_groups > p->n_groups ||
-				 p->n_groups > RT_MAX_K || K > (int64_t)p->topk_groups * (E / p->n_groups))))
+	                         p->n_groups > RT_MAX_K || K > (int64_t)p->topk_groups * (E / p->n_groups))))
 		return ops_cuda_bad_input("router", "K, groups or topk_groups out of range");
 	return ALIGN_OK;
 }
@@ -357,22 +360,23 @@ static int rt_launch(const rt_args &a, const struct align_launch *L, cudaStream_
 	int block = L->block > 0 ? (L->block > 1024 ? 1024 : L->block) : 128;
 	OPS_CUDA_TRY(cudaMemsetAsync(a.err, 0, sizeof(int), stream));
 	if (L->serial > 0) {
-		ALIGN_CUDA_LAUNCH(router_serial_kernel, (unsigned)rt_grid(a.T, block, L->grid_cap), block, 0, stream, a);
+		ALIGN_CUDA_LAUNCH(router_serial_kernel, (unsigned)rt_grid(a.T, block, L->grid_cap), block, 0, stream,
+		                  a);
 		OPS_CUDA_TRY(cudaGetLastError()); /* the launch of router_serial_kernel */
 		return ALIGN_OK;
 	}
 	int64_t tiles = ((a.T + RT_BM - 1) / RT_BM) * ((a.E + RT_BN - 1) / RT_BN);
 	ALIGN_CUDA_LAUNCH(router_gemm_kernel, (unsigned)rt_grid(tiles, 1, L->grid_cap), RT_GEMM_THREADS, RT_GEMM_SMEM,
-			  stream, a);
+	                  stream, a);
 	OPS_CUDA_TRY(cudaGetLastError()); /* the launch of router_gemm_kernel */
 	ALIGN_CUDA_LAUNCH(router_route_kernel, (unsigned)rt_grid(a.T, block, L->grid_cap), block, 0, stream, a);
 	OPS_CUDA_TRY(cudaGetLastError()); /* the launch of router_route_kernel */
 	return ALIGN_OK;
 }
 
-extern "C" int router_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,
-			       int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
-			       cudaStream_t stream)
+extern "C" int router_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in, int n_in,
+                               struct align_tensor *out, int n_out, const struct align_launch *launch,
+                               cudaStream_t stream)
 {
 	const struct router_params *p = (const struct router_params *)params;
 	if (!p || !m || !in || !out)
@@ -430,7 +434,8 @@ extern "C" int router_fwd_cuda(const void *params, const struct align_modes *m, 
 		if (e == cudaSuccess)
 			e = cudaStreamSynchronize(stream);
 		if (e != cudaSuccess)
-			rc = ops_cuda_fail("cudaMemcpyAsync / cudaStreamSynchronize (hash-layer check)", e, __FILE__, __LINE__);
+			rc = ops_cuda_fail("cudaMemcpyAsync / cudaStreamSynchronize (hash-layer check)", e, __FILE__,
+			                   __LINE__);
 	}
 	cudaError_t ef = cudaFreeAsync(ws, stream);
 	if (rc)

@@ -39,8 +39,7 @@
 #include "reduce.h"
 
 #ifdef ALIGN_CUDA_EMU
-#define ALIGN_CUDA_LAUNCH(k, grid, block, smem, stream, ...)                                                   \
-	align_emu_launch(k, grid, block, smem, stream, __VA_ARGS__)
+#define ALIGN_CUDA_LAUNCH(k, grid, block, smem, stream, ...) align_emu_launch(k, grid, block, smem, stream, __VA_ARGS__)
 __device__ static inline unsigned char *align_cuda_dyn_smem(void)
 {
 	return align_emu_cur()->smem;
@@ -194,8 +193,8 @@ template <bool H> ALIGN_HD static inline float hx_div(float a, float b)
 /* ---- block geometry and the launch plan ---- */
 
 struct rows_geom {
-	int G;	/* threads per row: a multiple of 32 */
-	int g;	/* row slot of this thread in the block */
+	int G;  /* threads per row: a multiple of 32 */
+	int g;  /* row slot of this thread in the block */
 	int gt; /* index of this thread in its row group */
 };
 
@@ -216,11 +215,11 @@ ALIGN_HD static inline int64_t rows_scratch_floats(int64_t n)
 }
 
 struct rows_plan {
-	int serial; /* 1: one thread per row (launch.serial, or a row too long for shared memory) */
-	int G;	    /* threads per row */
-	int rpb;    /* rows per block */
-	int block;  /* threads per block = G * rpb (serial: threads per block) */
-	int grid;   /* blocks */
+	int serial;  /* 1: one thread per row (launch.serial, or a row too long for shared memory) */
+	int G;       /* threads per row */
+	int rpb;     /* rows per block */
+	int block;   /* threads per block = G * rpb (serial: threads per block) */
+	int grid;    /* blocks */
 	size_t smem; /* dynamic shared memory bytes per block */
 };
 
@@ -229,8 +228,8 @@ struct rows_plan {
  * rows_per_block lowered until G * rpb <= 1024 and rpb * row_smem fits the device's opt-in shared
  * memory; a row that does not fit alone runs the serial path. grid = ceil(rows / rpb), capped by
  * grid_cap (grid-stride loops cover the rest). Returns 0, 2 (negative knob) or 3 (CUDA query failed). */
-static inline int rows_plan_make(const char *op, const struct align_launch *L, int64_t rows, size_t row_smem,
-				 int def_G, int def_rpb, struct rows_plan *p)
+static inline int rows_plan_make(const char *op, const struct align_launch *L, int64_t rows, size_t row_smem, int def_G,
+                                 int def_rpb, struct rows_plan *p)
 {
 	struct align_launch none = {0, 0, 0, 0};
 	if (!L)
@@ -311,7 +310,8 @@ template <class X> __device__ static inline float rows_leaf(const X &x, int64_t 
 #pragma unroll
 			for (int i = 0; i < ROWS_LEAF; i++)
 				e[i] = FX_MUL(e[i], e[i]);
-		return FX_ADD(FX_ADD(FX_ADD(e[0], e[1]), FX_ADD(e[2], e[3])), FX_ADD(FX_ADD(e[4], e[5]), FX_ADD(e[6], e[7])));
+		return FX_ADD(FX_ADD(FX_ADD(e[0], e[1]), FX_ADD(e[2], e[3])),
+		              FX_ADD(FX_ADD(e[4], e[5]), FX_ADD(e[6], e[7])));
 	}
 	int r = (int)(n - i0);
 	for (int i = 0; i < r; i++)
@@ -334,7 +334,7 @@ __device__ static inline float rows_warp_tree(float v, int lane, int64_t cnt)
 
 template <class X>
 __device__ static inline float rows_pairwise(const X &x, int64_t n, int square, float *scr, const rows_geom &rg,
-					     bool valid)
+                                             bool valid)
 {
 	const int64_t nl = (n + ROWS_LEAF - 1) / ROWS_LEAF, ng = (nl + 31) / 32;
 	float *src = scr + 4, *dst = src + ng;
@@ -376,7 +376,7 @@ __device__ static inline float rows_pairwise(const X &x, int64_t n, int square, 
 
 template <class X>
 __device__ static inline float rows_warp32(const X &x, int64_t n, int square, float *scr, const rows_geom &rg,
-					   bool valid)
+                                           bool valid)
 {
 	if (valid && rg.gt < 32) {
 		float s = 0.0f;
@@ -399,7 +399,7 @@ __device__ static inline float rows_warp32(const X &x, int64_t n, int square, fl
 
 template <class X>
 __device__ static inline float rows_serial_order(int order, const X &x, int64_t n, int square, float *scr,
-						 const rows_geom &rg, bool valid)
+                                                 const rows_geom &rg, bool valid)
 {
 	if (valid && rg.gt == 0) {
 		float r;
@@ -432,7 +432,7 @@ __device__ static inline float rows_serial_order(int order, const X &x, int64_t 
  * reused after the next __syncthreads. */
 template <class X>
 __device__ static inline float rows_reduce(int order, const X &x, int64_t n, int square, float *scr,
-					   const rows_geom &rg, bool valid)
+                                           const rows_geom &rg, bool valid)
 {
 	if (order == ALIGN_REDUCE_PAIRWISE)
 		return rows_pairwise(x, n, square, scr, rg, valid);

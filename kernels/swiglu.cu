@@ -34,17 +34,17 @@
 
 struct sw_args {
 	const align_bf16 *g, *u; /* [T, F] */
-	const float *p;		 /* [T] */
-	align_bf16 *y;		 /* [T, F] */
-	const float *table;	 /* SW_TABLE silu values (NULL in the serial path) */
+	const float *p;          /* [T] */
+	align_bf16 *y;           /* [T, F] */
+	const float *table;      /* SW_TABLE silu values (NULL in the serial path) */
 	int64_t T, F;
-	float L;	/* clamp limit */
-	int clamp;	/* L > 0 and (routed, or SWIGLU_SHARED_CLAMP=on) */
-	int after;	/* SWIGLU_PROBS=after_w2 */
-	int dbl;	/* SWIGLU_ROUND=double */
+	float L;        /* clamp limit */
+	int clamp;      /* L > 0 and (routed, or SWIGLU_SHARED_CLAMP=on) */
+	int after;      /* SWIGLU_PROBS=after_w2 */
+	int dbl;        /* SWIGLU_ROUND=double */
 	int scale_bf16; /* SWIGLU_SCALE=bf16 */
-	int mul;	/* SWIGLU_SILU=mul */
-	int vec;	/* 16-byte path */
+	int mul;        /* SWIGLU_SILU=mul */
+	int vec;        /* 16-byte path */
 };
 
 /* silu(g) in binary32 as swiglu.c, portable exp */
@@ -117,7 +117,8 @@ __global__ void swiglu_kernel(sw_args a)
 /* launch.serial: one thread per row, the loops of swiglu.c, silu computed directly */
 __global__ void swiglu_serial_kernel(sw_args a)
 {
-	for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < a.T; t += (int64_t)gridDim.x * blockDim.x) {
+	for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < a.T;
+	     t += (int64_t)gridDim.x * blockDim.x) {
 		float q = a.scale_bf16 ? align_round_bf16(a.p[t]) : a.p[t];
 		for (int64_t f = 0; f < a.F; f++) {
 			int64_t i = t * a.F + f;
@@ -129,18 +130,20 @@ __global__ void swiglu_serial_kernel(sw_args a)
 	}
 }
 
-extern "C" int swiglu_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,
-			       int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
-			       cudaStream_t stream)
+extern "C" int swiglu_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in, int n_in,
+                               struct align_tensor *out, int n_out, const struct align_launch *launch,
+                               cudaStream_t stream)
 {
 	const struct swiglu_params *p = (const struct swiglu_params *)params;
 	if (!p || !m || !in || !out || n_in != 3 || n_out != 1 || in[0].ndim != 2)
-		return ops_cuda_bad_input("swiglu", "want inputs g[T,F] bf16, u[T,F] bf16, p[T] f32 and output a[T,F] bf16");
+		return ops_cuda_bad_input("swiglu",
+		                          "want inputs g[T,F] bf16, u[T,F] bf16, p[T] f32 and output a[T,F] bf16");
 	int64_t T = in[0].shape[0], F = in[0].shape[1];
 	int64_t gs[2] = {T, F}, ps[1] = {T};
 	if (ops_check(&in[0], ALIGN_DT_BF16, 2, gs) || ops_check(&in[1], ALIGN_DT_BF16, 2, gs) ||
 	    ops_check(&in[2], ALIGN_DT_F32, 1, ps) || ops_check(&out[0], ALIGN_DT_BF16, 2, gs))
-		return ops_cuda_bad_input("swiglu", "shape or dtype mismatch (want g, u [T,F] bf16, p[T] f32, a[T,F] bf16)");
+		return ops_cuda_bad_input("swiglu",
+		                          "shape or dtype mismatch (want g, u [T,F] bf16, p[T] f32, a[T,F] bf16)");
 	if (m->v[MODE_MATH_IMPL] == 1)
 		return ops_cuda_unsupported("swiglu", m, MODE_MATH_IMPL);
 	struct align_launch none = {0, 0, 0, 0};

@@ -32,29 +32,29 @@
 #define MAXT 8
 #define MAXCOPIES 8
 
-#define CK(call)                                                                                               \
-	do {                                                                                                   \
-		cudaError_t e_ = (call);                                                                       \
-		if (e_ != cudaSuccess) {                                                                       \
-			fprintf(stderr, "error: %s failed: %s at %s:%d\n", #call, cudaGetErrorString(e_),      \
-				__FILE__, __LINE__);                                                           \
-			return 2;                                                                              \
-		}                                                                                              \
+#define CK(call)                                                                                                       \
+	do {                                                                                                           \
+		cudaError_t e_ = (call);                                                                               \
+		if (e_ != cudaSuccess) {                                                                               \
+			fprintf(stderr, "error: %s failed: %s at %s:%d\n", #call, cudaGetErrorString(e_), __FILE__,    \
+			        __LINE__);                                                                             \
+			return 2;                                                                                      \
+		}                                                                                                      \
 	} while (0)
 
 static const struct {
 	const char *op;
 	const char *dims;
 } bench_dims[] = {
-	{"matmul", "T=4096,D=4096,F=4096"},
-	{"rmsnorm", "T=16384,D=4096"},
-	{"qnorm", "T=4096,H=64,D=512"},
-	{"swiglu", "T=16384,F=2048"},
-	{"router", "T=16384,D=4096,E=256,K=6,V=1024"},
-	{"mhc_pre", "T=16384,N=4,D=4096"},
-	{"mhc_post", "T=16384,N=4,D=4096"},
-	{"mhc_head", "T=16384,N=4,D=4096"},
-	{"moe_combine", "T=16384,K=6,D=4096,E=256"},
+    {"matmul", "T=4096,D=4096,F=4096"},
+    {"rmsnorm", "T=16384,D=4096"},
+    {"qnorm", "T=4096,H=64,D=512"},
+    {"swiglu", "T=16384,F=2048"},
+    {"router", "T=16384,D=4096,E=256,K=6,V=1024"},
+    {"mhc_pre", "T=16384,N=4,D=4096"},
+    {"mhc_post", "T=16384,N=4,D=4096"},
+    {"mhc_head", "T=16384,N=4,D=4096"},
+    {"moe_combine", "T=16384,K=6,D=4096,E=256"},
 };
 
 static const char *profiles[] = {NULL, "megatron", "paddle"};
@@ -107,9 +107,9 @@ struct opbench {
 	const struct align_op *op;
 	align_fwd_cuda_fn fwd;
 	void *params;
-	struct align_tensor hin[MAXT];		/* host inputs */
+	struct align_tensor hin[MAXT];            /* host inputs */
 	struct align_tensor din[MAXCOPIES][MAXT]; /* device inputs, ncopies sets */
-	struct align_tensor dout[MAXT];		/* device outputs */
+	struct align_tensor dout[MAXT];           /* device outputs */
 	int ncopies;
 	size_t in_bytes, out_bytes;
 };
@@ -137,7 +137,8 @@ static int opbench_make(struct opbench *b, const struct align_dims *d, const str
 	im->params_default(b->params, d);
 	b->in_bytes = b->out_bytes = 0;
 	for (int i = 0; i < im->n_in; i++) {
-		if (ops_tensor_alloc(b->op, 0, i, d, m, &b->hin[i]) || ops_fill_input(b->op, i, &b->hin[i], 0xbe0c, 0)) {
+		if (ops_tensor_alloc(b->op, 0, i, d, m, &b->hin[i]) ||
+		    ops_fill_input(b->op, i, &b->hin[i], 0xbe0c, 0)) {
 			fprintf(stderr, "error: %s: cannot build input %s\n", b->op->name, im->in[i].name);
 			return 2;
 		}
@@ -178,7 +179,7 @@ static int outputs_to_host(const struct opbench *b, unsigned char *h)
 
 /* time one (op, modes); prints its line. 0, 1 (nondeterministic), 2 (error), 4 (unsupported) */
 static int bench_one(struct opbench *b, const struct align_modes *m, const char *mname, const char *dims,
-		     cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1, double copy_bw)
+                     cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1, double copy_bw)
 {
 	const struct align_op_impl *im = b->op->impl;
 	float ms[REPS];
@@ -252,7 +253,8 @@ int main(int argc, char **argv)
 		return 2;
 	double copy_bw = 2.0 * (double)copy_n / (ct.med * 1e-3) / 1e9;
 	printf("bench-ops on %s (%d SMs, L2 %zu MiB), commit %s; %d warm-up + %d timed calls, median (min, max)\n",
-	       prop.name, prop.multiProcessorCount, (size_t)prop.l2CacheSize >> 20, ALIGN_GPU_BUILD_COMMIT, WARMUP, REPS);
+	       prop.name, prop.multiProcessorCount, (size_t)prop.l2CacheSize >> 20, ALIGN_GPU_BUILD_COMMIT, WARMUP,
+	       REPS);
 	printf("bench copy        cudaMemcpy D2D 1 GiB: median %9.1f us (min %9.1f, max %9.1f), copy traffic 2N/t = "
 	       "%.1f GB/s\n",
 	       ct.med * 1e3, ct.lo * 1e3, ct.hi * 1e3, copy_bw);

@@ -26,15 +26,15 @@
 #include "ops_cuda.h"
 
 #define MAXT 8
-#define GUARD 64	     /* guard bytes on each side of every output */
-#define GUARD_BYTE 0xa5	     /* guard pattern */
+#define GUARD 64        /* guard bytes on each side of every output */
+#define GUARD_BYTE 0xa5 /* guard pattern */
 #define MAX_MODESETS 64
 #define N_FILLS 3
 
 struct opts {
 	const char *only; /* --op NAME */
-	int quick;	  /* --quick: fewer launch configurations, dims and seeds (emulator runs) */
-	uint64_t seed;	  /* base seed */
+	int quick;        /* --quick: fewer launch configurations, dims and seeds (emulator runs) */
+	uint64_t seed;    /* base seed */
 };
 
 struct tally {
@@ -58,14 +58,14 @@ struct hcase {
 };
 
 static const struct align_launch launches[] = {
-	{0, 0, 0, 0},	 /* defaults */
-	{32, 1, 0, 0},	 /* one warp per row */
-	{1024, 2, 0, 0}, /* 512 threads per row */
-	{96, 1, 3, 0},	 /* 96 threads per row (not a power of two), 3 blocks: grid-stride */
-	{256, 8, 1, 0},	 /* 8 rows per block, one block */
-	{64, 0, 0, 0},	 /* block size only */
-	{0, 0, 0, 1},	 /* the serial reference path */
-	{64, 0, 2, 1},	 /* serial, 2 blocks */
+    {0, 0, 0, 0},    /* defaults */
+    {32, 1, 0, 0},   /* one warp per row */
+    {1024, 2, 0, 0}, /* 512 threads per row */
+    {96, 1, 3, 0},   /* 96 threads per row (not a power of two), 3 blocks: grid-stride */
+    {256, 8, 1, 0},  /* 8 rows per block, one block */
+    {64, 0, 0, 0},   /* block size only */
+    {0, 0, 0, 1},    /* the serial reference path */
+    {64, 0, 2, 1},   /* serial, 2 blocks */
 };
 #define N_LAUNCH (sizeof launches / sizeof launches[0])
 static const int quick_launches[] = {0, 1, 3, 6};
@@ -79,8 +79,8 @@ static size_t tensor_bytes(const struct align_tensor *t)
 
 static void launch_name(const struct align_launch *L, char *buf, size_t len)
 {
-	snprintf(buf, len, "block=%d rows_per_block=%d grid_cap=%d serial=%d", L->block, L->rows_per_block,
-		 L->grid_cap, L->serial);
+	snprintf(buf, len, "block=%d rows_per_block=%d grid_cap=%d serial=%d", L->block, L->rows_per_block, L->grid_cap,
+	         L->serial);
 }
 
 static int cuda_err(const char *call, cudaError_t e, int line)
@@ -88,11 +88,11 @@ static int cuda_err(const char *call, cudaError_t e, int line)
 	fprintf(stderr, "error: %s failed: %s at %s:%d\n", call, cudaGetErrorString(e), __FILE__, line);
 	return 2;
 }
-#define CK(call)                                                                                               \
-	do {                                                                                                   \
-		cudaError_t e_ = (call);                                                                       \
-		if (e_ != cudaSuccess)                                                                         \
-			return cuda_err(#call, e_, __LINE__);                                                  \
+#define CK(call)                                                                                                       \
+	do {                                                                                                           \
+		cudaError_t e_ = (call);                                                                               \
+		if (e_ != cudaSuccess)                                                                                 \
+			return cuda_err(#call, e_, __LINE__);                                                          \
 	} while (0)
 
 /* ---- mode sets ---- */
@@ -146,7 +146,7 @@ static struct align_fill case_fill(const struct align_tensor_spec *sp, int fill)
 
 /* inputs, guarded outputs and the C twin's run; 0 or 2 (host error) */
 static int hcase_make(const struct align_op *op, const void *params, const struct align_dims *d,
-		      const struct align_modes *m, int fill, uint64_t seed, struct hcase *h)
+                      const struct align_modes *m, int fill, uint64_t seed, struct hcase *h)
 {
 	const struct align_op_impl *im = op->impl;
 	memset(h, 0, sizeof *h);
@@ -227,9 +227,9 @@ static int dcase_make(const struct align_op *op, const struct hcase *h, struct d
 }
 
 /* One launch: guards + prefill, run, wait, copy back. *rc = the twin's status. 0 or 2 (CUDA error). */
-static int dcase_run(const struct align_op *op, align_fwd_cuda_fn fwd, const void *params,
-		     const struct align_modes *m, const struct hcase *h, struct dcase *g, const struct align_launch *L,
-		     int prefill, cudaStream_t stream, int *rc)
+static int dcase_run(const struct align_op *op, align_fwd_cuda_fn fwd, const void *params, const struct align_modes *m,
+                     const struct hcase *h, struct dcase *g, const struct align_launch *L, int prefill,
+                     cudaStream_t stream, int *rc)
 {
 	const struct align_op_impl *im = op->impl;
 	for (int i = 0; i < im->n_out; i++) {
@@ -246,7 +246,7 @@ static int dcase_run(const struct align_op *op, align_fwd_cuda_fn fwd, const voi
 
 /* first differing element of output i: "y[123] got 0x.. want 0x.." */
 static int describe_diff(const struct align_op *op, int i, const struct align_tensor *t, const unsigned char *got,
-			 const unsigned char *want, size_t bytes, char *msg, size_t len)
+                         const unsigned char *want, size_t bytes, char *msg, size_t len)
 {
 	size_t es = align_dtype_size(t->dtype);
 	for (size_t k = 0; k < bytes; k += es)
@@ -257,8 +257,9 @@ static int describe_diff(const struct align_op *op, int i, const struct align_te
 			size_t n = 0;
 			for (size_t j = k; j < bytes; j += es)
 				n += memcmp(got + j, want + j, es) != 0;
-			snprintf(msg, len, "%s[%zu] got 0x%0*" PRIx32 " want 0x%0*" PRIx32 " (%zu of %zu elements differ)",
-				 op->impl->out[i].name, k / es, (int)(2 * es), a, (int)(2 * es), b, n, bytes / es);
+			snprintf(msg, len,
+			         "%s[%zu] got 0x%0*" PRIx32 " want 0x%0*" PRIx32 " (%zu of %zu elements differ)",
+			         op->impl->out[i].name, k / es, (int)(2 * es), a, (int)(2 * es), b, n, bytes / es);
 			return 1;
 		}
 	return 0;
@@ -275,8 +276,8 @@ struct ctx {
 /* Check the twin under every launch configuration; 0 (verdict in msg / *verdict), 2 on CUDA error.
  * *verdict: 0 pass, 1 fail, 4 unsupported. */
 static int check_launches(struct ctx *c, const struct align_op *op, align_fwd_cuda_fn fwd, const void *params,
-			  const struct align_modes *m, const struct hcase *h, struct dcase *g, int *verdict,
-			  char *msg, size_t len, unsigned char **first)
+                          const struct align_modes *m, const struct hcase *h, struct dcase *g, int *verdict, char *msg,
+                          size_t len, unsigned char **first)
 {
 	const struct align_op_impl *im = op->impl;
 	int nl = c->o->quick ? (int)(sizeof quick_launches / sizeof quick_launches[0]) : (int)N_LAUNCH;
@@ -309,9 +310,9 @@ static int check_launches(struct ctx *c, const struct align_op *op, align_fwd_cu
 				if (!guards_ok(g->back[i], h->obytes[i])) {
 					*verdict = 1;
 					snprintf(msg, len, "wrote outside output %s [%s, run %d]", im->out[i].name, ln,
-						 run + 1);
+					         run + 1);
 				} else if (describe_diff(op, i, &h->out[i], got, (const unsigned char *)h->out[i].data,
-							 h->obytes[i], d, sizeof d)) {
+				                         h->obytes[i], d, sizeof d)) {
 					*verdict = 1;
 					snprintf(msg, len, "%s [%s, run %d]", d, ln, run + 1);
 				} else if (prev[i] && memcmp(prev[i], got, h->obytes[i])) {
@@ -341,8 +342,8 @@ static int check_launches(struct ctx *c, const struct align_op *op, align_fwd_cu
 
 /* Batch invariance: the first (T + 1) / 2 rows alone give the same leading rows (default launch). */
 static int check_invariance(struct ctx *c, const struct align_op *op, align_fwd_cuda_fn fwd, const void *params,
-			    const struct align_dims *d, const struct align_modes *m, int fill, uint64_t seed,
-			    unsigned char **full, int *bad, char *msg, size_t len)
+                            const struct align_dims *d, const struct align_modes *m, int fill, uint64_t seed,
+                            unsigned char **full, int *bad, char *msg, size_t len)
 {
 	const struct align_op_impl *im = op->impl;
 	int64_t T = d->v[ALIGN_DIM_T];
@@ -366,8 +367,10 @@ static int check_invariance(struct ctx *c, const struct align_op *op, align_fwd_
 				continue; /* not a per-row output */
 			if (memcmp(g.back[i] + GUARD, full[i], h.obytes[i])) {
 				*bad = 1;
-				snprintf(msg, len, "not batch invariant: output %s with T=%" PRId64 " differs from the first rows with T=%" PRId64,
-					 im->out[i].name, dh.v[ALIGN_DIM_T], T);
+				snprintf(msg, len,
+				         "not batch invariant: output %s with T=%" PRId64
+				         " differs from the first rows with T=%" PRId64,
+				         im->out[i].name, dh.v[ALIGN_DIM_T], T);
 			}
 		}
 	else if (!e && rc != h.rc) {
@@ -391,7 +394,7 @@ static void note_unsupported(struct tally *t, const char *op, const char *modes)
 }
 
 static int run_case(struct ctx *c, const struct align_op *op, align_fwd_cuda_fn fwd, const void *params, int var,
-		    const struct align_dims *d, const char *dname, const struct modeset *ms, int fill, uint64_t seed)
+                    const struct align_dims *d, const char *dname, const struct modeset *ms, int fill, uint64_t seed)
 {
 	struct hcase h;
 	struct dcase g;
@@ -424,8 +427,11 @@ static int run_case(struct ctx *c, const struct align_op *op, align_fwd_cuda_fn 
 		return e;
 	}
 	c->t->cases++;
-	snprintf(line, sizeof line, "%s %s v%d %s %s %s seed=0x%" PRIx64, verdict == 0 ? "PASS" : verdict == 4 ? "UNSUPPORTED" : "FAIL",
-		 op->name, var, dname, ms->name, fill_name[fill], seed);
+	snprintf(line, sizeof line, "%s %s v%d %s %s %s seed=0x%" PRIx64,
+	         verdict == 0   ? "PASS"
+	         : verdict == 4 ? "UNSUPPORTED"
+	                        : "FAIL",
+	         op->name, var, dname, ms->name, fill_name[fill], seed);
 	if (verdict == 0) {
 		c->t->pass++;
 		printf("%s%s\n", line, h.rc ? " (both twins refuse the input)" : "");
@@ -492,7 +498,7 @@ static int check_op(struct ctx *c, const struct align_op *op)
 				for (int fill = 0; !e && fill < N_FILLS; fill++)
 					for (int s = 0; !e && s < nseeds; s++)
 						e = run_case(c, op, fwd, params, var, &dv[di], dn[di], &ms[mi], fill,
-							     c->o->seed + (uint64_t)s * 0x9e3779b97f4a7c15ull);
+						             c->o->seed + (uint64_t)s * 0x9e3779b97f4a7c15ull);
 		}
 	free(params);
 	return e;

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rows_cuda.cuh"
 #include "rng.h"
+#include "rows_cuda.cuh"
 
 struct rows_f32 {
 	const float *p;
@@ -26,8 +26,7 @@ struct rows_f32 {
 };
 
 /* out[r] = rows_reduce over row r of x (rows of n floats, read from global memory) */
-__global__ void rows_test_kernel(const float *x, float *out, int64_t rows, int64_t n, int order, int square,
-				 int rpb)
+__global__ void rows_test_kernel(const float *x, float *out, int64_t rows, int64_t n, int order, int square, int rpb)
 {
 	rows_geom rg = rows_geom_make(rpb);
 	float *scr = (float *)align_cuda_dyn_smem() + (size_t)rg.g * (size_t)rows_scratch_floats(n);
@@ -42,14 +41,14 @@ __global__ void rows_test_kernel(const float *x, float *out, int64_t rows, int64
 	}
 }
 
-#define CK(call)                                                                                               \
-	do {                                                                                                   \
-		cudaError_t e_ = (call);                                                                       \
-		if (e_ != cudaSuccess) {                                                                       \
-			fprintf(stderr, "error: %s failed: %s at %s:%d\n", #call, cudaGetErrorString(e_),      \
-				__FILE__, __LINE__);                                                           \
-			return 2;                                                                              \
-		}                                                                                              \
+#define CK(call)                                                                                                       \
+	do {                                                                                                           \
+		cudaError_t e_ = (call);                                                                               \
+		if (e_ != cudaSuccess) {                                                                               \
+			fprintf(stderr, "error: %s failed: %s at %s:%d\n", #call, cudaGetErrorString(e_), __FILE__,    \
+			        __LINE__);                                                                             \
+			return 2;                                                                                      \
+		}                                                                                                      \
 	} while (0)
 
 static float value(uint64_t seed, uint64_t i, int nan_row)
@@ -81,8 +80,8 @@ static int check(int64_t n, int G, int rpb, int order, int square, long *cases, 
 	size_t smem = (size_t)rpb * (size_t)rows_scratch_floats(n) * sizeof(float);
 	CK(rows_smem_optin(rows_test_kernel, smem));
 	int grid = (int)((rows + rpb - 1) / rpb);
-	ALIGN_CUDA_LAUNCH(rows_test_kernel, grid > 2 ? 2 : grid, G * rpb, smem, (cudaStream_t)0, (const float *)dx, dout,
-			  rows, n, order, square, rpb);
+	ALIGN_CUDA_LAUNCH(rows_test_kernel, grid > 2 ? 2 : grid, G * rpb, smem, (cudaStream_t)0, (const float *)dx,
+	                  dout, rows, n, order, square, rpb);
 	CK(cudaGetLastError());
 	CK(cudaDeviceSynchronize());
 	CK(cudaMemcpy(hout, dout, sizeof hout, cudaMemcpyDeviceToHost));

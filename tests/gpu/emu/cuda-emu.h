@@ -43,8 +43,14 @@ struct __attribute__((aligned(8))) float2 {
 	float x, y;
 };
 
-static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
-static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
+static inline float4 make_float4(float x, float y, float z, float w)
+{
+	return float4{x, y, z, w};
+}
+static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w)
+{
+	return uint4{x, y, z, w};
+}
 
 /* the running fiber's coordinates (emu.cpp) */
 struct align_emu_thread {
@@ -62,8 +68,15 @@ extern "C" uint64_t align_emu_shfl(uint64_t v, int src_lane_abs);
 #define blockDim (align_emu_cur()->bdim)
 #define gridDim (align_emu_cur()->gdim)
 
-static inline void __syncthreads(void) { align_emu_syncthreads(); }
-static inline void __syncwarp(unsigned mask = 0xffffffffu) { (void)mask; align_emu_syncwarp(); }
+static inline void __syncthreads(void)
+{
+	align_emu_syncthreads();
+}
+static inline void __syncwarp(unsigned mask = 0xffffffffu)
+{
+	(void)mask;
+	align_emu_syncwarp();
+}
 
 template <class T> static inline T align_emu_shfl_t(T v, int lane)
 {
@@ -75,7 +88,10 @@ template <class T> static inline T align_emu_shfl_t(T v, int lane)
 	__builtin_memcpy(&r, &u, sizeof r);
 	return r;
 }
-static inline unsigned align_emu_lane(void) { return align_emu_cur()->tid.x % 32u; }
+static inline unsigned align_emu_lane(void)
+{
+	return align_emu_cur()->tid.x % 32u;
+}
 template <class T> static inline T __shfl_sync(unsigned mask, T v, int src, int width = 32)
 {
 	unsigned lane = align_emu_lane(), seg = lane / width * width;
@@ -93,13 +109,19 @@ template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int m, in
 	unsigned src = seg + (((lane - seg) ^ (unsigned)m) % width);
 	return align_emu_shfl_t(v, (int)src);
 }
-template <class T> static inline T __ldg(const T *p) { return *p; }
+template <class T> static inline T __ldg(const T *p)
+{
+	return *p;
+}
 
 /* Run kernel k on grid x block with `smem` bytes of dynamic shared memory (emu.cpp runs the fibers). */
 extern "C" void align_emu_run_grid(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ctx);
 extern "C" void align_emu_set_error(cudaError_t e);
 
-template <class F> static void align_emu_trampoline(void *ctx) { (*(F *)ctx)(); }
+template <class F> static void align_emu_trampoline(void *ctx)
+{
+	(*(F *)ctx)();
+}
 
 template <class... P, class... A>
 static void align_emu_launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A... args)

@@ -14,7 +14,8 @@
 #include "cuda-emu.h"
 #include "ops_cuda.h"
 
-namespace {
+namespace
+{
 
 struct fiber {
 	ucontext_t ctx;
@@ -66,7 +67,10 @@ void fiber_main(unsigned idx)
 	swapcontext(&f->ctx, &g_run->sched);
 }
 
-void fiber_entry(unsigned lo, unsigned hi) { fiber_main(lo | (hi << 16)); }
+void fiber_entry(unsigned lo, unsigned hi)
+{
+	fiber_main(lo | (hi << 16));
+}
 
 void wait_at(barrier *b, unsigned expected)
 {
@@ -84,13 +88,22 @@ void wait_at(barrier *b, unsigned expected)
 	}
 }
 
-unsigned cur_index(void) { return (unsigned)(g_cur - &g_run->fibers[0]); }
+unsigned cur_index(void)
+{
+	return (unsigned)(g_cur - &g_run->fibers[0]);
+}
 
 } // namespace
 
-extern "C" align_emu_thread *align_emu_cur(void) { return &g_cur->t; }
+extern "C" align_emu_thread *align_emu_cur(void)
+{
+	return &g_cur->t;
+}
 
-extern "C" void align_emu_syncthreads(void) { wait_at(&g_run->block_bar, g_run->live); }
+extern "C" void align_emu_syncthreads(void)
+{
+	wait_at(&g_run->block_bar, g_run->live);
+}
 
 extern "C" void align_emu_syncwarp(void)
 {
@@ -109,7 +122,10 @@ extern "C" uint64_t align_emu_shfl(uint64_t v, int src_lane)
 	return r;
 }
 
-extern "C" void align_emu_set_error(cudaError_t e) { g_last = e; }
+extern "C" void align_emu_set_error(cudaError_t e)
+{
+	g_last = e;
+}
 
 extern "C" void align_emu_run_grid(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ctx)
 {
@@ -164,9 +180,10 @@ extern "C" void align_emu_run_grid(dim3 grid, dim3 block, size_t smem, void (*bo
 						for (auto &f : run.fibers)
 							waiting += !f.done && f.waiting;
 						if (waiting == run.live) {
-							fprintf(stderr, "emu: deadlock in block (%u,%u,%u): %u threads wait at "
-									"barriers that never open\n",
-								bx, by, bz, waiting);
+							fprintf(stderr,
+							        "emu: deadlock in block (%u,%u,%u): %u threads wait at "
+							        "barriers that never open\n",
+							        bx, by, bz, waiting);
 							abort();
 						}
 					}
@@ -189,15 +206,24 @@ struct align_emu_event {
 
 extern "C" {
 
-const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "emulated error"; }
-const char *cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaErrorEmulated"; }
+const char *cudaGetErrorString(cudaError_t e)
+{
+	return e == cudaSuccess ? "no error" : "emulated error";
+}
+const char *cudaGetErrorName(cudaError_t e)
+{
+	return e == cudaSuccess ? "cudaSuccess" : "cudaErrorEmulated";
+}
 cudaError_t cudaGetLastError(void)
 {
 	cudaError_t e = g_last;
 	g_last = cudaSuccess;
 	return e;
 }
-cudaError_t cudaPeekAtLastError(void) { return g_last; }
+cudaError_t cudaPeekAtLastError(void)
+{
+	return g_last;
+}
 cudaError_t cudaGetDeviceCount(int *n)
 {
 	*n = 1;
@@ -208,7 +234,10 @@ cudaError_t cudaGetDevice(int *d)
 	*d = 0;
 	return cudaSuccess;
 }
-cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidValue; }
+cudaError_t cudaSetDevice(int d)
+{
+	return d == 0 ? cudaSuccess : cudaErrorInvalidValue;
+}
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d)
 {
 	memset(p, 0, sizeof *p);
@@ -223,7 +252,10 @@ cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int d)
 	*v = a == cudaDevAttrMultiProcessorCount ? 132 : a == cudaDevAttrMaxSharedMemoryPerBlockOptin ? 232448 : 49152;
 	return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void)
+{
+	return cudaSuccess;
+}
 cudaError_t cudaMalloc(void **p, size_t n)
 {
 	*p = aligned_alloc(256, (n + 255) / 256 * 256 + 256);
@@ -234,8 +266,14 @@ cudaError_t cudaFree(void *p)
 	free(p);
 	return cudaSuccess;
 }
-cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s) { return cudaMalloc(p, n); }
-cudaError_t cudaFreeAsync(void *p, cudaStream_t s) { return cudaFree(p); }
+cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s)
+{
+	return cudaMalloc(p, n);
+}
+cudaError_t cudaFreeAsync(void *p, cudaStream_t s)
+{
+	return cudaFree(p);
+}
 cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k)
 {
 	memmove(d, s, n);
@@ -251,19 +289,28 @@ cudaError_t cudaMemset(void *d, int v, size_t n)
 	memset(d, v, n);
 	return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t st) { return cudaMemset(d, v, n); }
+cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t st)
+{
+	return cudaMemset(d, v, n);
+}
 cudaError_t cudaStreamCreate(cudaStream_t *s)
 {
 	*s = new align_emu_stream();
 	return cudaSuccess;
 }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) { return cudaStreamCreate(s); }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
+{
+	return cudaStreamCreate(s);
+}
 cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
 	delete s;
 	return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t s) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+	return cudaSuccess;
+}
 cudaError_t cudaEventCreate(cudaEvent_t *e)
 {
 	*e = new align_emu_event();
@@ -274,8 +321,14 @@ cudaError_t cudaEventDestroy(cudaEvent_t e)
 	delete e;
 	return cudaSuccess;
 }
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { return cudaSuccess; }
-cudaError_t cudaEventSynchronize(cudaEvent_t e) { return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+	return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+	return cudaSuccess;
+}
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 {
 	*ms = 1.0f;
@@ -283,13 +336,13 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 }
 
 /* every twin of ops.def that is not compiled into the emulator build */
-#define OP(name, desc, inputs)                                                                                 \
-	__attribute__((weak)) int name##_fwd_cuda(const void *params, const struct align_modes *m,             \
-						  const struct align_tensor *in, int n_in, struct align_tensor *out, \
-						  int n_out, const struct align_launch *launch, cudaStream_t stream) \
-	{                                                                                                      \
-		fprintf(stderr, "error: %s (cuda): not built into the emulator\n", #name);                     \
-		return ALIGN_ERR_UNSUPPORTED;                                                                  \
+#define OP(name, desc, inputs)                                                                                         \
+	__attribute__((weak)) int name##_fwd_cuda(const void *params, const struct align_modes *m,                     \
+	                                          const struct align_tensor *in, int n_in, struct align_tensor *out,   \
+	                                          int n_out, const struct align_launch *launch, cudaStream_t stream)   \
+	{                                                                                                              \
+		fprintf(stderr, "error: %s (cuda): not built into the emulator\n", #name);                             \
+		return ALIGN_ERR_UNSUPPORTED;                                                                          \
 	}
 #include "ops.def"
 #undef OP
