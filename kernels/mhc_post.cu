@@ -202,7 +202,12 @@ extern "C" int mhc_post_fwd_cuda(const void *params, const struct align_modes *m
 	if (T <= 0 || N <= 0 || D <= 0)
 		return ALIGN_OK;
 	struct rows_plan p = {0, 0, 0, 0, 0, 0};
-	int rc = rows_plan_make("mhc_post", launch, T, MP_SMEM_ROW, 128, 2, &p);
+	void (*rows_kernel)(mp_args) = N <= 4 ? mhc_post_rows_kernel<4> : mhc_post_rows_kernel<MHC_MAX_N>;
+	int mr = 0, ms = 0, rc = rows_max_block(rows_kernel, &mr);
+	if (!rc)
+		rc = rows_max_block(mhc_post_serial_kernel, &ms);
+	if (!rc)
+		rc = rows_plan_make("mhc_post", launch, T, MP_SMEM_ROW, 128, 2, mr, ms, &p);
 	if (rc)
 		return rc;
 	a.rpb = p.rpb;
@@ -210,12 +215,9 @@ extern "C" int mhc_post_fwd_cuda(const void *params, const struct align_modes *m
 		return ALIGN_OK;
 	if (p.serial) {
 		ALIGN_CUDA_LAUNCH(mhc_post_serial_kernel, p.grid, p.block, 0, stream, a);
-	} else if (N <= 4) {
-		OPS_CUDA_TRY(rows_smem_optin(mhc_post_rows_kernel<4>, p.smem));
-		ALIGN_CUDA_LAUNCH(mhc_post_rows_kernel<4>, p.grid, p.block, p.smem, stream, a);
 	} else {
-		OPS_CUDA_TRY(rows_smem_optin(mhc_post_rows_kernel<MHC_MAX_N>, p.smem));
-		ALIGN_CUDA_LAUNCH(mhc_post_rows_kernel<MHC_MAX_N>, p.grid, p.block, p.smem, stream, a);
+		OPS_CUDA_TRY(rows_smem_optin(rows_kernel, p.smem));
+		ALIGN_CUDA_LAUNCH(rows_kernel, p.grid, p.block, p.smem, stream, a);
 	}
 	OPS_CUDA_TRY(cudaGetLastError()); /* the launch */
 	return ALIGN_OK;

@@ -183,7 +183,11 @@ extern "C" int moe_combine_fwd_cuda(const void *params, const struct align_modes
 	if (T <= 0 || D <= 0)
 		return ALIGN_OK;
 	struct rows_plan p = {0, 0, 0, 0, 0, 0};
-	int rc = rows_plan_make("moe_combine", launch, T, MC_SMEM_ROW, 128, 2, &p);
+	int mr = 0, ms = 0, rc = rows_max_block(moe_combine_rows_kernel, &mr);
+	if (!rc)
+		rc = rows_max_block(moe_combine_serial_kernel, &ms);
+	if (!rc)
+		rc = rows_plan_make("moe_combine", launch, T, MC_SMEM_ROW, 128, 2, mr, ms, &p);
 	if (rc)
 		return rc;
 	a.rpb = p.rpb;

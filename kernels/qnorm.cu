@@ -204,7 +204,12 @@ extern "C" int qnorm_fwd_cuda(const void *params, const struct align_modes *m, c
 	if (a.R <= 0 || D <= 0)
 		return ALIGN_OK;
 	struct rows_plan p = {0, 0, 0, 0, 0, 0};
-	int rc = rows_plan_make("qnorm", launch, a.R, (size_t)(a.row_elems * 2 + a.scr_floats * 4), 32, 8, &p);
+	int mr = 0, ms = 0, rc = rows_max_block(qnorm_rows_kernel, &mr);
+	if (!rc)
+		rc = rows_max_block(qnorm_serial_kernel, &ms);
+	if (!rc)
+		rc = rows_plan_make("qnorm", launch, a.R, (size_t)(a.row_elems * 2 + a.scr_floats * 4), 32, 8, mr, ms,
+		                    &p);
 	if (rc)
 		return rc;
 	a.rpb = p.rpb;

@@ -357,7 +357,11 @@ static int64_t rt_grid(int64_t work, int per_block, int cap)
 /* launches after the workspace exists; 0 or 3 */
 static int rt_launch(const rt_args &a, const struct align_launch *L, cudaStream_t stream)
 {
-	int block = L->block > 0 ? (L->block > 1024 ? 1024 : L->block) : 128;
+	int block = L->block > 0 ? (L->block > 1024 ? 1024 : L->block) : 128, maxb = 0;
+	int rc = rows_max_block(L->serial > 0 ? router_serial_kernel : router_route_kernel, &maxb);
+	if (rc)
+		return rc;
+	block = block > maxb ? maxb : block; /* what the kernel's registers allow */
 	OPS_CUDA_TRY(cudaMemsetAsync(a.err, 0, sizeof(int), stream));
 	if (L->serial > 0) {
 		ALIGN_CUDA_LAUNCH(router_serial_kernel, (unsigned)rt_grid(a.T, block, L->grid_cap), block, 0, stream,

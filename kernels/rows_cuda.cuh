@@ -223,13 +223,25 @@ struct rows_plan {
 	size_t smem; /* dynamic shared memory bytes per block */
 };
 
+/* Threads per block `kernel` can be launched with (its registers allow it), a multiple of 32, in *n. 0 or 3. */
+template <class K> static inline int rows_max_block(K kernel, int *n)
+{
+	struct cudaFuncAttributes fa;
+	OPS_CUDA_TRY(cudaFuncGetAttributes(&fa, kernel));
+	*n = fa.maxThreadsPerBlock / 32 * 32;
+	if (*n < 32)
+		*n = 32;
+	return ALIGN_OK;
+}
+
 /* Plan a row-wise launch: `rows` rows needing `row_smem` bytes of shared memory each. Knobs (0 =
- * default): G = block / rows_per_block rounded up to a multiple of 32 (at least 32, at most 1024),
- * rows_per_block lowered until G * rpb <= 1024 and rpb * row_smem fits the device's opt-in shared
- * memory; a row that does not fit alone runs the serial path. grid = ceil(rows / rpb), capped by
- * grid_cap (grid-stride loops cover the rest). Returns 0, 2 (negative knob) or 3 (CUDA query failed). */
+ * default): G = block / rows_per_block rounded up to a multiple of 32 (at least 32, at most max_rows:
+ * the row kernel's threads-per-block limit), rows_per_block lowered until G * rpb <= max_rows and
+ * rpb * row_smem fits the device's opt-in shared memory; a row that does not fit alone runs the serial
+ * path (at most max_serial threads per block). grid = ceil(rows / rpb), capped by grid_cap
+ * (grid-stride loops cover the rest). Returns 0, 2 (negative knob) or 3 (CUDA query failed). */
 static inline int rows_plan_make(const char *op, const struct align_launch *L, int64_t rows, size_t row_smem, int def_G,
-                                 int def_rpb, struct rows_plan *p)
+                                 int def_rpb, int max_rows, int max_serial, struct rows_plan *p)
 {
 	struct align_launch none = {0, 0, 0, 0};
 	if (!L)
@@ -245,16 +257,16 @@ static inline int rows_plan_make(const char *op, const struct align_launch *L, i
 		p->G = 1;
 		p->rpb = 1;
 		p->block = L->block > 0 ? (L->block + 31) / 32 * 32 : 128;
-		p->block = p->block > 1024 ? 1024 : p->block;
+		p->block = p->block > max_serial ? max_serial : p->block;
 		p->smem = 0;
 		blocks = (rows + p->block - 1) / p->block;
 	} else {
 		int rpb = L->rows_per_block > 0 ? L->rows_per_block : def_rpb;
 		int block = L->block > 0 ? L->block : def_G * rpb;
 		int G = (block / rpb + 31) / 32 * 32;
-		G = G < 32 ? 32 : G > 1024 ? 1024 : G;
-		if (rpb > 1024 / G)
-			rpb = 1024 / G;
+		G = G < 32 ? 32 : G > max_rows ? max_rows : G;
+		if (rpb > max_rows / G)
+			rpb = max_rows / G;
 		while (rpb > 1 && (size_t)rpb * row_smem > (size_t)optin)
 			rpb--;
 		p->G = G;

@@ -167,7 +167,11 @@ extern "C" int swiglu_fwd_cuda(const void *params, const struct align_modes *m, 
 	a.vec = F % 8 == 0 && rows_al16(a.g) && rows_al16(a.u) && rows_al16(a.y);
 	if (T <= 0 || F <= 0)
 		return ALIGN_OK;
-	int block = L->block > 0 ? (L->block > 1024 ? 1024 : L->block) : 256;
+	int block = L->block > 0 ? (L->block > 1024 ? 1024 : L->block) : 256, maxb = 0;
+	int rc = rows_max_block(L->serial > 0 ? swiglu_serial_kernel : swiglu_kernel, &maxb);
+	if (rc)
+		return rc;
+	block = block > maxb ? maxb : block; /* what the kernel's registers allow */
 	if (L->serial > 0) {
 		int64_t grid = (T + block - 1) / block;
 		if (L->grid_cap > 0 && grid > L->grid_cap)

@@ -109,6 +109,8 @@ int main(int argc, char **argv)
 		return 77;
 	}
 	int quick = argc > 1 && !strcmp(argv[1], "--quick");
+	struct cudaFuncAttributes fa;
+	CK(cudaFuncGetAttributes(&fa, rows_test_kernel));
 	int64_t ns[128];
 	int nn = 0;
 	for (int64_t n = 1; n <= 40; n++)
@@ -124,7 +126,7 @@ int main(int argc, char **argv)
 	for (int k = 0; k < nn && !rc; k++)
 		for (int gi = 0; gi < 4 && !rc; gi++)
 			for (int rpb = 1; rpb <= 3 && !rc; rpb++) {
-				if (Gs[gi] * rpb > 1024 || (quick && (rpb == 2 || Gs[gi] == 512)))
+				if (Gs[gi] * rpb > fa.maxThreadsPerBlock || (quick && (rpb == 2 || Gs[gi] == 512)))
 					continue;
 				for (int o = 0; o < 4 && !rc; o++)
 					for (int sq = 0; sq < 2 && !rc; sq++)

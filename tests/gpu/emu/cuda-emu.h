@@ -114,6 +114,25 @@ template <class T> static inline T __ldg(const T *p)
 	return *p;
 }
 
+/* Threads per block a kernel "can" use: $ALIGN_EMU_MAX_THREADS (default 1024), so that tests can make
+ * launches with more threads fail as they do on a GPU when registers run out (emu.cpp). */
+extern "C" int align_emu_max_threads(void);
+
+struct cudaFuncAttributes {
+	int maxThreadsPerBlock;
+	int numRegs;
+	size_t sharedSizeBytes;
+};
+
+template <class K> static inline cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *a, K k)
+{
+	(void)k;
+	a->maxThreadsPerBlock = align_emu_max_threads();
+	a->numRegs = 32;
+	a->sharedSizeBytes = 0;
+	return cudaSuccess;
+}
+
 /* Run kernel k on grid x block with `smem` bytes of dynamic shared memory (emu.cpp runs the fibers). */
 extern "C" void align_emu_run_grid(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ctx);
 extern "C" void align_emu_set_error(cudaError_t e);
@@ -128,7 +147,8 @@ static void align_emu_launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem
 {
 	(void)s;
 	auto body = [&]() { k(((P)args)...); };
-	if (block.x * block.y * block.z == 0 || block.x * block.y * block.z > 1024 || smem > 232448) {
+	unsigned nt = block.x * block.y * block.z;
+	if (nt == 0 || nt > (unsigned)align_emu_max_threads() || smem > 232448) {
 		align_emu_set_error(cudaErrorInvalidValue);
 		return;
 	}

@@ -127,6 +127,13 @@ extern "C" void align_emu_set_error(cudaError_t e)
 	g_last = e;
 }
 
+extern "C" int align_emu_max_threads(void)
+{
+	const char *s = getenv("ALIGN_EMU_MAX_THREADS");
+	int n = s ? atoi(s) : 1024;
+	return n >= 32 && n <= 1024 ? n : 1024;
+}
+
 extern "C" void align_emu_run_grid(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ctx)
 {
 	unsigned nt = block.x * block.y * block.z;

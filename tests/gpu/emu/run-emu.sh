@@ -3,7 +3,8 @@
 # emulator (tests/gpu/emu: fibers for threads, barriers for __syncthreads and shuffles) and run it.
 # For a machine without a GPU: it checks the kernels' index arithmetic, barriers and reduction trees
 # against the C twins; it does not check the GPU's arithmetic (run the real test on a GPU for that).
-# Usage: [EMU_TEST=test-ops-cuda] tests/gpu/emu/run-emu.sh [OUTDIR] [-- test arguments, default --quick]
+# Usage: [EMU_TEST=test-ops-cuda] tests/gpu/emu/run-emu.sh [OUTDIR] [-- test arguments]
+# Without `--` the test runs with --quick; `--` alone runs it in full.
 # EMU_TEST names the test source tests/gpu/$EMU_TEST.cu (test-ops-cuda, test-rows-cuda).
 # Twins compiled in: EMU_TWINS (default: every kernels/<op>.cu that uses rows_cuda.cuh or
 # ALIGN_CUDA_LAUNCH); the others answer "not built into the emulator" (status 4).
@@ -11,8 +12,11 @@ set -eu
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 out=${1:-/tmp/align-emu}
 [ $# -gt 0 ] && shift
-[ "${1:-}" = "--" ] && shift
-[ $# -eq 0 ] && set -- --quick
+if [ "${1:-}" = "--" ]; then
+	shift # the test's arguments, possibly none (the full run)
+else
+	set -- --quick
+fi
 mkdir -p "$out"
 k="$root/kernels"
 emu="$root/tests/gpu/emu"
