@@ -12,7 +12,9 @@
  * Layout: row-major, K contiguous in a and b (torch Linear), device pointers, 16-byte aligned,
  * K a multiple of 8; any M >= 0, N >= 0. Algorithm and napkin maths: kernels/matmul_tc.cu.
  * Returns 0, 2 (bad arguments; message on stderr) or 3 (CUDA error with call, file and line).
- * Asynchronous on `stream`. C linkage.
+ * Asynchronous on `stream`: read y only after synchronizing `stream` (or from work queued on it); with a
+ * cudaStreamNonBlocking stream a plain cudaMemcpy / cudaMemset (legacy default stream) is NOT ordered
+ * with the kernel and sees a half-written y. C linkage.
  */
 #ifndef ALIGN_MATMUL_TC_H
 #define ALIGN_MATMUL_TC_H

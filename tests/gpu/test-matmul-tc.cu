@@ -10,7 +10,13 @@
  *      an inexact fp32 sum) plus up to 4 fp32 ulps of S per m16n8k16 step (K/16 sequential mma steps;
  *      tensor cores add the 16 exact products and the accumulator with truncation and limited
  *      alignment, so a plain K u S bound is not assumed). The worst err / tol and err / S are printed;
- *   4. refuses bad arguments: K % 8 != 0 and misaligned pointers (status 2), M = 0 is a no-op (status 0).
+ *   4. refuses bad arguments: K % 8 != 0 and misaligned pointers (status 2), M = 0 is a no-op (status 0);
+ *   5. at large shapes (M x N x K = 4096 x 4096 x 4096 and 4096 x 1536 x 7168, the bench's): 3 calls launched
+ *      back to back into outputs pre-filled with 3 different byte patterns give identical bytes, and an fp64
+ *      spot check of 16 elements of every output tile is within the tolerance of 3.
+ * Every fill is cudaMemsetAsync on the test's stream and every copy back follows cudaStreamSynchronize: the
+ * stream is cudaStreamNonBlocking, so a plain cudaMemset / cudaMemcpy (legacy default stream) is NOT
+ * ordered with the kernel (the race that made tests/gpu/bench-matmul.cu report "CHANGED between calls").
  * Shapes (N, K): (1024, 1024), (1000, 7168) (N not a multiple of 8 or of the 256-column tile: scalar
  * stores), (264, 200) (K not a multiple of the 64-deep K tile). Inputs: bf16 of counter-RNG normal-ish
  * values (kernels/rng.h), a at scale 1, b at scale 1/16.
@@ -90,7 +96,7 @@ static int check_determinism(struct ctx *c)
 	CK(cudaMemcpy(c->hy0, c->y0, bytes, cudaMemcpyDeviceToHost));
 	int ok = 1;
 	for (int r = 0; r < 2; r++) {
-		CK(cudaMemset(c->y1, 0x5a, bytes));
+		CK(cudaMemsetAsync(c->y1, 0x5a, bytes, c->s)); /* on c->s: cudaMemset would not order with it */
 		if (run_tc(c, MMAX, c->y1))
 			return 2;
 		CK(cudaMemcpy(c->hy1, c->y1, bytes, cudaMemcpyDeviceToHost));
@@ -116,7 +122,7 @@ static int check_invariance(struct ctx *c)
 	size_t row = (size_t)c->n * sizeof(align_bf16);
 	for (int i = 0; i < nm; i++) {
 		int64_t m = ms[i];
-		CK(cudaMemset(c->y1, 0xff, (size_t)MMAX * row));
+		CK(cudaMemsetAsync(c->y1, 0xff, (size_t)MMAX * row, c->s));
 		if (run_tc(c, m, c->y1))
 			return 2;
 		size_t got = (size_t)(m < MMAX ? m + 1 : m) * row;
@@ -247,6 +253,151 @@ out:
 	return rc;
 }
 
+/* 5. large shapes (the bench's): LARGE_RUNS calls launched back to back on one stream into outputs
+ * pre-filled (on that stream) with different bytes, one synchronisation, then the bytes compared
+ * (an element a call failed to write keeps its own fill and differs), and an fp64 spot check of
+ * LARGE_SPOTS elements of every 128 x 256 output tile (positions from a counter hash, so every tile
+ * row offset and column offset class is sampled across tiles) with the tolerance of check 3. */
+#define LARGE_RUNS 3
+#define LARGE_SPOTS 16
+
+struct large_shape {
+	int64_t m, n, k;
+};
+
+static const struct large_shape large_shapes[] = {{4096, 4096, 4096}, {4096, 1536, 7168}};
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	return x ^ (x >> 33);
+}
+
+static int check_large(const struct large_shape *sh, cudaStream_t s, int *fails)
+{
+	const int64_t m = sh->m, n = sh->n, k = sh->k;
+	const size_t na = (size_t)(m * k), nb = (size_t)(n * k), ny = (size_t)(m * n);
+	static const int fill[LARGE_RUNS] = {0x5a, 0xa5, 0xff};
+	align_bf16 *a = NULL, *b = NULL, *y[LARGE_RUNS] = {NULL}, *ha = NULL, *hb = NULL, *hy[LARGE_RUNS] = {NULL};
+	int rc = 2, ok = 1, bad_run = -1;
+	int64_t first_diff = -1, tiles_m = (m + 127) / 128, tiles_n = (n + 255) / 256;
+	double worst = 0, worst_rel = 0;
+	int64_t wr = 0, wc = 0;
+	char msg[240];
+	if (cudaMalloc((void **)&a, na * 2) != cudaSuccess || cudaMalloc((void **)&b, nb * 2) != cudaSuccess ||
+	    !(ha = (align_bf16 *)malloc(na * 2)) || !(hb = (align_bf16 *)malloc(nb * 2))) {
+		fprintf(stderr, "error: allocation failed for the %lld x %lld x %lld check\n", (long long)m, (long long)n,
+			(long long)k);
+		goto out;
+	}
+	for (int r = 0; r < LARGE_RUNS; r++)
+		if (cudaMalloc((void **)&y[r], ny * 2) != cudaSuccess || !(hy[r] = (align_bf16 *)malloc(ny * 2))) {
+			fprintf(stderr, "error: allocation failed for the %lld x %lld x %lld check\n", (long long)m,
+				(long long)n, (long long)k);
+			goto out;
+		}
+	gen_bf16<<<1024, 256, 0, s>>>(a, (int64_t)na, 3, 1.0f);
+	gen_bf16<<<1024, 256, 0, s>>>(b, (int64_t)nb, 4, 0.0625f);
+	if (cudaGetLastError() != cudaSuccess) {
+		fprintf(stderr, "error: input generation failed\n");
+		goto out;
+	}
+	for (int r = 0; r < LARGE_RUNS; r++) {
+		struct matmul_tc_params p = {m, n, k};
+		if (cudaMemsetAsync(y[r], fill[r], ny * 2, s) != cudaSuccess) {
+			fprintf(stderr, "error: cudaMemsetAsync failed\n");
+			goto out;
+		}
+		int st = matmul_tc_fwd_cuda(&p, a, b, y[r], s);
+		if (st) {
+			fprintf(stderr, "error: matmul_tc_fwd_cuda(m=%lld, n=%lld, k=%lld) returned %d\n", (long long)m,
+				(long long)n, (long long)k, st);
+			goto out;
+		}
+	}
+	/* every copy below after this: a plain cudaMemcpy (legacy default stream) does not wait for work on
+	 * a cudaStreamNonBlocking stream */
+	if (cudaStreamSynchronize(s) != cudaSuccess) {
+		fprintf(stderr, "error: cudaStreamSynchronize failed: %s\n", cudaGetErrorString(cudaGetLastError()));
+		goto out;
+	}
+	for (int r = 0; r <= LARGE_RUNS; r++) {
+		cudaError_t e = r < LARGE_RUNS ? cudaMemcpy(hy[r], y[r], ny * 2, cudaMemcpyDeviceToHost)
+					       : cudaMemcpy(ha, a, na * 2, cudaMemcpyDeviceToHost);
+		if (e == cudaSuccess && r == LARGE_RUNS)
+			e = cudaMemcpy(hb, b, nb * 2, cudaMemcpyDeviceToHost);
+		if (e != cudaSuccess) {
+			fprintf(stderr, "error: cudaMemcpy failed: %s\n", cudaGetErrorString(e));
+			goto out;
+		}
+	}
+	for (int r = 1; r < LARGE_RUNS && bad_run < 0; r++)
+		if (memcmp(hy[0], hy[r], ny * 2) != 0) {
+			bad_run = r;
+			for (size_t j = 0; j < ny && first_diff < 0; j++)
+				if (hy[0][j] != hy[r][j])
+					first_diff = (int64_t)j;
+		}
+	if (bad_run < 0)
+		snprintf(msg, sizeof msg, "determinism: %d calls at M = %lld, back to back, identical bytes", LARGE_RUNS,
+			 (long long)m);
+	else
+		snprintf(msg, sizeof msg,
+			 "determinism: call %d at M = %lld differs from call 0, first at (%lld, %lld): %04x vs %04x", bad_run,
+			 (long long)m, (long long)(first_diff / n), (long long)(first_diff % n), hy[0][first_diff],
+			 hy[bad_run][first_diff]);
+	printf("%s m=%lld n=%lld k=%lld %s\n", bad_run < 0 ? "PASS" : "FAIL", (long long)m, (long long)n, (long long)k,
+	       msg);
+	*fails += bad_run >= 0;
+	for (int64_t tm = 0; tm < tiles_m; tm++)
+		for (int64_t tn = 0; tn < tiles_n; tn++)
+			for (int e = 0; e < LARGE_SPOTS; e++) {
+				uint64_t h = mix64(((uint64_t)(tm * tiles_n + tn) << 8) + (uint64_t)e);
+				int64_t r = tm * 128 + (int64_t)(h % 128), j = tn * 256 + (int64_t)((h >> 7) % 256);
+				if (r >= m || j >= n)
+					continue;
+				double ref = 0, S = 0;
+				for (int64_t q = 0; q < k; q++) {
+					double pr = (double)align_bf16_to_f32(ha[r * k + q]) *
+						    (double)align_bf16_to_f32(hb[j * k + q]);
+					ref += pr;
+					S += fabs(pr);
+				}
+				double got = (double)align_bf16_to_f32(hy[0][r * n + j]);
+				double err = fabs(got - ref);
+				double tol = ldexp(fabs(ref), -8) + (double)(k / 16 + 1) * ldexp(S, -21) + 1e-30;
+				double qq = err == err ? err / tol : INFINITY;
+				if (qq > worst) {
+					worst = qq;
+					wr = r;
+					wc = j;
+				}
+				if (S > 0 && err / S > worst_rel)
+					worst_rel = err / S;
+			}
+	ok = worst <= 1.0;
+	snprintf(msg, sizeof msg,
+		 "fp64 spot check, %d elements of each of the %lld tiles: worst err/tol %.3g at (%lld, %lld), worst err/S "
+		 "%.3g",
+		 LARGE_SPOTS, (long long)(tiles_m * tiles_n), worst, (long long)wr, (long long)wc, worst_rel);
+	printf("%s m=%lld n=%lld k=%lld %s\n", ok ? "PASS" : "FAIL", (long long)m, (long long)n, (long long)k, msg);
+	*fails += !ok;
+	rc = 0;
+out:
+	cudaFree(a);
+	cudaFree(b);
+	free(ha);
+	free(hb);
+	for (int r = 0; r < LARGE_RUNS; r++) {
+		cudaFree(y[r]);
+		free(hy[r]);
+	}
+	return rc;
+}
+
 int main(void)
 {
 	int ndev = 0;
@@ -265,6 +416,8 @@ int main(void)
 	int fails = 0, rc = 0;
 	for (size_t i = 0; i < sizeof shapes / sizeof shapes[0] && rc == 0; i++)
 		rc = run_shape(&shapes[i], s, &fails);
+	for (size_t i = 0; i < sizeof large_shapes / sizeof large_shapes[0] && rc == 0; i++)
+		rc = check_large(&large_shapes[i], s, &fails);
 	cudaStreamDestroy(s);
 	if (rc)
 		return rc;
