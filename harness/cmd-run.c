@@ -59,11 +59,6 @@ static const struct {
 	{"mhc", {"mhc_pre", "mhc_post", "mhc_head", NULL}},
 };
 
-static const char *atf_dtype(int dtype)
-{
-	return dtype == ALIGN_DT_BF16 ? "bf16" : dtype == ALIGN_DT_I32 ? "int32" : "fp32";
-}
-
 static int list_ops(void)
 {
 	for (int i = 0; i < ALIGN_OP_COUNT; i++) {
@@ -128,8 +123,8 @@ static int load_input(const struct st_file *f, const char *path, struct align_te
 	const struct st_tensor *s = safetensors_find(f, t->name);
 	if (!s)
 		return err_input("%s: no tensor '%s' (the op's inputs are listed by 'align run --list')", path, t->name);
-	if (strcmp(s->dtype, atf_dtype(t->dtype)))
-		return err_input("%s: tensor '%s' is %s, the op needs %s", path, t->name, s->dtype, atf_dtype(t->dtype));
+	if (strcmp(s->dtype, run_trace_dtype(t->dtype)))
+		return err_input("%s: tensor '%s' is %s, the op needs %s", path, t->name, s->dtype, run_trace_dtype(t->dtype));
 	int same = s->ndim == t->ndim;
 	for (int i = 0; same && i < t->ndim; i++)
 		same = s->shape[i] == t->shape[i];
@@ -163,7 +158,7 @@ static int save_outputs(struct run_state *st, int step, int steps, int grouped)
 			snprintf(s->name, sizeof s->name, "step%d.%s", step, base);
 		else
 			snprintf(s->name, sizeof s->name, "%s", base);
-		snprintf(s->dtype, sizeof s->dtype, "%s", atf_dtype(t->dtype));
+		snprintf(s->dtype, sizeof s->dtype, "%s", run_trace_dtype(t->dtype));
 		s->ndim = t->ndim;
 		memcpy(s->shape, t->shape, sizeof t->shape);
 		s->bytes = (size_t)align_tensor_numel(t) * align_dtype_size(t->dtype);

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *atf_dtype(int dtype)
+const char *run_trace_dtype(int dtype)
 {
 	return dtype == ALIGN_DT_BF16 ? "bf16" : dtype == ALIGN_DT_I32 ? "int32" : "fp32";
 }
@@ -53,7 +53,7 @@ int run_trace_tensor(struct run_trace *t, const char *op, int step, const char *
 	digest_hex(digest_xxh3t64(x->data, bytes), hex);
 	snprintf(name, sizeof name, "%s.%s", op, x->name);
 	fprintf(t->f, "{\"rank\":0,\"step\":%d,\"micro\":0,\"seq\":%lld,\"name\":\"%s\",\"phase\":\"%s\",\"dtype\":\"%s\","
-	              "\"shape\":[", step, t->seq++, name, phase, atf_dtype(x->dtype));
+	              "\"shape\":[", step, t->seq++, name, phase, run_trace_dtype(x->dtype));
 	for (int i = 0; i < x->ndim; i++)
 		fprintf(t->f, "%s%lld", i ? "," : "", (long long)x->shape[i]);
 	fprintf(t->f, "],\"digest\":\"%s\",\"digest_alg\":\"%s\",\"head\":[", hex, DIGEST_ALG);

@@ -15,6 +15,8 @@ struct run_trace {
 	long long seq;
 };
 
+/* The ATF dtype name of a kernel tensor dtype (fp32, bf16, int32). */
+const char *run_trace_dtype(int dtype);
 /* Open path and write the header; exit-code class. */
 int run_trace_open(struct run_trace *t, const char *path, const char *op, const char *device, const char *impl,
                    const struct align_modes *m, const struct align_dims *d, unsigned long long seed, int steps);
