@@ -1,7 +1,7 @@
 /* test-ops-ref.c: every op result, under every combination of the switches it reads, lies
  * within the error bound its header states against an fp64 (long double) reference computed
  * independently here from the same inputs. Ops covered: matmul, rmsnorm, qnorm, swiglu,
- * moe_combine, mhc_post (router and mhc_pre/mhc_head: see the report, not yet covered here).
+ * moe_combine, mhc_post (router, mhc_pre and mhc_head: tests/kernels/test-ops-ref2.c).
  * Exit status 0 = pass; prints the seed, op, modes and worst element on failure. */
 #include <inttypes.h>
 #include <math.h>
