@@ -385,14 +385,16 @@ static int cublas_run(void *v, cudaStream_t s)
 	return cublas_gemm(c->cb, c->h, c->m, c->n, c->k, c->a, c->b, c->y) ? 2 : 0;
 }
 
-/* host copy of y (bf16, m x n) */
-static int fetch(const void *y, size_t bytes, unsigned short **h)
+/* host copy of y (bf16, m x n) once the work queued on s is done: s is cudaStreamNonBlocking, so a plain
+ * cudaMemcpy (legacy default stream) would not wait for the kernel that writes y */
+static int fetch(const void *y, size_t bytes, unsigned short **h, cudaStream_t s)
 {
 	*h = (unsigned short *)malloc(bytes);
 	if (!*h) {
 		fprintf(stderr, "error: out of memory (%zu bytes)\n", bytes);
 		return 2;
 	}
+	CK(cudaStreamSynchronize(s));
 	CK(cudaMemcpy(*h, y, bytes, cudaMemcpyDeviceToHost));
 	return 0;
 }
@@ -433,7 +435,7 @@ static int bench_tc(const struct cublas *cb, cudaStream_t s, int *changed)
 		size_t ybytes = (size_t)(c.m * c.n) * 2;
 		struct timing t, tc = {0, 0, 0}, tn = {0, 0, 0};
 		unsigned short *h1 = NULL, *h2 = NULL;
-		if (tc_run(&c, s) || fetch(y, ybytes, &h1) || time_it(tc_run, &c, s, &t) || fetch(y, ybytes, &h2))
+		if (tc_run(&c, s) || fetch(y, ybytes, &h1, s) || time_it(tc_run, &c, s, &t) || fetch(y, ybytes, &h2, s))
 			return 2;
 		int same = memcmp(h1, h2, ybytes) == 0;
 		if (!same)
@@ -446,7 +448,7 @@ static int bench_tc(const struct cublas *cb, cudaStream_t s, int *changed)
 			if (time_it(cublas_run, &cc, s, &tc))
 				return 2;
 			free(h2);
-			if (fetch(yc, ybytes, &h2))
+			if (fetch(yc, ybytes, &h2, s))
 				return 2;
 			diff = 0;
 			for (size_t j = 0; j < ybytes / 2; j++)
