@@ -45,22 +45,36 @@ static int resolve(struct align_modes *m, const char *profile, int use_env, char
 	return ALIGN_OK;
 }
 
+/* the value list with GPU-only values starred ("portable|libm|cuda*|cuda_fast*") */
+static void values_marked(int id, char *buf, size_t len)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	for (int v = 0; v < modes_value_count(id) && used < len; v++)
+		used += (size_t)snprintf(buf + used, len - used, "%s%s%s", v ? "|" : "", modes_value_name(id, v),
+		                         modes_value_gpu_only(id, v) ? "*" : "");
+}
+
 static void print_text(const struct align_modes *m)
 {
-	printf("%-34s %-14s %-8s %s\n", "SWITCH", "VALUE", "FROM", "VALUES: MEANING");
+	printf("%-34s %-14s %-8s %s\n", "SWITCH", "VALUE", "FROM", "VALUES (* GPU only): MEANING");
 	for (int id = 0; id < MODE_COUNT; id++) {
 		const struct align_mode_info *in = modes_info(id);
+		char vals[256];
+		values_marked(id, vals, sizeof vals);
 		printf("%-34s %-14s %-8s %s: %s\n", in->env, modes_value_name(id, m->v[id]), modes_src_name(m->src[id]),
-		       in->values, in->meaning);
+		       vals, in->meaning);
 	}
 }
 
 static void print_md(void)
 {
-	printf("| switch | values | default | meaning | mimics |\n| --- | --- | --- | --- | --- |\n");
+	printf("| switch | values (* GPU only) | default | meaning | mimics |\n| --- | --- | --- | --- | --- |\n");
 	for (int id = 0; id < MODE_COUNT; id++) {
 		const struct align_mode_info *in = modes_info(id);
-		printf("| `%s` | %s | `%s` | %s | %s |\n", in->env, in->values, in->def, in->meaning, in->mimics);
+		char vals[256];
+		values_marked(id, vals, sizeof vals);
+		printf("| `%s` | %s | `%s` | %s | %s |\n", in->env, vals, in->def, in->meaning, in->mimics);
 	}
 }
 

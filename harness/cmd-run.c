@@ -1,8 +1,9 @@
 /* cmd-run: align run OP [--profile P] [--mode K=V]... [--shape T=16,D=64] [--seed S] [--steps N]
- *                       [--inputs F.safetensors] [--outputs F.safetensors] [--trace F.atf] [--device cpu]
+ *                       [--variant K] [--inputs F.safetensors] [--outputs F.safetensors] [--trace F.atf]
+ *                       [--device cpu|cuda]
  *          align run --list
- * Runs one DSv4 reference block under the resolved numeric modes (default < profile < environment <
- * --mode), on inputs drawn from the counter-based RNG (seed, tensor, step) or read from safetensors,
+ * Runs one DSv4 reference block (its params_default, or params_variant K) under the resolved numeric
+ * modes (default < profile < environment < --mode), on inputs drawn from the counter-based RNG (seed, tensor, step) or read from safetensors,
  * and writes the outputs (safetensors) and an ATF trace (one record per input and output per step).
  * The trace goes to --trace, else to $ALIGN_TRACE when set (align bisect sets it). */
 #include "align-config.h"
@@ -28,6 +29,7 @@ struct run_opts {
 	int n_kv;
 	unsigned long long seed;
 	long long steps;
+	long long variant; /* params_variant index (0 = the op's defaults) */
 };
 
 static void run_usage(FILE *out)
@@ -37,11 +39,14 @@ static void run_usage(FILE *out)
 	             "\n"
 	             "Run a DSv4 reference block (C twin) under numeric modes and write its outputs and trace.\n"
 	             "\n"
-	             "  --profile P        megatron, paddle, paddle-accuracy or deepseek-ref (see 'align modes')\n"
+	             "  --profile P        megatron, paddle, paddle-accuracy, deepseek-ref; megatron-cuda,\n"
+	             "                     deepseek-ref-cuda (GPU only: PyTorch eager CUDA numerics; see 'align modes')\n"
 	             "  --mode KEY=VALUE   set one switch (repeatable; beats the environment and the profile)\n"
 	             "  --shape T=16,D=64  dims (letters T D E K F N G H V; see --list for each op's defaults)\n"
 	             "  --seed S           RNG seed of the generated inputs (default 1)\n"
 	             "  --steps N          run N steps, new inputs each step (default 1)\n"
+	             "  --variant K        the op's parameter variant K (default 0, the DSv4 parameters; router:\n"
+	             "                     1 = sigmoid scores, 8 groups keep 4, scale 2.5; 2 = hash layer; 3 = softmax)\n"
 	             "  --inputs F         read the inputs from a safetensors file (names as in --list)\n"
 	             "  --outputs F        write the outputs to a safetensors file (step<k>.<name> when N > 1)\n"
 	             "  --trace F          write the ATF trace to F (default $ALIGN_TRACE if set)\n"
@@ -176,7 +181,7 @@ static int run_fwd(const struct run_opts *o, struct run_state *st, const struct 
 {
 	const struct align_op_impl *im = st->op->impl;
 	if (!strcmp(o->device, "cpu"))
-		return im->fwd_cpu(st->params, m, st->in, im->n_in, st->out, im->n_out);
+		return ops_fwd_cpu(st->op, st->params, m, st->in, im->n_in, st->out, im->n_out);
 #if ALIGN_HAVE_CUDA
 	char name[256] = "";
 	return run_device_op(st->op, st->params, m, st->in, im->n_in, st->out, im->n_out, name, sizeof name);
@@ -200,6 +205,10 @@ static int run_steps(const struct run_opts *o, struct run_state *st, const struc
 				return rc;
 		}
 		rc = run_fwd(o, st, m);
+		int gpu_sw = modes_gpu_only_in(m, im->modes);
+		if (rc == ALIGN_ERR_UNSUPPORTED && !strcmp(o->device, "cpu") && gpu_sw >= 0)
+			return err_input("op '%s': %s=%s exists only in the CUDA twins (use --device cuda; nothing was run)",
+			                 st->op->name, modes_info(gpu_sw)->env, modes_value_name(gpu_sw, m->v[gpu_sw]));
 		if (rc == ALIGN_ERR_UNSUPPORTED)
 			return err_input("op '%s': these modes are not supported on the %s (nothing was run)", st->op->name,
 			                 strcmp(o->device, "cuda") ? "CPU" : "GPU");
@@ -231,7 +240,13 @@ static int run_one(const struct run_opts *o, const char *name, const struct alig
 	if (im->n_in > 8 || im->n_out > 8)
 		return err_internal("op '%s' has too many tensors", st.op->name);
 	st.params = calloc(1, im->params_size + 1);
+	if (!st.params)
+		return err_internal("out of memory");
 	im->params_default(st.params, &d);
+	if (o->variant && (!im->params_variant || !im->params_variant(st.params, &d, (int)o->variant))) {
+		free(st.params);
+		return err_input("--variant %lld: op '%s' has no such parameter variant", o->variant, name);
+	}
 	for (int i = 0; i < im->n_in && !rc; i++)
 		rc = ops_tensor_alloc(st.op, 0, i, &d, m, &st.in[i]) ? err_input("op '%s': bad dims for input %d", name, i) : 0;
 	for (int k = 0; k < im->n_out && !rc; k++)
@@ -279,7 +294,7 @@ static int run_op(const struct run_opts *o)
 	const char *trace = o->trace ? o->trace : getenv("ALIGN_TRACE");
 	if (trace && *trace)
 		rc = run_trace_open(&tr, trace, o->op, o->device, strcmp(o->device, "cuda") ? "c11-twin" : "cuda-twin", &m,
-		                    &d0, o->seed, (int)o->steps);
+		                    &d0, o->seed, (int)o->steps, (int)o->variant);
 	for (int i = 0; !rc && names[i]; i++)
 		rc = run_one(o, names[i], &m, &tr, o->inputs ? &inputs : NULL, saved, saved_data, &n_saved, names != single);
 	int trc = run_trace_close(&tr, rc == ALIGN_OK);
@@ -304,6 +319,7 @@ int cmd_run(int argc, char **argv)
 		{"steps", required_argument, 0, 'n'},   {"inputs", required_argument, 0, 'i'},
 		{"outputs", required_argument, 0, 'o'}, {"trace", required_argument, 0, 't'},
 		{"device", required_argument, 0, 'd'},  {"list", no_argument, 0, 'L'},
+		{"variant", required_argument, 0, 'V'},
 		{"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
 	};
 	struct run_opts o = {.seed = 1, .steps = 1, .device = "cpu"};
@@ -326,6 +342,10 @@ int cmd_run(int argc, char **argv)
 			break;
 		case 'n':
 			if ((rc = cmd_parse_int("--steps", optarg, 1, 1000000, &o.steps)))
+				return rc;
+			break;
+		case 'V':
+			if ((rc = cmd_parse_int("--variant", optarg, 0, 1000, &o.variant)))
 				return rc;
 			break;
 		case 'i': o.inputs = optarg; break;

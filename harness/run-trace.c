@@ -16,7 +16,8 @@ const char *run_trace_dtype(int dtype)
 }
 
 int run_trace_open(struct run_trace *t, const char *path, const char *op, const char *device, const char *impl,
-                   const struct align_modes *m, const struct align_dims *d, unsigned long long seed, int steps)
+                   const struct align_modes *m, const struct align_dims *d, unsigned long long seed, int steps,
+                   int variant)
 {
 	memset(t, 0, sizeof *t);
 	snprintf(t->path, sizeof t->path, "%s", path);
@@ -24,22 +25,26 @@ int run_trace_open(struct run_trace *t, const char *path, const char *op, const 
 	t->f = fopen(t->tmp, "w");
 	if (!t->f)
 		return err_input("cannot write trace '%s': %s", t->tmp, strerror(errno));
-	json_t *modes = json_object(), *env = json_object(), *dims = json_object();
+	json_t *modes = json_object(), *env = json_object(), *dims = json_object(), *gpu = json_object();
 	for (int id = 0; id < MODE_COUNT; id++) {
 		const struct align_mode_info *in = modes_info(id);
 		json_object_set_new(modes, in->id, json_string(modes_value_name(id, m->v[id])));
 		if (m->src[id] == MODE_SRC_ENV)
 			json_object_set_new(env, in->env, json_string(modes_value_name(id, m->v[id])));
+		if (modes_value_gpu_only(id, m->v[id])) /* framework-mimic values with no CPU twin */
+			json_object_set_new(gpu, in->env, json_string(modes_value_name(id, m->v[id])));
 	}
+	const char *numerics = json_object_size(gpu) ? "gpu-mimic" : "portable";
 	for (int k = 0; k < ALIGN_DIM_COUNT; k++)
 		if (d->v[k])
 			json_object_set_new(dims, (char[]){ALIGN_DIM_LETTERS[k], 0}, json_integer(d->v[k]));
 	char run[512];
 	snprintf(run, sizeof run, "%s:%s", op, m->profile[0] ? m->profile : "default");
-	json_t *h = json_pack("{s:i, s:s, s:s, s:i, s:i, s:s, s:s, s:s, s:s?, s:o, s:o, s:o, s:I, s:i}", "align_trace", 1,
-	                      "run", run, "framework", "align", "rank", 0, "world_size", 1, "op", op, "device", device,
-	                      "implementation", impl, "profile", m->profile[0] ? m->profile : NULL, "modes", modes,
-	                      "env", env, "dims", dims, "seed", (json_int_t)seed, "steps", steps);
+	json_t *h = json_pack("{s:i, s:s, s:s, s:i, s:i, s:s, s:s, s:s, s:s?, s:o, s:o, s:o, s:I, s:i, s:s, s:o, s:i}",
+	                      "align_trace", 1, "run", run, "framework", "align", "rank", 0, "world_size", 1, "op", op,
+	                      "device", device, "implementation", impl, "profile", m->profile[0] ? m->profile : NULL,
+	                      "modes", modes, "env", env, "dims", dims, "seed", (json_int_t)seed, "steps", steps,
+	                      "numerics", numerics, "gpu_only", gpu, "variant", variant);
 	int rc = json_dumpf(h, t->f, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(h);
 	fputc('\n', t->f);

@@ -19,7 +19,8 @@ struct run_trace {
 const char *run_trace_dtype(int dtype);
 /* Open path and write the header; exit-code class. */
 int run_trace_open(struct run_trace *t, const char *path, const char *op, const char *device, const char *impl,
-                   const struct align_modes *m, const struct align_dims *d, unsigned long long seed, int steps);
+                   const struct align_modes *m, const struct align_dims *d, unsigned long long seed, int steps,
+                   int variant);
 /* One tensor record: phase "input" or "fwd". */
 int run_trace_tensor(struct run_trace *t, const char *op, int step, const char *phase, const struct align_tensor *x);
 /* Flush, close and rename into place (ok != 0), or remove the temp file. */

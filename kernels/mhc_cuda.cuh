@@ -40,6 +40,7 @@
 #ifndef ALIGN_MHC_CUDA_CUH
 #define ALIGN_MHC_CUDA_CUH
 
+#include "math_cuda.cuh"
 #include "matmul_cuda.h"
 #include "matmul_dev.cuh"
 #include "mhc_pre.h"
@@ -108,16 +109,25 @@ __device__ __forceinline__ float mhc_dev_rms(float ss, long long k, int inv_rms,
 	return inv_rms ? hn_div(1.0f, hn_add(align_sqrtf(q), eps)) : align_rsqrtf(hn_add(q, eps));
 }
 
-/* mhc_exp of mhc_pre.c for MATH_IMPL=portable (libm has no device twin: the launchers refuse it) */
-__device__ __forceinline__ float mhc_dev_exp(float x, int exp2)
+/* the e() mode word of the kernels: bit 0 = MHC_EXP=exp2, bits 1.. = MATH_IMPL value */
+static inline int mhc_emode(const struct align_modes *m)
 {
-	return exp2 ? align_exp2f(hn_mul(x, ALIGN_LOG2E_F)) : align_expf(x);
+	return (m->v[MODE_MHC_EXP] == 1) | (m->v[MODE_MATH_IMPL] << 1);
+}
+
+/* mhc_exp of mhc_pre.c: exp(x), or exp2(x * log2e) with a binary32 product; portable numerics.h
+ * (bitwise the C twin) or, for the GPU-only MATH_IMPL=cuda / cuda_fast, CUDA's expf / exp2f
+ * (math_cuda.cuh). libm has no device twin: the launchers refuse it. */
+__device__ __forceinline__ float mhc_dev_exp(float x, int emode)
+{
+	int math = emode >> 1;
+	return emode & 1 ? dm_exp2f(math, hn_mul(x, ALIGN_LOG2E_F)) : dm_expf(math, x);
 }
 
 /* mhc_sigmoid: 1.0f / (1.0f + e(-z)) */
-__device__ __forceinline__ float mhc_dev_sigmoid(float z, int exp2)
+__device__ __forceinline__ float mhc_dev_sigmoid(float z, int emode)
 {
-	return hn_div(1.0f, hn_add(1.0f, mhc_dev_exp(hn_neg(z), exp2)));
+	return hn_div(1.0f, hn_add(1.0f, mhc_dev_exp(hn_neg(z), emode)));
 }
 
 /* mhc_compute_h (mhc_pre.h step 3) */

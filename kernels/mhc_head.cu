@@ -139,7 +139,7 @@ extern "C" int mhc_head_fwd_cuda(const void *params, const struct align_modes *m
 	a.hc_eps = p->hc_eps;
 	a.norm_eps = p->norm_eps;
 	a.inv_rms = m->v[MODE_MHC_RMS_FORM] == 1;
-	a.exp2 = m->v[MODE_MHC_EXP] == 1;
+	a.exp2 = mhc_emode(m); /* MHC_EXP and MATH_IMPL */
 	a.computeh_fma = m->v[MODE_MHC_COMPUTEH_FMA] == 1;
 	a.param_bf16 = m->v[MODE_MHC_PARAM] == 1;
 	a.coef_bf16 = m->v[MODE_MHC_COEF] == 1;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "ops.h"
+#include "torch_order.h"
 
 float mhc_exp(const struct align_modes *m, float x)
 {
@@ -30,9 +31,30 @@ void mhc_project(const struct align_modes *m, const float *x32, const float *fn,
 	}
 }
 
+/* sums of the Sinkhorn (MHC_SUM_ORDER): row j of M, column k of M, the softmax denominator of row j */
+static float row_sum(const float *M, int n, int j, int torch)
+{
+	if (torch)
+		return torch_sum_lastdim(M + j * n, 1, n);
+	float s = M[j * n];
+	for (int k = 1; k < n; k++)
+		s = s + M[j * n + k];
+	return s;
+}
+
+static float col_sum(const float *M, int n, int k, int torch)
+{
+	if (torch)
+		return torch_sum_strided(M + k, n, n);
+	float s = M[k];
+	for (int j = 1; j < n; j++)
+		s = s + M[j * n + k];
+	return s;
+}
+
 static void sinkhorn(const struct mhc_params *p, const struct align_modes *m, float *M, int n)
 {
-	int contract = m->v[MODE_MHC_SINKHORN];
+	int contract = m->v[MODE_MHC_SINKHORN], torch = m->v[MODE_MHC_SUM_ORDER] == 1;
 	float eps = p->hc_eps;
 	for (int j = 0; j < n; j++) {
 		float mx = M[j * n];
@@ -44,16 +66,12 @@ static void sinkhorn(const struct mhc_params *p, const struct align_modes *m, fl
 	int rounds = p->sinkhorn_iters;
 	if (contract == 0) { /* c1: softmax + eps, column step, then iters-1 full rounds */
 		for (int j = 0; j < n; j++) {
-			float s = M[j * n];
-			for (int k = 1; k < n; k++)
-				s = s + M[j * n + k];
+			float s = torch ? torch_softmax_sum(M + j * n, 1, n) : row_sum(M, n, j, 0);
 			for (int k = 0; k < n; k++)
 				M[j * n + k] = M[j * n + k] / s + eps;
 		}
 		for (int k = 0; k < n; k++) {
-			float s = M[k];
-			for (int j = 1; j < n; j++)
-				s = s + M[j * n + k];
+			float s = col_sum(M, n, k, torch);
 			for (int j = 0; j < n; j++)
 				M[j * n + k] = M[j * n + k] / (s + eps);
 		}
@@ -61,17 +79,13 @@ static void sinkhorn(const struct mhc_params *p, const struct align_modes *m, fl
 	}
 	for (int it = 0; it < rounds; it++) {
 		for (int j = 0; j < n; j++) {
-			float s = M[j * n];
-			for (int k = 1; k < n; k++)
-				s = s + M[j * n + k];
+			float s = row_sum(M, n, j, torch);
 			float d = contract == 1 ? (s > eps ? s : eps) : s + eps;
 			for (int k = 0; k < n; k++)
 				M[j * n + k] = M[j * n + k] / d;
 		}
 		for (int k = 0; k < n; k++) {
-			float s = M[k];
-			for (int j = 1; j < n; j++)
-				s = s + M[j * n + k];
+			float s = col_sum(M, n, k, torch);
 			float d = contract == 1 ? (s > eps ? s : eps) : s + eps;
 			for (int j = 0; j < n; j++)
 				M[j * n + k] = M[j * n + k] / d;
@@ -169,7 +183,7 @@ static const struct align_tensor_spec out_specs[] = {
 	{"post", ALIGN_DT_F32, "T,N", {ALIGN_FILL_NORMAL, 0, 0}, "H_post"},
 	{"comb", ALIGN_DT_F32, "T,N,N", {ALIGN_FILL_NORMAL, 0, 0}, "H_res (Sinkhorn), rows = source stream"},
 };
-static const int modes_read[] = {MODE_MATH_IMPL, MODE_MHC_SINKHORN, MODE_MHC_HPRE_EPS, MODE_MHC_HPOST_EPS,
+static const int modes_read[] = {MODE_MATH_IMPL, MODE_MHC_SINKHORN, MODE_MHC_SUM_ORDER, MODE_MHC_HPRE_EPS, MODE_MHC_HPOST_EPS,
 				 MODE_MHC_RMS_FORM, MODE_MHC_PROJ_GEMM, MODE_MHC_PARAM, MODE_MHC_COEF, MODE_MHC_EXP,
 				 MODE_MHC_COMPUTEH_FMA, -1};
 

@@ -1,6 +1,7 @@
 /* mhc_pre.cu: CUDA twin of mHC hc_pre (contract in mhc_pre.h, C twin mhc_pre.c), bitwise equal to
  * the C twin in every mode it accepts; MATH_IMPL=libm (glibc expf on the CPU) has no device twin
- * and returns ALIGN_ERR_UNSUPPORTED (4).
+ * and returns ALIGN_ERR_UNSUPPORTED (4); MATH_IMPL=cuda / cuda_fast (GPU only) use CUDA's expf / exp2f
+ * (mhc_dev_exp, math_cuda.cuh).
  *
  * x[T,N,D] bf16, fn[(2+N)N, ND] f32, base[(2+N)N] f32, scale[3] f32
  *   -> y[T,D] bf16, pre[T,N] f32, post[T,N] f32, comb[T,N,N] f32.
@@ -15,7 +16,8 @@
  *      - h_r = compute_h(mix_r, rs, scale_c, base_r) (mhc_pre.h step 3), thread r;
  *      - pre/post: thread i < N, the C twin's sigmoid and eps expressions;
  *      - Sinkhorn: thread j*N+k owns M[j][k]; every row or column sum is recomputed by each of its
- *        threads left to right from shared memory (the C twin's order), the owner divides its own
+ *        threads from shared memory in the C twin's order (left to right, or torch_order.h's for
+ *        MHC_SUM_ORDER=torch), the owner divides its own
  *        element by the C twin's divisor; barriers separate reads from writes;
  *      - y_d = R(sum_j pre'_j x[j,d]) left to right, threads striding over d.
  *   Mix goes through a stream-ordered workspace (cudaMallocAsync, T R floats). NaN results carry
@@ -36,6 +38,7 @@
 #include <stdio.h>
 
 #include "mhc_cuda.cuh"
+#include "torch_order.h"
 
 struct mhc_pre_args {
 	const align_bf16 *x;
@@ -51,6 +54,7 @@ struct mhc_pre_args {
 	int iters;
 	float hc_eps, norm_eps;
 	int inv_rms, exp2, computeh_fma, param_bf16, coef_bf16, hpre_eps, hpost_eps, contract, gemm;
+	int torch_sums; /* MHC_SUM_ORDER=torch */
 };
 
 /* the divisor of one Sinkhorn step for line sum s. mode: 1 = s + eps, 2 = max(s, eps) */
@@ -59,25 +63,31 @@ __device__ __forceinline__ float mhc_sk_div(float s, int mode, float eps)
 	return mode == 2 ? (s > eps ? s : eps) : hn_add(s, eps);
 }
 
+/* a line sum of the Sinkhorn (mhc_pre.c row_sum / col_sum; c1's first row step sums the softmax
+ * denominator, which MHC_SUM_ORDER=torch takes from torch_softmax_sum) */
+__device__ __forceinline__ float mhc_sk_sum(const float *M, int n, int cols, int line, int softmax, int torch)
+{
+	if (torch)
+		return cols ? torch_sum_strided(M + line, n, n)
+			    : softmax ? torch_softmax_sum(M + line * n, 1, n) : torch_sum_lastdim(M + line * n, 1, n);
+	const float *v = cols ? M + line : M + line * n;
+	const int st = cols ? n : 1;
+	float s = v[0];
+	for (int i = 1; i < n; i++)
+		s = hn_add(s, v[i * st]);
+	return s;
+}
+
 /* One Sinkhorn normalisation of rows (cols = 0) or columns (cols = 1) of the n x n matrix M (shared);
- * thread tid < n*n owns element tid and sums its line left to right itself. mode: 0 = "v / s + eps"
+ * thread tid < n*n owns element tid and sums its line itself (mhc_sk_sum). mode: 0 = "v / s + eps"
  * (c1 first row step), 1 = "v / (s + eps)", 2 = "v / max(s, eps)". All threads must call it. */
-__device__ __forceinline__ void mhc_sk_step(float *M, int n, int cols, int mode, float eps)
+__device__ __forceinline__ void mhc_sk_step(float *M, int n, int cols, int mode, float eps, int torch)
 {
 	const int tid = threadIdx.x;
 	float mine = 0.0f;
 	if (tid < n * n) {
 		int j = tid / n, k = tid % n;
-		float s;
-		if (cols) {
-			s = M[k];
-			for (int jj = 1; jj < n; jj++)
-				s = hn_add(s, M[jj * n + k]);
-		} else {
-			s = M[j * n];
-			for (int kk = 1; kk < n; kk++)
-				s = hn_add(s, M[j * n + kk]);
-		}
+		float s = mhc_sk_sum(M, n, cols, cols ? k : j, mode == 0, torch);
 		mine = mode == 0 ? hn_add(hn_div(M[tid], s), eps) : hn_div(M[tid], mhc_sk_div(s, mode, eps));
 	}
 	__syncthreads();
@@ -87,7 +97,8 @@ __device__ __forceinline__ void mhc_sk_step(float *M, int n, int cols, int mode,
 }
 
 /* sinkhorn() of mhc_pre.c on the n x n matrix M (shared), by the whole CTA */
-__device__ __forceinline__ void mhc_sinkhorn(float *M, int n, int contract, int iters, float eps, int exp2)
+__device__ __forceinline__ void mhc_sinkhorn(float *M, int n, int contract, int iters, float eps, int exp2,
+					     int torch)
 {
 	const int tid = threadIdx.x;
 	float mine = 0.0f;
@@ -104,14 +115,14 @@ __device__ __forceinline__ void mhc_sinkhorn(float *M, int n, int contract, int 
 	__syncthreads();
 	int rounds = iters;
 	if (contract == 0) { /* c1: softmax + eps, a column step, then iters - 1 full rounds */
-		mhc_sk_step(M, n, 0, 0, eps);
-		mhc_sk_step(M, n, 1, 1, eps);
+		mhc_sk_step(M, n, 0, 0, eps, torch);
+		mhc_sk_step(M, n, 1, 1, eps, torch);
 		rounds -= 1;
 	}
 	const int mode = contract == 1 ? 2 : 1;
 	for (int it = 0; it < rounds; it++) {
-		mhc_sk_step(M, n, 0, mode, eps);
-		mhc_sk_step(M, n, 1, mode, eps);
+		mhc_sk_step(M, n, 0, mode, eps, torch);
+		mhc_sk_step(M, n, 1, mode, eps, torch);
 	}
 }
 
@@ -174,7 +185,7 @@ __global__ void mhc_pre_token_kernel(const struct mhc_pre_args a)
 			if (tid < N * N)
 				M[tid] = h[2 * N + tid];
 			__syncthreads();
-			mhc_sinkhorn(M, N, a.contract, a.iters, a.hc_eps, a.exp2);
+			mhc_sinkhorn(M, N, a.contract, a.iters, a.hc_eps, a.exp2, a.torch_sums);
 			if (tid < N * N)
 				a.comb[t * N * N + tid] = M[tid];
 			for (int d = tid; d < a.D; d += nt)
@@ -184,7 +195,7 @@ __global__ void mhc_pre_token_kernel(const struct mhc_pre_args a)
 }
 
 /* sinkhorn() of mhc_pre.c as written, in one thread */
-__device__ void mhc_sinkhorn_serial(float *M, int n, int contract, int iters, float eps, int exp2)
+__device__ void mhc_sinkhorn_serial(float *M, int n, int contract, int iters, float eps, int exp2, int torch)
 {
 	for (int j = 0; j < n; j++) {
 		float mx = M[j * n];
@@ -196,16 +207,12 @@ __device__ void mhc_sinkhorn_serial(float *M, int n, int contract, int iters, fl
 	int rounds = iters;
 	if (contract == 0) {
 		for (int j = 0; j < n; j++) {
-			float s = M[j * n];
-			for (int k = 1; k < n; k++)
-				s = hn_add(s, M[j * n + k]);
+			float s = mhc_sk_sum(M, n, 0, j, 1, torch);
 			for (int k = 0; k < n; k++)
 				M[j * n + k] = hn_add(hn_div(M[j * n + k], s), eps);
 		}
 		for (int k = 0; k < n; k++) {
-			float s = M[k];
-			for (int j = 1; j < n; j++)
-				s = hn_add(s, M[j * n + k]);
+			float s = mhc_sk_sum(M, n, 1, k, 0, torch);
 			for (int j = 0; j < n; j++)
 				M[j * n + k] = hn_div(M[j * n + k], hn_add(s, eps));
 		}
@@ -214,18 +221,12 @@ __device__ void mhc_sinkhorn_serial(float *M, int n, int contract, int iters, fl
 	const int mode = contract == 1 ? 2 : 1;
 	for (int it = 0; it < rounds; it++) {
 		for (int j = 0; j < n; j++) {
-			float s = M[j * n];
-			for (int k = 1; k < n; k++)
-				s = hn_add(s, M[j * n + k]);
-			float d = mhc_sk_div(s, mode, eps);
+			float d = mhc_sk_div(mhc_sk_sum(M, n, 0, j, 0, torch), mode, eps);
 			for (int k = 0; k < n; k++)
 				M[j * n + k] = hn_div(M[j * n + k], d);
 		}
 		for (int k = 0; k < n; k++) {
-			float s = M[k];
-			for (int j = 1; j < n; j++)
-				s = hn_add(s, M[j * n + k]);
-			float d = mhc_sk_div(s, mode, eps);
+			float d = mhc_sk_div(mhc_sk_sum(M, n, 1, k, 0, torch), mode, eps);
 			for (int j = 0; j < n; j++)
 				M[j * n + k] = hn_div(M[j * n + k], d);
 		}
@@ -255,7 +256,7 @@ __global__ void mhc_pre_serial_kernel(const struct mhc_pre_args a)
 		float *M = a.comb + t * N * N;
 		for (int i = 0; i < N * N; i++)
 			M[i] = h[2 * N + i];
-		mhc_sinkhorn_serial(M, N, a.contract, a.iters, a.hc_eps, a.exp2);
+		mhc_sinkhorn_serial(M, N, a.contract, a.iters, a.hc_eps, a.exp2, a.torch_sums);
 		for (int d = 0; d < a.D; d++)
 			mhc_pre_y(a, coef, t, d);
 	}
@@ -316,13 +317,14 @@ extern "C" int mhc_pre_fwd_cuda(const void *params, const struct align_modes *m,
 	a.hc_eps = p->hc_eps;
 	a.norm_eps = p->norm_eps;
 	a.inv_rms = m->v[MODE_MHC_RMS_FORM] == 1;
-	a.exp2 = m->v[MODE_MHC_EXP] == 1;
+	a.exp2 = mhc_emode(m); /* MHC_EXP and MATH_IMPL */
 	a.computeh_fma = m->v[MODE_MHC_COMPUTEH_FMA] == 1;
 	a.param_bf16 = m->v[MODE_MHC_PARAM] == 1;
 	a.coef_bf16 = m->v[MODE_MHC_COEF] == 1;
 	a.hpre_eps = m->v[MODE_MHC_HPRE_EPS];
 	a.hpost_eps = m->v[MODE_MHC_HPOST_EPS];
 	a.contract = m->v[MODE_MHC_SINKHORN];
+	a.torch_sums = m->v[MODE_MHC_SUM_ORDER] == 1;
 	a.gemm = m->v[MODE_MHC_PROJ_GEMM];
 	if (L.serial) {
 		ALIGN_CUDA_LAUNCH(mhc_pre_serial_kernel, mhc_grid((T + L.threads - 1) / L.threads, L.grid_cap), L.threads,

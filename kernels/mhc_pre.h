@@ -21,6 +21,9 @@
  *             (iters-1) x { M /= (rowsum + hc_eps); M /= (colsum + hc_eps) }
  *        c0:  M = e(M0 - rowmax); iters x { M /= max(rowsum, hc_eps); M /= max(colsum, hc_eps) }
  *        c0p: M = e(M0 - rowmax); iters x { M /= (rowsum + hc_eps); M /= (colsum + hc_eps) }
+ *      MHC_SUM_ORDER=torch: the softmax denominator by torch_softmax_sum, rowsum by
+ *      torch_sum_lastdim, colsum by torch_sum_strided (torch_order.h; PyTorch eager CUDA's
+ *      torch.softmax(-1), .sum(-1), .sum(-2)); for N = 4 the first two are both (e0+e2)+(e1+e3).
  *      comb = M (rows = source stream j, columns = destination k).
  *   6. y_d = R(sum_{j=0..N-1} pre'_j * x32[j*D + d]) left to right, pre' = pre or F(R(pre))
  *      (MHC_COEF=bf16). Outputs pre/post/comb are the unrounded binary32 values.

@@ -18,31 +18,50 @@ static const struct align_mode_info mode_rows[MODE_COUNT] = {
 
 struct profile_row {
 	const char *profile;
-	int id;
+	int id;		   /* -1: a PROFILE_BASE row, value names the base profile */
 	const char *value;
 };
 
 static const struct profile_row profile_rows[] = {
 #define PROFILE_NAME(name, meaning)
+#define PROFILE_BASE(name, base) {name, -1, base},
 #define PROFILE(name, id, value) {name, MODE_##id, value},
 #include "profiles.def"
 #undef PROFILE
+#undef PROFILE_BASE
 #undef PROFILE_NAME
+};
+
+struct gpu_only_row {
+	int id;
+	const char *value;
+};
+
+static const struct gpu_only_row gpu_only_rows[] = {
+#define MODE(id, env, def, values, meaning, mimics)
+#define GPU_ONLY(id, value) {MODE_##id, value},
+#include "modes.def"
+#undef GPU_ONLY
+#undef MODE
 };
 
 static const char *const profile_names[] = {
 #define PROFILE_NAME(name, meaning) name,
 #define PROFILE(name, id, value)
+#define PROFILE_BASE(name, base)
 #include "profiles.def"
 #undef PROFILE
+#undef PROFILE_BASE
 #undef PROFILE_NAME
 	NULL};
 
 static const char *const profile_meanings[] = {
 #define PROFILE_NAME(name, meaning) meaning,
 #define PROFILE(name, id, value)
+#define PROFILE_BASE(name, base)
 #include "profiles.def"
 #undef PROFILE
+#undef PROFILE_BASE
 #undef PROFILE_NAME
 	NULL};
 
@@ -91,7 +110,8 @@ static const char *const name_pool[] = {
 	"seq", "pairwise", "warp32", "fp64", "1e-6", "1e-5", "bf16_eager", "fp32_fused", "factor_bf16",
 	"fp32_out", "off", "on", "before_w2", "after_w2", "single", "double", "mul", "bf16w", "tf32",
 	"none", "1e-20", "sorted", "index", "neginf", "zero", "table", "placeholder", "c1", "c0", "c0p",
-	"rsqrt", "inv_rms", "split16", "comb_first", "post_first", "exp", "exp2", "expert", "slot", NULL};
+	"rsqrt", "inv_rms", "split16", "comb_first", "post_first", "exp", "exp2", "expert", "slot", "cuda",
+	"cuda_fast", "torch", "tc", "cublas", NULL};
 
 const char *modes_value_name(int id, int v)
 {
@@ -190,6 +210,27 @@ static void list_values(char *err, size_t errlen, int id)
 	}
 }
 
+int modes_value_gpu_only(int id, int v)
+{
+	const char *name = modes_value_name(id, v);
+	for (size_t r = 0; name && r < sizeof gpu_only_rows / sizeof gpu_only_rows[0]; r++)
+		if (gpu_only_rows[r].id == id && strcmp(gpu_only_rows[r].value, name) == 0)
+			return 1;
+	return 0;
+}
+
+int modes_gpu_only_in(const struct align_modes *m, const int *ids)
+{
+	for (int i = 0; ids ? ids[i] >= 0 : i < MODE_COUNT; i++) {
+		int id = ids ? ids[i] : i;
+		if (modes_value_gpu_only(id, m->v[id]))
+			return id;
+	}
+	return -1;
+}
+
+static int apply_profile_rows(struct align_modes *m, const char *profile, int depth, char *err, size_t errlen);
+
 int modes_apply_profile(struct align_modes *m, const char *profile, char *err, size_t errlen)
 {
 	if (modes_profile_meaning(profile) == NULL) {
@@ -203,9 +244,31 @@ int modes_apply_profile(struct align_modes *m, const char *profile, char *err, s
 		}
 		return 2;
 	}
+	int rc = apply_profile_rows(m, profile, 0, err, errlen);
+	if (rc)
+		return rc;
+	snprintf(m->profile, sizeof m->profile, "%s", profile);
+	return 0;
+}
+
+/* the rows of one profile in table order; a PROFILE_BASE row applies its base first (depth <= 4) */
+static int apply_profile_rows(struct align_modes *m, const char *profile, int depth, char *err, size_t errlen)
+{
 	for (size_t r = 0; r < sizeof profile_rows / sizeof profile_rows[0]; r++) {
 		if (strcmp(profile_rows[r].profile, profile) != 0)
 			continue;
+		if (profile_rows[r].id < 0) {
+			if (depth >= 4 || modes_profile_meaning(profile_rows[r].value) == NULL) {
+				if (err && errlen)
+					snprintf(err, errlen, "profile '%s': bad base profile '%s'", profile,
+						 profile_rows[r].value);
+				return 2;
+			}
+			int rc = apply_profile_rows(m, profile_rows[r].value, depth + 1, err, errlen);
+			if (rc)
+				return rc;
+			continue;
+		}
 		int v = modes_value_index(profile_rows[r].id, profile_rows[r].value);
 		if (v < 0) {
 			if (err && errlen)
@@ -216,7 +279,6 @@ int modes_apply_profile(struct align_modes *m, const char *profile, char *err, s
 		m->v[profile_rows[r].id] = v;
 		m->src[profile_rows[r].id] = MODE_SRC_PROFILE;
 	}
-	snprintf(m->profile, sizeof m->profile, "%s", profile);
 	return 0;
 }
 

@@ -53,7 +53,11 @@ int modes_apply_profile(struct align_modes *m, const char *profile, char *err, s
 int modes_apply_env(struct align_modes *m, char *const *envp, char *err, size_t errlen);
 /* command-line --mode KEY=VALUE; KEY may be the env name or the id; 0 ok, 2 error */
 int modes_apply_kv(struct align_modes *m, const char *key_eq_value, char *err, size_t errlen);
-const char *const *modes_profiles(void); /* NULL-terminated: megatron, paddle, paddle-accuracy, deepseek-ref */
+/* 1 when value v of switch id exists only in the CUDA twins (GPU_ONLY rows of modes.def) */
+int modes_value_gpu_only(int id, int v);
+/* the first switch among ids (-1 terminated; NULL = all) whose value in m is GPU-only, else -1 */
+int modes_gpu_only_in(const struct align_modes *m, const int *ids);
+const char *const *modes_profiles(void); /* NULL-terminated, profiles.def order */
 const char *modes_profile_meaning(const char *profile); /* NULL when unknown */
 /* "ID=value" pairs separated by ',' in registry order; returns the length snprintf would write */
 int modes_format(const struct align_modes *m, char *buf, size_t len);

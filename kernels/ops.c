@@ -35,6 +35,14 @@ int ops_op_reads_mode(const struct align_op *op, int mode_id)
 	return 0;
 }
 
+int ops_fwd_cpu(const struct align_op *op, const void *params, const struct align_modes *m,
+		const struct align_tensor *in, int n_in, struct align_tensor *out, int n_out)
+{
+	if (modes_gpu_only_in(m, op->impl->modes) >= 0)
+		return ALIGN_ERR_UNSUPPORTED; /* a GPU-only mimic value: never substituted on the CPU */
+	return op->impl->fwd_cpu(params, m, in, n_in, out, n_out);
+}
+
 size_t align_dtype_size(int dtype)
 {
 	return dtype == ALIGN_DT_BF16 ? 2 : 4;

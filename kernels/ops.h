@@ -6,7 +6,9 @@
  *   op->impl->params_default(params, &dims); // params buffer of op->impl->params_size bytes
  *   for each input i:  ops_tensor_alloc(op, 0, i, &dims, modes, &in[i]); ops_fill_input(op, i, &in[i], seed, step);
  *   for each output i: ops_tensor_alloc(op, 1, i, &dims, modes, &out[i]);
- *   rc = op->impl->fwd_cpu(params, modes, in, n_in, out, n_out);
+ *   rc = ops_fwd_cpu(op, params, modes, in, n_in, out, n_out);   // the C twin
+ * ops_fwd_cpu refuses (ALIGN_ERR_UNSUPPORTED) a mode set in which a switch the op reads has a
+ * GPU-only value (modes.def GPU_ONLY); the C twins never see those values.
  * Tensors are dense row-major. Ops never allocate outputs; they check every shape and dtype and
  * return ALIGN_ERR_INPUT on a mismatch. Output dtypes may depend on the modes
  * (impl->out_dtype), which ops_tensor_alloc applies.
@@ -113,6 +115,9 @@ enum align_op_id {
 const struct align_op *ops_find(const char *name); /* NULL when unknown */
 const struct align_op *ops_at(int i);		   /* 0 <= i < ALIGN_OP_COUNT */
 int ops_op_reads_mode(const struct align_op *op, int mode_id);
+/* the C twin, or ALIGN_ERR_UNSUPPORTED when a switch the op reads holds a GPU-only value */
+int ops_fwd_cpu(const struct align_op *op, const void *params, const struct align_modes *m,
+		const struct align_tensor *in, int n_in, struct align_tensor *out, int n_out);
 
 size_t align_dtype_size(int dtype);
 const char *align_dtype_name(int dtype);

@@ -5,6 +5,7 @@
 
 #include "matmul.h"
 #include "ops.h"
+#include "torch_order.h"
 
 #define ROUTER_MAX_K 64
 
@@ -30,7 +31,16 @@ static void group_mask(const struct router_params *p, const struct align_modes *
 	float gscore[ROUTER_MAX_K] = {0};
 	int64_t G = p->n_groups, gs = E / G, per = K / p->topk_groups > 0 ? K / p->topk_groups : 1;
 	int32_t sel[ROUTER_MAX_K];
+	int torch = m->v[MODE_ROUTER_TOPK_ORDER] == 2;
 	for (int64_t g = 0; g < G; g++) {
+		if (torch) { /* b.view(G, -1).topk(per).values.sum(-1) */
+			float v[ROUTER_MAX_K];
+			torch_topk(b + g * gs, 1, gs, per, sel, taken, 1);
+			for (int64_t j = 0; j < per; j++)
+				v[j] = b[g * gs + sel[j]];
+			gscore[g] = torch_sum_lastdim(v, 1, per);
+			continue;
+		}
 		topk(b + g * gs, gs, per, sel, taken);
 		float s = b[g * gs + sel[0]];
 		for (int64_t j = 1; j < per; j++)
@@ -38,7 +48,10 @@ static void group_mask(const struct router_params *p, const struct align_modes *
 		gscore[g] = s;
 	}
 	int32_t keep[ROUTER_MAX_K];
-	topk(gscore, G, p->topk_groups, keep, taken);
+	if (torch)
+		torch_topk(gscore, 1, G, p->topk_groups, keep, taken, 1);
+	else
+		topk(gscore, G, p->topk_groups, keep, taken);
 	for (int64_t g = 0; g < G; g++) {
 		int kept = 0;
 		for (int j = 0; j < p->topk_groups; j++)
@@ -118,7 +131,10 @@ static int route_token(const struct router_params *p, const struct align_modes *
 			b[e] = s[e] + bias[e];
 		if (p->n_groups > 1)
 			group_mask(p, m, b, E, K, taken);
-		topk(b, E, K, sel, taken);
+		if (m->v[MODE_ROUTER_TOPK_ORDER] == 2)
+			torch_topk(b, 1, E, K, sel, taken, 1);
+		else
+			topk(b, E, K, sel, taken);
 	}
 	if (m->v[MODE_ROUTER_TOPK_ORDER] == 1) /* ascending expert id */
 		for (int64_t j = 1; j < K; j++)
@@ -131,7 +147,9 @@ static int route_token(const struct router_params *p, const struct align_modes *
 		wt[j] = s[sel[j]];
 	if (p->score != ROUTER_SCORE_SOFTMAX) {
 		float sum;
-		if (m->v[MODE_ROUTER_SUM] == 1) {
+		if (m->v[MODE_ROUTER_SUM] == 2) {
+			sum = torch_sum_lastdim(wt, 1, K);
+		} else if (m->v[MODE_ROUTER_SUM] == 1) {
 			double d = 0.0;
 			for (int64_t j = 0; j < K; j++)
 				d += (double)wt[j];

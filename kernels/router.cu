@@ -1,6 +1,8 @@
 /* router.cu: CUDA twin of the DSv4 MoE gate (contract: router.h; specification: router.c).
  * x[T,D] bf16, w[E,D] f32, bias[E] f32, ids[T] i32, tid2eid[V,K] i32 -> idx[T,K] i32, wt[T,K] f32, the C
- * twin's bytes in every portable mode; MATH_IMPL=libm has no GPU twin and returns 4.
+ * twin's bytes in every portable mode; MATH_IMPL=libm has no GPU twin and returns 4; MATH_IMPL=cuda and
+ * cuda_fast (GPU only) swap the score functions for CUDA's (math_cuda.cuh). ROUTER_TOPK_ORDER=torch and
+ * ROUTER_SUM=torch run torch_order.h, the same code as the C twin.
  *
  * 1. Logits (router_gemm_kernel): l[t][e] = matmul_dot(xq_t, wq_e, D, seq, no FMA) with the C twin's
  *    operand rounding (ROUTER_GEMM: none, bf16 weight, TF32 both). A 64 x 64 (tokens x experts) tile per
@@ -31,8 +33,10 @@
  */
 #include "router.h"
 
+#include "math_cuda.cuh"
 #include "matmul.h"
 #include "rows_cuda.cuh"
+#include "torch_order.h"
 
 #define RT_MAX_K 64 /* = ROUTER_MAX_K of router.c */
 #define RT_BM 64    /* tokens per GEMM tile */
@@ -62,7 +66,10 @@ struct rt_args {
 	int sp_eps;       /* ROUTER_SQRTSOFTPLUS_EPS=1e-20 */
 	int norm_eps;     /* ROUTER_NORM_EPS=1e-20 */
 	int sum64;        /* ROUTER_SUM=fp64 */
+	int sum_torch;    /* ROUTER_SUM=torch */
 	int index_order;  /* ROUTER_TOPK_ORDER=index */
+	int topk_torch;   /* ROUTER_TOPK_ORDER=torch */
+	int math;         /* MATH_IMPL value (math_cuda.cuh) */
 	int mask_zero;    /* ROUTER_GROUP_MASK=zero */
 	int placeholder;  /* ROUTER_HASH_TABLE=placeholder */
 	int vec_x, vec_w; /* 16-byte operand loads */
@@ -198,13 +205,24 @@ ALIGN_HD static inline void rt_group_mask(const rt_args &a, float *b, unsigned c
 	const int64_t G = a.n_groups, gs = a.E / G, T = a.T;
 	const int64_t per = a.K / a.topk_groups > 0 ? a.K / a.topk_groups : 1;
 	for (int64_t g = 0; g < G; g++) {
+		if (a.topk_torch) {
+			float v[RT_MAX_K];
+			torch_topk(b + g * gs * T, T, gs, per, sel, taken, T);
+			for (int64_t j = 0; j < per; j++)
+				v[j] = b[(g * gs + sel[j]) * T];
+			gscore[g] = torch_sum_lastdim(v, 1, per);
+			continue;
+		}
 		rt_topk(b + g * gs * T, T, gs, per, sel, taken, T);
 		float s = b[(g * gs + sel[0]) * T];
 		for (int64_t j = 1; j < per; j++)
 			s = hn_add(s, b[(g * gs + sel[j]) * T]);
 		gscore[g] = s;
 	}
-	rt_topk(gscore, 1, G, a.topk_groups, keep, taken, T);
+	if (a.topk_torch)
+		torch_topk(gscore, 1, G, a.topk_groups, keep, taken, T);
+	else
+		rt_topk(gscore, 1, G, a.topk_groups, keep, taken, T);
 	for (int64_t g = 0; g < G; g++) {
 		int kept = 0;
 		for (int j = 0; j < a.topk_groups; j++)
@@ -226,7 +244,7 @@ ALIGN_HD static inline void rt_scores(const rt_args &a, float *l)
 			mx = l[e * T] > mx ? l[e * T] : mx;
 		float z = 0.0f;
 		for (int64_t e = 0; e < E; e++) {
-			float s = align_expf(hn_sub(l[e * T], mx));
+			float s = dm_expf(a.math, hn_sub(l[e * T], mx));
 			l[e * T] = s;
 			z = e ? hn_add(z, s) : s;
 		}
@@ -237,9 +255,9 @@ ALIGN_HD static inline void rt_scores(const rt_args &a, float *l)
 	for (int64_t e = 0; e < E; e++) {
 		float v = l[e * T];
 		if (a.score == ROUTER_SCORE_SIGMOID) {
-			l[e * T] = align_sigmoidf(v);
+			l[e * T] = dm_sigmoidf(a.math, v);
 		} else {
-			float sp = align_softplusf(v);
+			float sp = dm_softplusf(a.math, v);
 			if (a.sp_eps)
 				sp = hn_add(sp, 1e-20f);
 			l[e * T] = align_sqrtf(sp);
@@ -271,7 +289,10 @@ ALIGN_HD static inline int rt_route_token(const rt_args &a, int64_t t)
 			b[e * T] = hn_add(s[e * T], a.bias[e]);
 		if (a.n_groups > 1)
 			rt_group_mask(a, b, taken);
-		rt_topk(b, T, E, K, sel, taken, T);
+		if (a.topk_torch)
+			torch_topk(b, T, E, K, sel, taken, T);
+		else
+			rt_topk(b, T, E, K, sel, taken, T);
 	}
 	if (a.index_order)
 		for (int64_t j = 1; j < K; j++)
@@ -284,7 +305,9 @@ ALIGN_HD static inline int rt_route_token(const rt_args &a, int64_t t)
 		wt[j] = s[sel[j] * T];
 	if (a.score != ROUTER_SCORE_SOFTMAX) {
 		float sum;
-		if (a.sum64) {
+		if (a.sum_torch) {
+			sum = torch_sum_lastdim(wt, 1, K);
+		} else if (a.sum64) {
 			double d = 0.0;
 			for (int64_t j = 0; j < K; j++)
 				d = hn_addd(d, hn_f2d(wt[j]));
@@ -417,7 +440,10 @@ extern "C" int router_fwd_cuda(const void *params, const struct align_modes *m, 
 	a.sp_eps = m->v[MODE_ROUTER_SQRTSOFTPLUS_EPS] == 1;
 	a.norm_eps = m->v[MODE_ROUTER_NORM_EPS] == 1;
 	a.sum64 = m->v[MODE_ROUTER_SUM] == 1;
+	a.sum_torch = m->v[MODE_ROUTER_SUM] == 2;
 	a.index_order = m->v[MODE_ROUTER_TOPK_ORDER] == 1;
+	a.topk_torch = m->v[MODE_ROUTER_TOPK_ORDER] == 2;
+	a.math = m->v[MODE_MATH_IMPL];
 	a.mask_zero = m->v[MODE_ROUTER_GROUP_MASK] == 1;
 	a.placeholder = m->v[MODE_ROUTER_HASH_TABLE] == 1;
 	a.vec_x = a.D % 8 == 0 && rows_al16(a.x);

@@ -18,10 +18,13 @@
  *      other groups get b = -inf (ROUTER_GROUP_MASK=neginf) or b = b * 0.0f (zero).
  *   5. top-K of b: K passes, each taking the largest remaining b with strict '>' scanning from
  *      e = 0, so ties go to the lower expert id and NaN never wins (all-NaN: lowest free id).
- *   6. output order: selection order (ROUTER_TOPK_ORDER=sorted) or ascending expert id (index).
+ *      ROUTER_TOPK_ORDER=torch: torch_topk (torch_order.h: torch.topk(sorted=True) on CUDA, radix
+ *      selection with NaN largest, 32-wide bitonic sort), also for the group step (per-group top
+ *      values summed by torch_sum_lastdim, groups chosen by torch_topk).
+ *   6. output order: selection order (sorted), ascending expert id (index), torch_topk's (torch).
  *   7. weights wt_j = s_{idx_j} (unbiased). Except for softmax: sum = seq sum of wt in output
- *      order (fp32) or binary64 sum rounded to binary32 (ROUTER_SUM=fp64); wt_j = wt_j / (sum)
- *      or wt_j / (sum + 1e-20f) (ROUTER_NORM_EPS).
+ *      order (fp32), binary64 sum rounded to binary32 (ROUTER_SUM=fp64) or torch_sum_lastdim over
+ *      the output order (torch); wt_j = wt_j / (sum) or wt_j / (sum + 1e-20f) (ROUTER_NORM_EPS).
  *   8. wt_j = wt_j * route_scale.
  * Error bound vs fp64 of the same contract (checked by tests/kernels/test-ops-ref2.c, every mode
  * combination incl. MATH_IMPL, 4 param variants, 3 fill sets): the selected set is a valid top-K of

@@ -1,6 +1,7 @@
 /* swiglu.cu: CUDA twin of the DSv4 SwiGLU activation (contract: swiglu.h; specification: swiglu.c).
  * g[T,F] bf16, u[T,F] bf16, p[T] f32 -> a[T,F] bf16, the C twin's bytes in every portable mode;
- * MATH_IMPL=libm (glibc expf) has no GPU twin and returns 4.
+ * MATH_IMPL=libm (glibc expf) has no GPU twin and returns 4; MATH_IMPL=cuda / cuda_fast (GPU only) take
+ * exp from CUDA (math_cuda.cuh): silu = g / (1 + expf(-g)) as torch's CUDA silu.
  *
  * Per element, as swiglu.c: clamp (u to [-L, L], g to <= L, NaN passes); s = silu(g) with
  * e = align_expf(-g): div g / (1 + e), mul g * (1 / (1 + e)); a = s * u; out = R(q * a), R(R(a) * q)
@@ -28,6 +29,7 @@
  */
 #include "swiglu.h"
 
+#include "math_cuda.cuh"
 #include "rows_cuda.cuh"
 
 #define SW_TABLE 65537 /* every bf16 pattern, then silu(L) */
@@ -44,13 +46,14 @@ struct sw_args {
 	int dbl;        /* SWIGLU_ROUND=double */
 	int scale_bf16; /* SWIGLU_SCALE=bf16 */
 	int mul;        /* SWIGLU_SILU=mul */
+	int math;       /* MATH_IMPL value: portable, or GPU-only cuda / cuda_fast (math_cuda.cuh) */
 	int vec;        /* 16-byte path */
 };
 
-/* silu(g) in binary32 as swiglu.c, portable exp */
-ALIGN_HD static inline float sw_silu(float g, int mul)
+/* silu(g) in binary32 as swiglu.c; exp per MATH_IMPL (portable: the C twin's) */
+ALIGN_HD static inline float sw_silu(float g, int mul, int math)
 {
-	float e = align_expf(hn_neg(g));
+	float e = dm_expf(math, hn_neg(g));
 	float d = hn_add(1.0f, e);
 	return mul ? hn_mul(g, hn_div(1.0f, d)) : hn_div(g, d);
 }
@@ -79,10 +82,10 @@ __device__ static inline float sw_lookup(const sw_args &a, align_bf16 gb)
 	return a.clamp && g > a.L ? __ldg(a.table + 65536) : __ldg(a.table + gb);
 }
 
-__global__ void swiglu_table_kernel(float *table, float L, int mul)
+__global__ void swiglu_table_kernel(float *table, float L, int mul, int math)
 {
 	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < SW_TABLE; i += gridDim.x * blockDim.x)
-		table[i] = sw_silu(i < 65536 ? align_bf16_to_f32((align_bf16)i) : L, mul);
+		table[i] = sw_silu(i < 65536 ? align_bf16_to_f32((align_bf16)i) : L, mul, math);
 }
 
 __global__ void swiglu_kernel(sw_args a)
@@ -125,7 +128,7 @@ __global__ void swiglu_serial_kernel(sw_args a)
 			float g = align_bf16_to_f32(a.g[i]);
 			if (a.clamp)
 				g = g > a.L ? a.L : g;
-			a.y[i] = sw_finish(a, sw_silu(g, a.mul), align_bf16_to_f32(a.u[i]), q);
+			a.y[i] = sw_finish(a, sw_silu(g, a.mul, a.math), align_bf16_to_f32(a.u[i]), q);
 		}
 	}
 }
@@ -164,6 +167,7 @@ extern "C" int swiglu_fwd_cuda(const void *params, const struct align_modes *m, 
 	a.dbl = m->v[MODE_SWIGLU_ROUND] == 1;
 	a.scale_bf16 = m->v[MODE_SWIGLU_SCALE] == 1;
 	a.mul = m->v[MODE_SWIGLU_SILU] == 1;
+	a.math = m->v[MODE_MATH_IMPL];
 	a.vec = F % 8 == 0 && rows_al16(a.g) && rows_al16(a.u) && rows_al16(a.y);
 	if (T <= 0 || F <= 0)
 		return ALIGN_OK;
@@ -183,7 +187,7 @@ extern "C" int swiglu_fwd_cuda(const void *params, const struct align_modes *m, 
 	float *table = NULL;
 	OPS_CUDA_TRY(cudaMallocAsync((void **)&table, SW_TABLE * sizeof(float), stream));
 	a.table = table;
-	ALIGN_CUDA_LAUNCH(swiglu_table_kernel, (SW_TABLE + 255) / 256, 256, 0, stream, table, a.L, a.mul);
+	ALIGN_CUDA_LAUNCH(swiglu_table_kernel, (SW_TABLE + 255) / 256, 256, 0, stream, table, a.L, a.mul, a.math);
 	cudaError_t e = cudaGetLastError();
 	if (e == cudaSuccess) {
 		int64_t work = a.vec ? T * F / 8 : T * F, grid = (work + block - 1) / block;

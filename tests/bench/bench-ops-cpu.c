@@ -73,7 +73,7 @@ static int bench_one(const struct bench_case *bc)
 	double t[6];
 	for (int r = 0; r < 6; r++) {
 		double t0 = now();
-		if (im->fwd_cpu(params, &m, in, im->n_in, out, im->n_out)) {
+		if (ops_fwd_cpu(op, params, &m, in, im->n_in, out, im->n_out)) {
 			fprintf(stderr, "bench: %s failed\n", bc->op);
 			return 1;
 		}

@@ -13,6 +13,11 @@
  *     rows), every output whose first dim is T must equal the first T' rows of the full run;
  *   - the twin must refuse exactly what the C twin refuses (same status), and may answer 4 (mode not
  *     supported on the GPU) only, listed at the end.
+ * GPU-only mode sets (a switch the op reads holds a modes.def GPU_ONLY value, e.g. MATH_IMPL=cuda, the
+ * *-cuda profiles): the C twin has no such mode, so it runs with those switches at their portable
+ * defaults only to give the expected status (input refusals); the outputs are compared instead with the
+ * twin's own first run: every launch configuration and both runs must give those bytes (determinism,
+ * launch invariance), guards intact, and the batch-invariance check as above. Verdict "PASS-GPU".
  * One line per case (op, variant, dims, modes, fill, seed, verdict) and a summary.
  * Exit status: 0 pass, 1 any mismatch, 2 host or CUDA error, 77 skip (no CUDA device).
  * Host code only (.cu so that nvcc provides the CUDA headers; valid C++ and C).
@@ -39,6 +44,7 @@ struct opts {
 
 struct tally {
 	long cases, pass, fail, unsupported, launches;
+	long gpu_only; /* passing cases with GPU-only modes (checked against the twin itself) */
 	int errors; /* host or CUDA errors (exit 2) */
 	char unsupported_list[2048];
 	char missing[512];
@@ -54,7 +60,8 @@ struct hcase {
 	struct align_tensor in[MAXT], out[MAXT];
 	unsigned char *obuf[MAXT]; /* GUARD | output | GUARD */
 	size_t obytes[MAXT];
-	int rc; /* the C twin's status */
+	int rc;       /* the C twin's status */
+	int gpu_only; /* the modes hold GPU-only values: outputs are compared with the twin's first run */
 };
 
 static const struct align_launch launches[] = {
@@ -172,7 +179,14 @@ static int hcase_make(const struct align_op *op, const void *params, const struc
 		memset(h->obuf[i], GUARD_BYTE, h->obytes[i] + 2 * GUARD);
 		h->out[i].data = h->obuf[i] + GUARD;
 	}
-	h->rc = im->fwd_cpu(params, m, h->in, im->n_in, h->out, im->n_out);
+	struct align_modes mc = *m, def;
+	modes_init_default(&def);
+	for (const int *sw = im->modes; *sw >= 0; sw++)
+		if (modes_value_gpu_only(*sw, mc.v[*sw])) {
+			mc.v[*sw] = def.v[*sw];
+			h->gpu_only = 1;
+		}
+	h->rc = ops_fwd_cpu(op, params, &mc, h->in, im->n_in, h->out, im->n_out);
 	return 0;
 }
 
@@ -276,7 +290,7 @@ struct ctx {
 /* Check the twin under every launch configuration; 0 (verdict in msg / *verdict), 2 on CUDA error.
  * *verdict: 0 pass, 1 fail, 4 unsupported. */
 static int check_launches(struct ctx *c, const struct align_op *op, align_fwd_cuda_fn fwd, const void *params,
-                          const struct align_modes *m, const struct hcase *h, struct dcase *g, int *verdict, char *msg,
+                          const struct align_modes *m, struct hcase *h, struct dcase *g, int *verdict, char *msg,
                           size_t len, unsigned char **first)
 {
 	const struct align_op_impl *im = op->impl;
@@ -304,6 +318,9 @@ static int check_launches(struct ctx *c, const struct align_op *op, align_fwd_cu
 			}
 			if (rc)
 				continue; /* both refused: nothing to compare */
+			if (h->gpu_only && li == 0 && run == 0) /* GPU-only modes: the first run is the reference */
+				for (int i = 0; i < im->n_out; i++)
+					memcpy(h->out[i].data, g->back[i] + GUARD, h->obytes[i]);
 			for (int i = 0; i < im->n_out && *verdict == 0; i++) {
 				const unsigned char *got = g->back[i] + GUARD;
 				char d[200];
@@ -434,7 +451,10 @@ static int run_case(struct ctx *c, const struct align_op *op, align_fwd_cuda_fn 
 	         op->name, var, dname, ms->name, fill_name[fill], seed);
 	if (verdict == 0) {
 		c->t->pass++;
-		printf("%s%s\n", line, h.rc ? " (both twins refuse the input)" : "");
+		c->t->gpu_only += h.gpu_only;
+		printf("%s%s%s\n", h.gpu_only ? "PASS-GPU" : "", h.gpu_only ? line + 4 : line,
+		       h.rc ? " (both twins refuse the input)"
+		       : h.gpu_only ? " (GPU-only modes: deterministic, launch and batch invariant)" : "");
 	} else if (verdict == 4) {
 		c->t->unsupported++;
 		note_unsupported(c->t, op->name, ms->name);
@@ -542,10 +562,10 @@ int main(int argc, char **argv)
 			rc = check_op(&c, op);
 	}
 	cudaStreamDestroy(c.stream);
-	printf("ops-cuda on %s: %ld cases (%ld launches): %ld pass, %ld fail, %ld not supported on the GPU%s "
-	       "(seed 0x%" PRIx64 "%s)\n",
-	       prop.name, t.cases, t.launches, t.pass, t.fail, t.unsupported, rc ? ", stopped by an error" : "", o.seed,
-	       o.quick ? ", quick" : "");
+	printf("ops-cuda on %s: %ld cases (%ld launches): %ld pass (%ld of them GPU-only modes, checked for "
+	       "determinism and invariance), %ld fail, %ld not supported on the GPU%s (seed 0x%" PRIx64 "%s)\n",
+	       prop.name, t.cases, t.launches, t.pass, t.gpu_only, t.fail, t.unsupported,
+	       rc ? ", stopped by an error" : "", o.seed, o.quick ? ", quick" : "");
 	if (t.unsupported)
 		printf("not supported on the GPU (status 4): %s\n", t.unsupported_list);
 	if (t.missing[0])

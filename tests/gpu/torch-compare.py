@@ -11,7 +11,11 @@ values), runs `ALIGN run OP --device D --profile P --inputs in.st --outputs out.
 computes the same op with PyTorch eager ops on CUDA in the unfused order the framework uses, and
 compares the bit patterns element by element (differing elements, max ULP distance).
 
-Cases (profiles megatron and deepseek-ref; contracts in kernels/swiglu.h, router.h, mhc_pre.h):
+Profiles: megatron-cuda and deepseek-ref-cuda (GPU only: the framework-mimic modes, MATH_IMPL=cuda,
+ROUTER_TOPK_ORDER=torch, ROUTER_SUM=torch, MHC_SUM_ORDER=torch on top of megatron / deepseek-ref) are the
+verdict rows: they must be bitwise equal to PyTorch. The portable megatron and deepseek-ref profiles are
+run as well, for contrast (their differences are expected: portable numerics are not CUDA's).
+Cases (contracts in kernels/swiglu.h, router.h, mhc_pre.h):
   swiglu   clamp(u,-10,10), min(g,10), silu, * u in fp32; megatron: R(F(R(a)) * p) (two
            roundings, SWIGLU_ROUND=double); deepseek-ref: R(a * p) (one rounding).
   router   D=2 logits that are exact in fp32 whatever the GEMM order (so only the score, top-k and
@@ -21,12 +25,15 @@ Cases (profiles megatron and deepseek-ref; contracts in kernels/swiglu.h, router
   mhc_pre  fn = 0, so h = base exactly on both sides; the Sinkhorn C1 contract, pre = sigmoid + eps,
            post = 2 sigmoid, y = R(sum_j pre'_j x_j). deepseek-ref: torch.exp/sigmoid/softmax;
            megatron (MHC_EXP=exp2, MHC_COEF=bf16): exp2(x * log2e) and pre' = F(R(pre)).
-Sigmoid router scores are computed by align only through params variants that `align run` does
-not expose (it runs params_default = sqrtsoftplus), so they are not compared here.
+  router-sigmoid  `align run router --variant 1` (V3.2 gate): sigmoid(l), 8 groups keep 4 (group score =
+           top-K/4 values summed, torch.topk on the group scores), other groups' b = -inf
+           (masked_fill), torch.topk(K) on b, w / sum(w) [+ 1e-20 for megatron], * 2.5.
+Before the cases, a probe (torch only) reports which association PyTorch's CUDA sum(-1), sum(-2) and
+softmax use on this machine, against align's model in kernels/torch_order.h.
 
-Differences are expected (align's portable exp/log1p versus CUDA's expf/log1pf, torch's reduction
-orders, torch.topk's tie order): they are the data. Exit 0 after measuring; 2 when something could
-not be run (align failed, outputs missing, torch or CUDA missing).
+Exit 0 when every output of the mimic profiles is bitwise equal to PyTorch, 1 when one differs (the
+portable rows never fail the run: their differences are expected), 2 when something could not be
+run (align failed, outputs missing, torch or CUDA missing).
 """
 import json
 import math
@@ -306,26 +313,43 @@ def torch_swiglu(torch, F, inp, profile, dev, limit=10.0):
     u32 = torch.clamp(u32, -limit, limit)
     g32 = torch.clamp(g32, max=limit)
     a = F.silu(g32) * u32  # fp32
-    if profile == "megatron":  # clamped_weighted_swiglu: R(a), * fp32 probs, R()
+    if base_profile(profile) == "megatron":  # clamped_weighted_swiglu: R(a), * fp32 probs, R()
         out = (a.to(torch.bfloat16) * p).to(torch.bfloat16)
     else:  # DS-ref: p * a in fp32, one rounding
         out = (p * a).to(torch.bfloat16)
     return {"a": out}
 
 
-def torch_router(torch, F, inp, profile, dev, K, sp_eps, route_scale=1.5):
+def base_profile(profile):
+    return profile[:-5] if profile.endswith("-cuda") else profile
+
+
+def torch_router(torch, F, inp, profile, dev, K, sp_eps, sigmoid=False, groups=0, keep=0):
+    route_scale = 2.5 if sigmoid else 1.5
     x = to_torch(torch, inp["x"], dev)
     w = to_torch(torch, inp["w"], dev)
     bias = to_torch(torch, inp["bias"], dev)
-    if profile == "megatron":  # weight cast to params_dtype (bf16), fp32 GEMM output
+    if base_profile(profile) == "megatron":  # weight cast to params_dtype (bf16), fp32 GEMM output
         w = w.to(torch.bfloat16)
     logits = x.float() @ w.float().t()
-    sp = F.softplus(logits)
-    s = torch.sqrt(sp + 1e-20) if sp_eps else torch.sqrt(sp)
-    idx = torch.topk(s + bias, K, dim=-1, sorted=True).indices
+    if sigmoid:
+        s = torch.sigmoid(logits)
+    else:
+        sp = F.softplus(logits)
+        s = torch.sqrt(sp + 1e-20) if sp_eps else torch.sqrt(sp)
+    b = s + bias
+    if groups > 1:  # group-limited: top K/keep values per group summed, keep the best groups
+        T, E = b.shape
+        per = max(K // keep, 1)
+        gs = b.view(T, groups, E // groups).topk(per, dim=-1, sorted=True).values.sum(dim=-1)
+        gidx = torch.topk(gs, keep, dim=-1, sorted=True).indices
+        gmask = torch.zeros_like(gs).scatter_(1, gidx, 1.0)
+        emask = gmask.unsqueeze(-1).expand(T, groups, E // groups).reshape(T, E)
+        b = b.masked_fill(emask == 0, float("-inf"))
+    idx = torch.topk(b, K, dim=-1, sorted=True).indices
     wt = s.gather(1, idx)
     den = wt.sum(dim=-1, keepdim=True)
-    if profile == "megatron":
+    if base_profile(profile) == "megatron":
         den = den + 1e-20
     wt = wt / den * route_scale
     return {"idx": idx.to(torch.int32), "wt": wt}
@@ -339,7 +363,7 @@ def torch_mhc_pre(torch, F, inp, profile, dev, N, iters=20, eps=1e-6):
     base = to_torch(torch, inp["base"], dev)
     T = x.shape[0]
     h = base.unsqueeze(0).expand(T, -1)  # fn = 0: mix = 0, h = (0 * rs) * scale + base = base
-    if profile == "megatron":  # Triton/cuTile: exp2((.) * log2e)
+    if base_profile(profile) == "megatron":  # Triton/cuTile: exp2((.) * log2e)
         def sig(z):
             return 1.0 / (1.0 + torch.exp2(-z * LOG2E_F))
 
@@ -358,7 +382,7 @@ def torch_mhc_pre(torch, F, inp, profile, dev, N, iters=20, eps=1e-6):
     for _ in range(iters - 1):
         m = m / (m.sum(dim=-1, keepdim=True) + eps)
         m = m / (m.sum(dim=-2, keepdim=True) + eps)
-    coef = pre.to(torch.bfloat16).float() if profile == "megatron" else pre
+    coef = pre.to(torch.bfloat16).float() if base_profile(profile) == "megatron" else pre
     y = (coef.unsqueeze(-1) * x.float()).sum(dim=1).to(torch.bfloat16)
     return {"y": y, "pre": pre.contiguous(), "post": post.contiguous(), "comb": m.contiguous()}
 
@@ -369,7 +393,8 @@ def torch_mhc_pre(torch, F, inp, profile, dev, N, iters=20, eps=1e-6):
 SW_T, SW_F = 4, 64
 R_T, R_E, R_K = 8, 16, 4
 M_T, M_N, M_D = 2, 4, 8
-PROFILES = ["megatron", "deepseek-ref"]
+PROFILES = ["megatron-cuda", "deepseek-ref-cuda", "megatron", "deepseek-ref"]
+VERDICT_PROFILES = ("megatron-cuda", "deepseek-ref-cuda")  # must be bitwise equal to PyTorch
 
 
 def cases():
@@ -385,6 +410,10 @@ def cases():
                             modes=["ALIGN_ROUTER_SQRTSOFTPLUS_EPS=1e-20"] if eps else [],
                             shape="T=%d,D=2,E=%d,K=%d,V=1" % (R_T, R_E, R_K), inputs=ro,
                             outputs=["idx", "wt"], ref=("router", {"sp_eps": eps})))
+    for prof in PROFILES:
+        out.append(dict(op="router", label=prof + "+sigmoid-groups", profile=prof, modes=[], variant=1,
+                        shape="T=%d,D=2,E=%d,K=%d,V=1" % (R_T, R_E, R_K), inputs=ro, outputs=["idx", "wt"],
+                        ref=("router", {"sp_eps": False, "sigmoid": True, "groups": 8, "keep": 4})))
     for name, base in mhc_bases(M_N).items():
         mi = mhc_inputs(M_T, M_N, M_D, base)
         for prof in PROFILES:
@@ -406,6 +435,8 @@ def run_align(align, device, case, workdir, idx):
            "--outputs", outs, "--shape", case["shape"]]
     for m in case["modes"]:
         cmd += ["--mode", m]
+    if case.get("variant"):
+        cmd += ["--variant", str(case["variant"])]
     try:
         pr = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -417,6 +448,20 @@ def run_align(align, device, case, workdir, idx):
         if name not in got:
             raise Fail("%s: output %s missing (has %s)" % (outs, name, sorted(got)))
     return cmd, got
+
+
+def run_align_refused(align, device, case, workdir, idx):
+    """a GPU-only profile on the CPU: exit 2 and a message naming the GPU-only switch"""
+    op = case["op"].split("[")[0]
+    ins = os.path.join(workdir, "in%02d.safetensors" % idx)
+    st_write(ins, case["inputs"])
+    cmd = [align, "run", op, "--device", device, "--profile", case["profile"], "--inputs", ins, "--shape",
+           case["shape"]] + (["--variant", str(case["variant"])] if case.get("variant") else [])
+    pr = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    err = pr.stderr.decode(errors="replace").strip()
+    if pr.returncode != 2 or "exists only in the CUDA twins" not in err:
+        raise Fail("%s: want exit 2 naming the GPU-only switch, got %d: %s" % (" ".join(cmd), pr.returncode, err))
+    return err.splitlines()[-1]
 
 
 def main(argv):
@@ -478,11 +523,15 @@ def self_test_run(align, device, workdir):
     print("self-test: safetensors writer/reader round trip, byte order, bf16 rounding, ULP distance: ok")
     # 2. align accepts every input file the GPU run writes, and its outputs read back
     for i, c in enumerate(cases()):
+        if device == "cpu" and c["profile"] in VERDICT_PROFILES:  # GPU-only modes: refused on the CPU
+            msg = run_align_refused(align, device, c, workdir, i)
+            print("self-test: %-16s %-30s refused on the CPU: %s" % (c["op"], c["label"], msg))
+            continue
         cmd, got = run_align(align, device, c, workdir, i)
         shapes = ", ".join("%s%s %s" % (k, got[k][1], got[k][0]) for k in c["outputs"])
         print("self-test: %-16s %-30s accepted; outputs %s" % (c["op"], c["label"], shapes))
     # 3. a few values the reference contract fixes, on align's own output (CPU)
-    c = cases()[1]  # swiglu deepseek-ref
+    c = [c for c in cases() if c["op"] == "swiglu" and c["profile"] == "deepseek-ref"][0]
     _, got = run_align(align, device, c, workdir, 99)
     a = got["a"][2]
     want = 10.0 / (1.0 + math.exp(-10.0)) * 10.0  # g = u = 10 (the clamp limit), p = 1
@@ -498,6 +547,83 @@ def self_test_run(align, device, workdir):
     return 0
 
 
+# ---------------------------------------------------------------------------------------------
+# probe: which association do torch's CUDA reductions use here? (binary64 +, / then one rounding to
+# binary32 is the binary32 operation exactly: double rounding is innocuous for them)
+
+
+def f32(v):
+    return bits_f32(f32_bits(v))
+
+
+def tree_lanes(x, w, decreasing):
+    lane = list(x[:w]) + [0.0] * (w - len(x[:w]))
+    offs = []
+    o = w // 2 if decreasing else 1
+    while 0 < o < w:
+        offs.append(o)
+        o = o // 2 if decreasing else o * 2
+    for o in offs:
+        lane = [f32(lane[l] + lane[l + o]) if l + o < w else lane[l] for l in range(w)]
+    return lane[0]
+
+
+def model_sum_lastdim(x, decreasing=True):  # kernels/torch_order.h torch_sum_lastdim
+    n, w = len(x), 1
+    while w * 2 <= n and w < 32:
+        w *= 2
+    lanes = []
+    for l in range(w):
+        a = [0.0] * 4
+        idx = l
+        while idx + 3 * w < n:
+            for i in range(4):
+                a[i] = f32(a[i] + x[idx + i * w])
+            idx += 4 * w
+        for i in range(4):
+            if idx + i * w < n:
+                a[i] = f32(a[i] + x[idx + i * w])
+        lanes.append(f32(f32(f32(a[0] + a[1]) + a[2]) + a[3]))
+    return tree_lanes(lanes, w, decreasing)
+
+
+def model_sum_strided(x):  # torch_sum_strided
+    a, idx, n = [0.0] * 4, 0, len(x)
+    while idx + 3 < n:
+        for i in range(4):
+            a[i] = f32(a[i] + x[idx + i])
+        idx += 4
+    for i in range(4):
+        if idx + i < n:
+            a[i] = f32(a[i] + x[idx + i])
+    return f32(f32(f32(a[0] + a[1]) + a[2]) + a[3])
+
+
+def model_seq(x):
+    s = x[0]
+    for v in x[1:]:
+        s = f32(s + v)
+    return s
+
+
+def probe_orders(torch, dev):
+    r = random.Random(3)
+    print("## probe: association of PyTorch's CUDA reductions (rows matching each model)")
+    for n in (2, 3, 4, 5, 6, 7, 8, 12, 16):
+        rows = [[f32(r.uniform(-1, 1) * 2.0 ** r.randint(-12, 12)) for _ in range(n)] for _ in range(400)]
+        t = torch.tensor(rows, dtype=torch.float32, device=dev)
+        got = [bits_f32(b & 0xFFFFFFFF) for b in t.sum(dim=-1).view(torch.int32).tolist()]
+        dec = sum(1 for x, g in zip(rows, got) if f32_bits(model_sum_lastdim(x, True)) == f32_bits(g))
+        inc = sum(1 for x, g in zip(rows, got) if f32_bits(model_sum_lastdim(x, False)) == f32_bits(g))
+        seq = sum(1 for x, g in zip(rows, got) if f32_bits(model_seq(x)) == f32_bits(g))
+        t3 = t.view(400, 1, n).expand(400, n, n).contiguous().transpose(1, 2).contiguous()  # columns = rows
+        got2 = [bits_f32(b & 0xFFFFFFFF) for b in t3.sum(dim=-2)[:, 0].contiguous().view(torch.int32).tolist()]
+        stri = sum(1 for x, g in zip(rows, got2) if f32_bits(model_sum_strided(x)) == f32_bits(g))
+        print("sum(-1) n=%-2d  lane tree, decreasing offsets (align's model): %3d/400  increasing: %3d/400  "
+              "sequential: %3d/400 | sum(-2) 4-accumulator model: %3d/400" % (n, dec, inc, seq, stri))
+    print()
+
+
 def compare_run(align, device, workdir):
     try:
         import torch
@@ -511,6 +637,7 @@ def compare_run(align, device, workdir):
     torch.backends.cudnn.allow_tf32 = False
     print("torch %s, device %s%s, align %s --device %s" % (
         torch.__version__, dev, (" (%s)" % torch.cuda.get_device_name(0)) if dev == "cuda" else "", align, device))
+    probe_orders(torch, dev)
     rows = []
     for i, c in enumerate(cases()):
         cmd, got = run_align(align, device, c, workdir, i)
@@ -519,7 +646,8 @@ def compare_run(align, device, workdir):
             if kind == "swiglu":
                 ref = torch_swiglu(torch, F, c["inputs"], c["profile"], dev)
             elif kind == "router":
-                ref = torch_router(torch, F, c["inputs"], c["profile"], dev, R_K, extra["sp_eps"])
+                ref = torch_router(torch, F, c["inputs"], c["profile"], dev, R_K, extra["sp_eps"],
+                                   extra.get("sigmoid", False), extra.get("groups", 0), extra.get("keep", 0))
             else:
                 ref = torch_mhc_pre(torch, F, c["inputs"], c["profile"], dev, M_N)
         print("\n## %s, profile %s\n$ %s" % (c["op"], c["label"], " ".join(cmd)))
@@ -530,6 +658,8 @@ def compare_run(align, device, workdir):
                 raise Fail("%s %s: align gives %s%s, torch %s%s" % (c["op"], name, at[0], at[1], tt[0], tt[1]))
             n, d, ulp, first = compare(at[0], at[2], tt[2])
             verdict = "bitwise equal" if d == 0 else "differ"
+            if c["profile"] not in VERDICT_PROFILES:
+                verdict += " (portable, for contrast)"
             print("op=%s profile=%s output=%s elements=%d differing=%d max_ulp=%s" % (
                 c["op"], c["label"], name, n, d, ulp))
             if first is not None:
@@ -541,8 +671,12 @@ def compare_run(align, device, workdir):
     print("| --- | --- | --- | ---: | ---: | ---: | --- |")
     for r in rows:
         print("| `%s` | %s | `%s` | %d | %d | %s | %s |" % r)
+    bad = [r for r in rows if r[1].split("+")[0] in VERDICT_PROFILES and r[4] != 0]
+    print("\nmimic profiles (%s): %d of %d outputs bitwise equal to PyTorch" % (
+        ", ".join(VERDICT_PROFILES), sum(1 for r in rows if r[1].split("+")[0] in VERDICT_PROFILES) - len(bad),
+        sum(1 for r in rows if r[1].split("+")[0] in VERDICT_PROFILES)))
     print("\n(files in %s)" % workdir)
-    return 0
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

@@ -53,12 +53,13 @@ static void check_rows(void)
 
 static void check_profiles(void)
 {
-	const char *const want[] = {"megatron", "paddle", "paddle-accuracy", "deepseek-ref"};
+	const char *const want[] = {"megatron", "paddle", "paddle-accuracy", "deepseek-ref", "megatron-cuda",
+				    "deepseek-ref-cuda"};
 	const char *const *p = modes_profiles();
 	int n = 0;
 	for (; p[n]; n++)
-		CHECK(n < 4 && strcmp(p[n], want[n]) == 0, "profile %d is %s", n, p[n]);
-	CHECK(n == 4, "4 profiles, got %d", n);
+		CHECK(n < 6 && strcmp(p[n], want[n]) == 0, "profile %d is %s", n, p[n]);
+	CHECK(n == 6, "6 profiles, got %d", n);
 	for (int i = 0; p[i]; i++) {
 		struct align_modes m;
 		char err[512] = "";
@@ -74,6 +75,36 @@ static void check_profiles(void)
 	CHECK(memcmp(d.v, r.v, sizeof d.v) == 0, "deepseek-ref must equal the defaults");
 	modes_apply_profile(&r, "paddle-accuracy", err, sizeof err);
 	CHECK(r.v[MODE_MHC_SINKHORN] == modes_value_index(MODE_MHC_SINKHORN, "c0"), "paddle-accuracy sinkhorn");
+
+	/* a *-cuda profile = its base profile's rows, then its own GPU-only and torch-order rows */
+	const char *const pairs[][2] = {{"megatron", "megatron-cuda"}, {"deepseek-ref", "deepseek-ref-cuda"}};
+	for (int i = 0; i < 2; i++) {
+		struct align_modes b, c;
+		modes_init_default(&b);
+		modes_init_default(&c);
+		CHECK(modes_apply_profile(&b, pairs[i][0], err, sizeof err) == 0, "base %s", pairs[i][0]);
+		CHECK(modes_apply_profile(&c, pairs[i][1], err, sizeof err) == 0, "%s: %s", pairs[i][1], err);
+		int own = 0;
+		for (int id = 0; id < MODE_COUNT; id++) {
+			if (b.v[id] == c.v[id])
+				continue;
+			own++;
+			CHECK(id == MODE_MATH_IMPL || id == MODE_RMSNORM_RSQRT || id == MODE_ROUTER_TOPK_ORDER ||
+				      id == MODE_ROUTER_SUM || id == MODE_MHC_SUM_ORDER || id == MODE_MATMUL_IMPL,
+			      "%s changes %s beyond its base", pairs[i][1], modes_info(id)->env);
+		}
+		CHECK(own == 6, "%s: 6 own rows, got %d", pairs[i][1], own);
+		CHECK(modes_gpu_only_in(&c, NULL) >= 0 && modes_gpu_only_in(&b, NULL) < 0, "%s is GPU only",
+		      pairs[i][1]);
+		CHECK(strcmp(c.profile, pairs[i][1]) == 0, "profile name of %s", pairs[i][1]);
+	}
+	/* GPU-only registry */
+	CHECK(modes_value_gpu_only(MODE_MATH_IMPL, modes_value_index(MODE_MATH_IMPL, "cuda")), "cuda GPU only");
+	CHECK(modes_value_gpu_only(MODE_MATMUL_IMPL, modes_value_index(MODE_MATMUL_IMPL, "tc")), "tc GPU only");
+	CHECK(!modes_value_gpu_only(MODE_MATH_IMPL, modes_value_index(MODE_MATH_IMPL, "libm")), "libm is not");
+	CHECK(!modes_value_gpu_only(MODE_ROUTER_TOPK_ORDER, modes_value_index(MODE_ROUTER_TOPK_ORDER, "torch")),
+	      "torch order is portable");
+	CHECK(!modes_value_gpu_only(-1, 0) && !modes_value_gpu_only(MODE_MATH_IMPL, 99), "out of range");
 }
 
 static void check_resolution(void)

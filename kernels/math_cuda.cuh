@@ -1,0 +1,84 @@
+/* math_cuda.cuh: the MATH_IMPL choice inside the CUDA twins (modes.def).
+ *
+ *   portable  (0) align numerics.h: correctly rounded (binary64 inside), bitwise equal to the C twins.
+ *   libm      (1) glibc on the CPU: no device twin (the launchers refuse it with status 4).
+ *   cuda      (2) GPU only: what PyTorch eager CUDA kernels call for binary32 (built without fast
+ *                 math): expf, exp2f, log1pf from libdevice (max 2 ulp, not correctly rounded),
+ *                 sigmoid as 1.0f / (1.0f + expf(-x)) (torch.sigmoid, silu's exp), softplus as
+ *                 x > 20 ? x : log1pf(expf(x)) (F.softplus, beta 1, threshold 20).
+ *   cuda_fast (3) GPU only: --use_fast_math builds: __expf, ex2.approx.ftz.f32, __fdividef in sigmoid;
+ *                 log1pf has no fast variant and stays libdevice's.
+ * The GPU-only values are checked for run-to-run determinism and batch invariance (every function
+ * here is a pure function of its argument) and against PyTorch by tests/gpu/torch-compare.py, not
+ * against the C twins. The libdevice functions use explicit fused multiply-adds inside, so nvcc's
+ * --fmad=false on align's kernels does not change them.
+ */
+#ifndef ALIGN_MATH_CUDA_CUH
+#define ALIGN_MATH_CUDA_CUH
+
+#include "numerics.h"
+
+enum { ALIGN_MATH_PORTABLE = 0, ALIGN_MATH_LIBM = 1, ALIGN_MATH_CUDA = 2, ALIGN_MATH_CUDA_FAST = 3 };
+
+/* ALIGN_HD so that the twins' host-device helpers can call them; the GPU-only branches exist only in
+ * device code (a host pass never runs a GPU-only value: ops_fwd_cpu refuses it) */
+ALIGN_HD static inline float dm_expf(int impl, float x)
+{
+#ifdef __CUDA_ARCH__
+	if (impl == ALIGN_MATH_CUDA)
+		return expf(x);
+	if (impl == ALIGN_MATH_CUDA_FAST)
+		return __expf(x);
+#endif
+	(void)impl;
+	return align_expf(x);
+}
+
+ALIGN_HD static inline float dm_exp2f(int impl, float x)
+{
+#ifdef __CUDA_ARCH__
+	if (impl == ALIGN_MATH_CUDA)
+		return exp2f(x);
+	if (impl == ALIGN_MATH_CUDA_FAST) {
+		float y;
+		asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+		return y;
+	}
+#endif
+	(void)impl;
+	return align_exp2f(x);
+}
+
+ALIGN_HD static inline float dm_log1pf(int impl, float x)
+{
+#ifdef __CUDA_ARCH__
+	if (impl >= ALIGN_MATH_CUDA)
+		return log1pf(x);
+#endif
+	(void)impl;
+	return align_log1pf(x);
+}
+
+ALIGN_HD static inline float dm_sigmoidf(int impl, float x)
+{
+#ifdef __CUDA_ARCH__
+	if (impl == ALIGN_MATH_CUDA)
+		return 1.0f / (1.0f + expf(-x));
+	if (impl == ALIGN_MATH_CUDA_FAST)
+		return __fdividef(1.0f, 1.0f + __expf(-x));
+#endif
+	(void)impl;
+	return align_sigmoidf(x);
+}
+
+ALIGN_HD static inline float dm_softplusf(int impl, float x)
+{
+#ifdef __CUDA_ARCH__
+	if (impl >= ALIGN_MATH_CUDA)
+		return x > 20.0f ? x : log1pf(dm_expf(impl, x));
+#endif
+	(void)impl;
+	return align_softplusf(x);
+}
+
+#endif /* ALIGN_MATH_CUDA_CUH */

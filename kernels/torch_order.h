@@ -1,0 +1,208 @@
+/* torch_order.h: PyTorch eager CUDA's selection and summation orders for small slices, as plain
+ * sequential code shared by the C and CUDA twins (the "torch" values of ROUTER_TOPK_ORDER,
+ * ROUTER_SUM and MHC_SUM_ORDER in modes.def). Integer and comparison logic plus binary32 adds in a
+ * fixed association: portable, bit for bit the same on both sides.
+ *
+ * What each function reproduces (PyTorch 2.x ATen sources, aten/src/ATen/native/cuda; checked
+ * against PyTorch 2.11 on an H100 by tests/gpu/torch-compare.py):
+ *   torch_topk      torch.topk(x, k, sorted=True, largest=True) on one slice of n < 400 floats
+ *                   (TensorTopK.cu sbtopk path; from 400 on with > 4000 slices PyTorch switches to
+ *                   the multi-block kernel, not modelled). Selection: radix keys (radix_key: NaN
+ *                   largest, -0 below +0); every element with key > the k-th key, then elements equal
+ *                   to it in ascending index order until k are taken; gathered in that order
+ *                   (strictly greater ones first, each group by ascending index). Sorting
+ *                   (sortKeyValueInplace, stable = false): k <= 32: bitonicSortKVInPlace with 32
+ *                   slots and 16 threads (SortUtils.cuh), comparator GTOp<float, true> (NaN
+ *                   greater, then '>'), so equal values end in the network's order, not by index;
+ *                   32 < k <= 64: a stable descending sort of the gathered order (WarpMergeSort).
+ *   torch_sum_lastdim  x.sum(-1) over a contiguous slice of n < 128 floats (Reduce.cuh, vt0 = 4, no
+ *                   vectorized input below 128): w = min(last_pow2(n), 32) lanes; lane l keeps 4
+ *                   accumulators (+0 start) fed x[l + i w], x[l + 4w + i w], ...; the lane value is
+ *                   ((a0 + a1) + a2) + a3; lanes are combined by shfl_down with decreasing offsets
+ *                   w/2, ..., 1 (lane l += lane l + off).
+ *   torch_sum_strided  x.sum(-2) of a [.., n, m] tensor (reduction over a non-innermost dim, n < 64):
+ *                   one thread per output with 4 accumulators over k = 0, 4, 8, ... (+ i), combined
+ *                   ((a0 + a1) + a2) + a3.
+ *   torch_softmax_sum  the denominator of torch.softmax(x, -1) for n <= 1024 (PersistentSoftmax.cuh):
+ *                   W = min(next_pow2(n), 32) lanes, lane l sums e[l], e[l + W], ... from 0.0f (padded
+ *                   lanes hold exp(-inf) = +0), then an xor butterfly with offsets W/2, ..., 1.
+ * Every add is a binary32 '+' through hn_add (nan_host.h: the plain operator on the host, the host's
+ * NaN bits on the device), so both twins give the same bytes; callers compile without contraction
+ * (-ffp-contract=off / nvcc --fmad=false).
+ */
+#ifndef ALIGN_TORCH_ORDER_H
+#define ALIGN_TORCH_ORDER_H
+
+#include <stdint.h>
+
+#include "nan_host.h"
+#include "numerics.h"
+
+#define TORCH_TOPK_MAX_K 64
+#define TORCH_SUM_MAX_N 127
+
+/* TopKTypeConfig<float>::convert: order-preserving unsigned key, NaN the largest */
+ALIGN_HD static inline uint32_t torch_radix_key(float v)
+{
+	if (align_isnanf(v))
+		return 0xffffffffu;
+	uint32_t x = align_f32_bits(v);
+	return x ^ ((x & 0x80000000u) ? 0xffffffffu : 0x80000000u);
+}
+
+/* GTOp<float, true>: NaN above everything else, then '>' */
+ALIGN_HD static inline int torch_gt(float l, float r)
+{
+	return (align_isnanf(l) && !align_isnanf(r)) || l > r;
+}
+
+/* bitonicSwap of SortUtils.cuh on slots a, b */
+ALIGN_HD static inline void torch_bitonic_swap(float *key, int32_t *val, unsigned char *valid, int a, int b, int dir)
+{
+	int swap = (torch_gt(key[a], key[b]) && valid[a]) || !valid[b];
+	if (swap == dir) {
+		float tk = key[a];
+		int32_t tv = val[a];
+		unsigned char tb = valid[a];
+		key[a] = key[b], val[a] = val[b], valid[a] = valid[b];
+		key[b] = tk, val[b] = tv, valid[b] = tb;
+	}
+}
+
+/* bitonicSort<32> with 16 threads, descending; within a step the 16 threads touch disjoint slots,
+ * so running them one after another is exact */
+ALIGN_HD static inline void torch_bitonic32(float *key, int32_t *val, unsigned char *valid)
+{
+	for (int size = 2; size < 32; size *= 2)
+		for (int stride = size / 2; stride > 0; stride /= 2)
+			for (int t = 0; t < 16; t++) {
+				int pos = 2 * t - (t & (stride - 1));
+				torch_bitonic_swap(key, val, valid, pos, pos + stride, (t & (size / 2)) != 0);
+			}
+	for (int stride = 16; stride > 0; stride /= 2)
+		for (int t = 0; t < 16; t++) {
+			int pos = 2 * t - (t & (stride - 1));
+			torch_bitonic_swap(key, val, valid, pos, pos + stride, 0);
+		}
+}
+
+/* torch.topk(sorted=True) of x[0..n) (element stride xs), k <= TORCH_TOPK_MAX_K, k <= n: the
+ * selected indices in torch's output order -> sel[0..k). taken: n flags (stride ts) of scratch. */
+ALIGN_HD static inline void torch_topk(const float *x, int64_t xs, int64_t n, int64_t k, int32_t *sel,
+                                       unsigned char *taken, int64_t ts)
+{
+	for (int64_t e = 0; e < n; e++)
+		taken[e * ts] = 0;
+	uint32_t kth = 0;
+	for (int64_t j = 0; j < k; j++) { /* the j-th largest key, ties to the lower index */
+		int64_t best = -1;
+		uint32_t bk = 0;
+		for (int64_t e = 0; e < n; e++) {
+			uint32_t ke = torch_radix_key(x[e * xs]);
+			if (!taken[e * ts] && (best < 0 || ke > bk)) {
+				best = e;
+				bk = ke;
+			}
+		}
+		taken[best * ts] = 1;
+		kth = bk;
+	}
+	/* gather order: keys above the k-th value first, then the k-th value's, each by index */
+	float key[32];
+	int32_t val[32];
+	unsigned char valid[32];
+	int64_t m = 0;
+	for (int pass = 0; pass < 2; pass++)
+		for (int64_t e = 0; e < n; e++)
+			if (taken[e * ts] && (torch_radix_key(x[e * xs]) > kth) == (pass == 0)) {
+				if (k <= 32) {
+					key[m] = x[e * xs];
+					val[m] = (int32_t)e;
+					valid[m] = 1;
+				}
+				sel[m++] = (int32_t)e;
+			}
+	if (k <= 1)
+		return;
+	if (k <= 32) {
+		for (int64_t i = k; i < 32; i++) {
+			key[i] = 0.0f; /* K{} */
+			val[i] = 0;
+			valid[i] = 0;
+		}
+		torch_bitonic32(key, val, valid);
+		for (int64_t i = 0; i < k; i++)
+			sel[i] = val[i];
+		return;
+	}
+	for (int64_t j = 1; j < k; j++) /* stable insertion sort, descending by GTOp */
+		for (int64_t i = j; i > 0 && torch_gt(x[sel[i] * xs], x[sel[i - 1] * xs]); i--) {
+			int32_t t = sel[i];
+			sel[i] = sel[i - 1];
+			sel[i - 1] = t;
+		}
+}
+
+/* shfl_down with decreasing offsets over w lanes (w a power of two <= 32): lane 0's value */
+ALIGN_HD static inline float torch_lane_tree(float *lane, int w)
+{
+	for (int off = w / 2; off > 0; off /= 2)
+		for (int l = 0; l < off; l++)
+			lane[l] = hn_add(lane[l], lane[l + off]);
+	return lane[0];
+}
+
+/* x.sum(-1) of x[0..n) (stride xs), 1 <= n <= TORCH_SUM_MAX_N */
+ALIGN_HD static inline float torch_sum_lastdim(const float *x, int64_t xs, int64_t n)
+{
+	int w = 1;
+	while (w * 2 <= n && w < 32)
+		w *= 2;
+	float lane[32];
+	for (int l = 0; l < w; l++) {
+		float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+		int64_t idx = l;
+		while (idx + 3 * (int64_t)w < n) {
+			for (int i = 0; i < 4; i++)
+				a[i] = hn_add(a[i], x[(idx + i * w) * xs]);
+			idx += 4 * (int64_t)w;
+		}
+		for (int i = 0; i < 4 && idx + i * w < n; i++)
+			a[i] = hn_add(a[i], x[(idx + i * w) * xs]);
+		lane[l] = hn_add(hn_add(hn_add(a[0], a[1]), a[2]), a[3]);
+	}
+	return torch_lane_tree(lane, w);
+}
+
+/* x.sum(-2) for one output: x[0..n) (stride xs), 1 <= n <= 63 */
+ALIGN_HD static inline float torch_sum_strided(const float *x, int64_t xs, int64_t n)
+{
+	float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+	int64_t idx = 0;
+	while (idx + 3 < n) {
+		for (int i = 0; i < 4; i++)
+			a[i] = hn_add(a[i], x[(idx + i) * xs]);
+		idx += 4;
+	}
+	for (int i = 0; i < 4 && idx + i < n; i++)
+		a[i] = hn_add(a[i], x[(idx + i) * xs]);
+	return hn_add(hn_add(hn_add(a[0], a[1]), a[2]), a[3]);
+}
+
+/* the softmax denominator of e[0..n) (stride es), e = exp(x - max), 1 <= n <= 1024 */
+ALIGN_HD static inline float torch_softmax_sum(const float *e, int64_t es, int64_t n)
+{
+	int w = 1;
+	while (w < n && w < 32)
+		w *= 2;
+	float lane[32];
+	for (int l = 0; l < w; l++) {
+		float s = 0.0f;
+		for (int64_t i = l; i < n; i += w)
+			s = hn_add(s, e[i * es]);
+		lane[l] = s; /* a padded lane adds exp(-inf) = +0 to 0.0f */
+	}
+	return torch_lane_tree(lane, w); /* xor butterfly: lane 0 sees this tree, every lane the same value */
+}
+
+#endif /* ALIGN_TORCH_ORDER_H */
