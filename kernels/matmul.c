@@ -74,7 +74,8 @@ static const struct align_tensor_spec in_specs[] = {
 static const struct align_tensor_spec out_specs[] = {
 	{"y", ALIGN_DT_BF16, "T,F", {ALIGN_FILL_NORMAL, 0, 0}, "a @ b^T (bf16 or f32 per MATMUL_OUT)"},
 };
-static const int modes_read[] = {MODE_MATMUL_OPERAND, MODE_MATMUL_ACCUM, MODE_MATMUL_FMA, MODE_MATMUL_OUT, -1};
+static const int modes_read[] = {MODE_MATMUL_OPERAND, MODE_MATMUL_ACCUM, MODE_MATMUL_FMA, MODE_MATMUL_OUT,
+				 MODE_MATMUL_IMPL, -1}; /* IMPL: portable here; tc and cublas are GPU only */
 
 const struct align_op_impl matmul_impl = {
 	2, in_specs, 1, out_specs, "T=16,D=4096,F=64", modes_read, sizeof(struct matmul_params),

@@ -22,11 +22,14 @@
  * Exit status: 0 pass, 1 any mismatch, 2 host or CUDA error, 77 skip (no CUDA device).
  * Host code only (.cu so that nvcc provides the CUDA headers; valid C++ and C).
  * Run: meson test -C build-cu2 --suite gpu, or build-cu2/tests/gpu/test-gpu-ops-cuda [--op NAME] [--quick]
- * [--seed HEX]. Without a GPU: tests/gpu/emu/run-emu.sh runs it against the kernels' logic on the host. */
+ * [--seed HEX] [--jobs N]. Without --op the ops run in parallel worker processes (--jobs, default the
+ * number of CPUs up to the number of ops; each worker has its own CUDA context), outputs in op order. Without a GPU: tests/gpu/emu/run-emu.sh runs it against the kernels' logic on the host. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "ops_cuda.h"
 
@@ -524,21 +527,10 @@ static int check_op(struct ctx *c, const struct align_op *op)
 	return e;
 }
 
-int main(int argc, char **argv)
+/* The checks of the selected ops in this process. Prints the summary (or, for a worker, one "@@tally"
+ * line the parent adds up); returns the exit status. */
+static int run_ops(const struct opts *o, int worker)
 {
-	struct opts o = {NULL, 0, 0xa11a5eedull};
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--op") && i + 1 < argc)
-			o.only = argv[++i];
-		else if (!strcmp(argv[i], "--quick"))
-			o.quick = 1;
-		else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
-			o.seed = strtoull(argv[++i], NULL, 16);
-		else {
-			fprintf(stderr, "usage: %s [--op NAME] [--quick] [--seed HEX]\n", argv[0]);
-			return 2;
-		}
-	}
 	int ndev = 0;
 	cudaError_t e = cudaGetDeviceCount(&ndev);
 	if (e != cudaSuccess || ndev == 0) {
@@ -546,26 +538,136 @@ int main(int argc, char **argv)
 		       e == cudaSuccess ? "ok" : cudaGetErrorString(e), ndev);
 		return 77;
 	}
-	if (o.only && !ops_find(o.only)) {
-		fprintf(stderr, "error: unknown op '%s'\n", o.only);
-		return 2;
-	}
 	struct cudaDeviceProp prop;
 	CK(cudaGetDeviceProperties(&prop, 0));
 	static struct tally t;
-	struct ctx c = {&o, &t, NULL};
+	struct ctx c = {o, &t, NULL};
 	CK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
 	int rc = 0;
 	for (int i = 0; i < ALIGN_OP_COUNT && !rc; i++) {
 		const struct align_op *op = ops_at(i);
-		if (!o.only || !strcmp(o.only, op->name))
+		if (!o->only || !strcmp(o->only, op->name))
 			rc = check_op(&c, op);
 	}
 	cudaStreamDestroy(c.stream);
+	if (worker) {
+		printf("@@tally %ld %ld %ld %ld %ld %ld %d %d|%s|%s|%s\n", t.cases, t.launches, t.pass, t.gpu_only, t.fail,
+		       t.unsupported, t.errors, rc, prop.name, t.unsupported_list, t.missing);
+	} else {
+		printf("ops-cuda on %s: %ld cases (%ld launches): %ld pass (%ld of them GPU-only modes, checked for "
+		       "determinism and invariance), %ld fail, %ld not supported on the GPU%s (seed 0x%" PRIx64 "%s)\n",
+		       prop.name, t.cases, t.launches, t.pass, t.gpu_only, t.fail, t.unsupported,
+		       rc ? ", stopped by an error" : "", o->seed, o->quick ? ", quick" : "");
+		if (t.unsupported)
+			printf("not supported on the GPU (status 4): %s\n", t.unsupported_list);
+		if (t.missing[0])
+			printf("no CUDA twin: %s\n", t.missing);
+	}
+	fflush(stdout);
+	if (rc || t.errors)
+		return 2;
+	return t.fail ? 1 : 0;
+}
+
+/* --jobs N: one worker process per op (forked before any CUDA call, so each has its own context), at
+ * most N at a time; their outputs are printed in registry order and their tallies added up. */
+static int run_parallel(const struct opts *o, int jobs)
+{
+	FILE *logs[ALIGN_OP_COUNT];
+	pid_t pids[ALIGN_OP_COUNT];
+	int status[ALIGN_OP_COUNT], running = 0;
+	for (int i = 0; i < ALIGN_OP_COUNT; i++) {
+		if (running == jobs) { /* wait for one worker */
+			int st;
+			pid_t w = wait(&st);
+			for (int k = 0; k < i; k++)
+				if (pids[k] == w)
+					status[k] = st;
+			running--;
+		}
+		logs[i] = tmpfile();
+		if (!logs[i]) {
+			perror("error: tmpfile");
+			return 2;
+		}
+		fflush(stdout);
+		pids[i] = fork();
+		if (pids[i] < 0) {
+			perror("error: fork");
+			return 2;
+		}
+		if (pids[i] == 0) {
+			struct opts mine = *o;
+			mine.only = ops_at(i)->name;
+			if (dup2(fileno(logs[i]), 1) < 0)
+				_exit(2);
+			_exit(run_ops(&mine, 1));
+		}
+		status[i] = -1;
+		running++;
+	}
+	while (running > 0) {
+		int st;
+		pid_t w = wait(&st);
+		if (w < 0)
+			break;
+		for (int k = 0; k < ALIGN_OP_COUNT; k++)
+			if (pids[k] == w)
+				status[k] = st;
+		running--;
+	}
+	struct tally t;
+	memset(&t, 0, sizeof t);
+	char dev[256] = "?";
+	int rc = 0, skips = 0;
+	for (int i = 0; i < ALIGN_OP_COUNT; i++) {
+		int code = WIFEXITED(status[i]) ? WEXITSTATUS(status[i]) : 2;
+		char line[8192];
+		rewind(logs[i]);
+		int tallied = 0;
+		while (fgets(line, sizeof line, logs[i])) {
+			if (strncmp(line, "@@tally ", 8)) {
+				fputs(line, stdout);
+				continue;
+			}
+			long v[6];
+			int errs, wrc;
+			char *bar = strchr(line, '|');
+			if (!bar || sscanf(line + 8, "%ld %ld %ld %ld %ld %ld %d %d", &v[0], &v[1], &v[2], &v[3], &v[4],
+			                   &v[5], &errs, &wrc) != 8)
+				continue;
+			tallied = 1;
+			t.cases += v[0], t.launches += v[1], t.pass += v[2], t.gpu_only += v[3], t.fail += v[4];
+			t.unsupported += v[5], t.errors += errs;
+			char *name = bar + 1, *uns = strchr(name, '|'), *miss = uns ? strchr(uns + 1, '|') : NULL;
+			if (!uns || !miss)
+				continue;
+			*uns++ = '\0';
+			*miss++ = '\0';
+			miss[strcspn(miss, "\n")] = '\0';
+			snprintf(dev, sizeof dev, "%s", name);
+			size_t n = strlen(t.unsupported_list);
+			if (*uns)
+				snprintf(t.unsupported_list + n, sizeof t.unsupported_list - n, "%s%s", n ? "; " : "", uns);
+			n = strlen(t.missing);
+			if (*miss)
+				snprintf(t.missing + n, sizeof t.missing - n, "%s%s", n ? ", " : "", miss);
+		}
+		fclose(logs[i]);
+		if (code == 77)
+			skips++;
+		else if (code == 2 || !tallied)
+			rc = 2;
+	}
+	if (skips == ALIGN_OP_COUNT) {
+		printf("skip: no CUDA device\n");
+		return 77;
+	}
 	printf("ops-cuda on %s: %ld cases (%ld launches): %ld pass (%ld of them GPU-only modes, checked for "
-	       "determinism and invariance), %ld fail, %ld not supported on the GPU%s (seed 0x%" PRIx64 "%s)\n",
-	       prop.name, t.cases, t.launches, t.pass, t.gpu_only, t.fail, t.unsupported,
-	       rc ? ", stopped by an error" : "", o.seed, o.quick ? ", quick" : "");
+	       "determinism and invariance), %ld fail, %ld not supported on the GPU%s (seed 0x%" PRIx64
+	       "%s, %d worker processes)\n",
+	       dev, t.cases, t.launches, t.pass, t.gpu_only, t.fail, t.unsupported, rc ? ", a worker stopped on an error" : "",
+	       o->seed, o->quick ? ", quick" : "", jobs);
 	if (t.unsupported)
 		printf("not supported on the GPU (status 4): %s\n", t.unsupported_list);
 	if (t.missing[0])
@@ -573,4 +675,33 @@ int main(int argc, char **argv)
 	if (rc || t.errors)
 		return 2;
 	return t.fail ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = {NULL, 0, 0xa11a5eedull};
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	const long nops = ALIGN_OP_COUNT;
+	int jobs = cpus > 1 ? (int)(cpus < nops ? cpus : nops) : 1;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--op") && i + 1 < argc)
+			o.only = argv[++i];
+		else if (!strcmp(argv[i], "--quick"))
+			o.quick = 1;
+		else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+			o.seed = strtoull(argv[++i], NULL, 16);
+		else if (!strcmp(argv[i], "--jobs") && i + 1 < argc && atoi(argv[i + 1]) >= 1)
+			jobs = atoi(argv[++i]);
+		else {
+			fprintf(stderr, "usage: %s [--op NAME] [--quick] [--seed HEX] [--jobs N]\n", argv[0]);
+			return 2;
+		}
+	}
+	if (o.only && !ops_find(o.only)) {
+		fprintf(stderr, "error: unknown op '%s'\n", o.only);
+		return 2;
+	}
+	if (o.only || jobs == 1)
+		return run_ops(&o, 0);
+	return run_parallel(&o, jobs);
 }
