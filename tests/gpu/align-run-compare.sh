@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# align-run-compare.sh ALIGN: `align run OP --device cuda` vs `--device cpu` for every op x profile
-# (2 steps each), both traces ingested and reported; prints a Markdown table, exits 1 when any pair
-# is not all bitwise-equal.
+# align-run-compare.sh ALIGN: `align run OP --device cuda` vs `--device cpu` for every op x portable
+# profile (2 steps each), both traces ingested and reported; then, for the GPU-only *-cuda profiles
+# (framework-mimic modes, no CPU twin), two `--device cuda` runs against each other (determinism through
+# the product path) with the trace header checked ("numerics": "gpu-mimic"). Prints Markdown tables;
+# exits 1 when any pair is not all bitwise-equal, 77 when there is no usable GPU (suite gpu).
 set -uo pipefail
 align=${1:?usage: align-run-compare.sh ALIGN}
+if ! nvidia-smi -L >/dev/null 2>&1; then
+	echo "skip: no NVIDIA GPU (nvidia-smi -L fails)"
+	exit 77
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 printf '\n## align run: --device cuda vs --device cpu\n\n| op | profile | report |\n| --- | --- | --- |\n'
@@ -20,6 +26,32 @@ for op in $("$align" run --list | grep -v 'block of' | grep -o '^[a-z_0-9]*:' | 
 		"$align" ingest --quiet --db "$db" --as cpu "$work/c.atf" >/dev/null
 		"$align" ingest --quiet --db "$db" --as cuda "$work/g.atf" >/dev/null
 		if "$align" report --db "$db" --runs cpu,cuda --format json > "$work/r.json"; then
+			v=$(python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["totals"]; print("%d of %d records bitwise-equal" % (t["bitwise_equal"], t["compared"]))' "$work/r.json")
+		else
+			v=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); f=r["first_diff"] or r["first_only_in"]; print("DIFFER:", f["name"], "step", f["step"], f["verdict"])' "$work/r.json")
+			fails=$((fails + 1))
+		fi
+		printf '| %s | %s | %s |\n' "$op" "$profile" "$v"
+	done
+done
+printf '\n## align run --device cuda, GPU-only profiles: run 1 vs run 2\n\n| op | profile | report |\n| --- | --- | --- |\n'
+for op in $("$align" run --list | grep -v 'block of' | grep -o '^[a-z_0-9]*:' | tr -d :); do
+	for profile in megatron-cuda deepseek-ref-cuda; do
+		db="$work/$op-$profile.db"
+		if ! "$align" run "$op" --device cuda --profile "$profile" --steps 2 --trace "$work/g1.atf" >/dev/null 2>"$work/err" ||
+			! "$align" run "$op" --device cuda --profile "$profile" --steps 2 --trace "$work/g2.atf" >/dev/null 2>"$work/err"; then
+			printf '| %s | %s | not run: %s |\n' "$op" "$profile" "$(tail -1 "$work/err")"
+			fails=$((fails + 1))
+			continue
+		fi
+		if ! python3 -c 'import json,sys; h=json.loads(open(sys.argv[1]).readline()); sys.exit(h["numerics"] != "gpu-mimic" or h["device"] != "cuda")' "$work/g1.atf"; then
+			printf '| %s | %s | trace header lacks numerics=gpu-mimic |\n' "$op" "$profile"
+			fails=$((fails + 1))
+			continue
+		fi
+		"$align" ingest --quiet --db "$db" --as run1 "$work/g1.atf" >/dev/null
+		"$align" ingest --quiet --db "$db" --as run2 "$work/g2.atf" >/dev/null
+		if "$align" report --db "$db" --runs run1,run2 --format json > "$work/r.json"; then
 			v=$(python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["totals"]; print("%d of %d records bitwise-equal" % (t["bitwise_equal"], t["compared"]))' "$work/r.json")
 		else
 			v=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); f=r["first_diff"] or r["first_only_in"]; print("DIFFER:", f["name"], "step", f["step"], f["verdict"])' "$work/r.json")

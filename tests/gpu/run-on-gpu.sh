@@ -2,14 +2,18 @@
 # run-on-gpu.sh: on a machine with an NVIDIA GPU, run every GPU test (meson suite 'gpu') and every GPU
 # benchmark of an already built build directory, and write a Markdown report.
 #
-# Usage (from anywhere): tests/gpu/run-on-gpu.sh [BUILD_DIR]     BUILD_DIR defaults to build-gpu,
-#   relative to the repository root. Report: ${OUT:-.}/gpu-report.md; one log per binary under
-#   ${OUT:-.}/gpu-logs/. Exit status: 0 when every test and benchmark passed, 1 otherwise, 2 when
-#   nothing could be run (no GPU, no build directory, no GPU tests in it).
+# Usage (from anywhere): tests/gpu/run-on-gpu.sh [--only REGEX] [BUILD_DIR]   BUILD_DIR defaults to
+#   build-gpu, relative to the repository root; --only runs the tests and benchmarks whose names match
+#   REGEX (Python re.search), so a long suite can be split over several calls. Report:
+#   ${OUT:-.}/gpu-report.md; one log per binary under ${OUT:-.}/gpu-logs/. Exit status: 0 when every
+#   test and benchmark passed, 1 otherwise, 2 when nothing could be run (no GPU, no build directory and
+#   no way to make one, no GPU tests in it).
 #
-# Nothing is rebuilt: the GPU machine has the runtime libraries (sqlite, zlib, jansson, xxhash,
-# OpenSSL 3) but not their headers, so the build directory is made elsewhere and carried over (GPU
-# binaries link the CUDA runtime statically). How to make it: see "GPU build directory" below.
+# The build directory: used as it is when it exists; else unpacked from .gpucarry/build-gpu.tar.gz
+# (tests/gpu/pack-build.sh, for GPU machines without the -dev packages: the GPU machine has the runtime
+# libraries of sqlite, zlib, jansson, xxhash, OpenSSL 3 but not their headers); else built here with
+# meson + nvcc when the headers are there (see "GPU build directory" below). GPU binaries link the CUDA
+# runtime statically, so a directory built on a machine without a GPU runs here.
 #
 # The tests and benchmarks are read from the build directory's meson introspection files
 # (meson-info/intro-tests.json, intro-benchmarks.json), filtered on the suite 'gpu', so tests added to
@@ -25,8 +29,26 @@
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
+only=""
+if [ "${1:-}" = "--only" ]; then
+	only=${2:?--only needs a regular expression}
+	shift 2
+fi
 build=${1:-build-gpu}
 case $build in /*) ;; *) build=$root/$build ;; esac
+if [ ! -f "$build/meson-info/intro-tests.json" ]; then
+	if [ -f "$root/.gpucarry/build-gpu.tar.gz" ] && [ "$build" = "$root/build-gpu" ]; then
+		echo "run-on-gpu: unpacking the carried build (.gpucarry/build-gpu.tar.gz)"
+		(cd "$root" && rm -rf build-gslim && tar -xzf .gpucarry/build-gpu.tar.gz && rm -rf build-gpu &&
+			mv build-gslim build-gpu) || exit 2
+	elif command -v nvcc >/dev/null 2>&1 && command -v meson >/dev/null 2>&1 &&
+		pkg-config --exists sqlite3 jansson libxxhash zlib 2>/dev/null; then
+		echo "run-on-gpu: building $build (meson setup -Dcuda=enabled, then compile)"
+		meson setup "$build" "$root" -Dcuda=enabled >"${OUT:-.}/gpu-build.log" 2>&1 &&
+			meson compile -C "$build" >>"${OUT:-.}/gpu-build.log" 2>&1 ||
+			{ echo "error: the build failed; see ${OUT:-.}/gpu-build.log" >&2; exit 2; }
+	fi
+fi
 out=${OUT:-.}
 mkdir -p "$out/gpu-logs" || exit 2
 out=$(cd "$out" && pwd)
@@ -43,10 +65,10 @@ if [ ! -f "$build/meson-info/intro-tests.json" ]; then
 fi
 command -v python3 >/dev/null 2>&1 || { echo "error: python3 is needed to read the meson introspection files" >&2; exit 2; }
 
-exec python3 - "$root" "$build" "$out" <<'PY'
-import datetime, json, os, socket, subprocess, sys, time
+exec python3 - "$root" "$build" "$out" "$only" <<'PY'
+import datetime, json, os, re, socket, subprocess, sys, time
 
-root, build, out = sys.argv[1:4]
+root, build, out, only = sys.argv[1:5]
 logs = os.path.join(out, "gpu-logs")
 
 def read_json(name):
@@ -70,7 +92,8 @@ def gpu_entries(name):
         entries = read_json(name)
     except FileNotFoundError:
         return []
-    return [e for e in entries if any(s == "gpu" or s.endswith(":gpu") for s in e.get("suite", []))]
+    return [e for e in entries if any(s == "gpu" or s.endswith(":gpu") for s in e.get("suite", []))
+            and (not only or re.search(only, e["name"]))]
 
 def run(entry, kind):
     cmd = [remap(c) for c in entry["cmd"]]
@@ -118,8 +141,10 @@ def commit():
     return "unknown (no git and no recorded commit)"
 
 tests, benches = gpu_entries("intro-tests.json"), gpu_entries("intro-benchmarks.json")
-if not tests:
-    print(f"error: no tests of suite 'gpu' in {build} (configured with -Dcuda=enabled?)", file=sys.stderr)
+if not tests and not benches:
+    what = f"matching /{only}/ " if only else ""
+    print(f"error: no tests or benchmarks of suite 'gpu' {what}in {build} (configured with -Dcuda=enabled?)",
+          file=sys.stderr)
     sys.exit(2)
 
 device = sh(["nvidia-smi", "--query-gpu=index,name,driver_version,memory.total", "--format=csv,noheader"])
@@ -132,6 +157,7 @@ lines = ["# GPU report", "",
          "- device (nvidia-smi: index, name, driver, memory): " + "; ".join(device.splitlines()),
          f"- commit: {commit()}",
          f"- build directory: {build} (configured by meson {info['meson_version']['full']} at {old_build})",
+         f"- selection: names matching /{only}/" if only else "- selection: every test and benchmark of suite gpu",
          "", "## Tests (suite gpu)", "", "| test | verdict | exit status | seconds | log |", "|---|---|---|---|---|"]
 for r in results:
     lines.append(f"| {r['name']} | {r['verdict']} | {r['rc']} | {r['secs']:.1f} | {r['log']} |")

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """torch-compare.py: align's CUDA twins against PyTorch eager on CUDA, bit for bit.
 
-usage: python3 tests/gpu/torch-compare.py [ALIGN] [--device cuda|cpu] [--keep DIR]
+usage: python3 tests/gpu/torch-compare.py [ALIGN] [--device cuda|cpu] [--keep DIR] [--skip-missing]
        python3 tests/gpu/torch-compare.py [ALIGN] --self-test      (no torch needed)
 
 ALIGN defaults to build-gpu/harness/align (--self-test: build/harness/align, device cpu).
+--skip-missing: exit 77 (skip) instead of 2 when torch, CUDA or a GPU is missing (the suite-gpu test).
 
 For each case the script writes the inputs itself (hand-written safetensors, with pathological
 values), runs `ALIGN run OP --device D --profile P --inputs in.st --outputs out.st --shape ...`,
@@ -53,6 +54,10 @@ PACK = {"BF16": "H", "F32": "I", "I32": "I"}
 
 class Fail(Exception):
     pass
+
+
+class Missing(Fail):
+    """torch, CUDA or a GPU is not there (a skip for the suite-gpu test)"""
 
 
 def f32_bits(x):
@@ -469,6 +474,9 @@ def main(argv):
     self_test = "--self-test" in args
     if self_test:
         args.remove("--self-test")
+    skip_missing = "--skip-missing" in args
+    if skip_missing:
+        args.remove("--skip-missing")
     device = "cpu" if self_test else "cuda"
     keep = None
     if "--device" in args:
@@ -493,6 +501,9 @@ def main(argv):
         if self_test:
             return self_test_run(align, device, workdir)
         return compare_run(align, device, workdir)
+    except Missing as e:
+        print("torch-compare: %s" % e, file=sys.stderr)
+        return 77 if skip_missing else 2
     except Fail as e:
         print("torch-compare: FAILED TO RUN: %s" % e, file=sys.stderr)
         return 2
@@ -629,10 +640,10 @@ def compare_run(align, device, workdir):
         import torch
         import torch.nn.functional as F
     except Exception as e:  # noqa: BLE001 - any import failure means this cannot run
-        raise Fail("cannot import torch: %s" % e)
+        raise Missing("cannot import torch: %s" % e)
     dev = "cuda" if device == "cuda" else "cpu"
     if dev == "cuda" and not torch.cuda.is_available():
-        raise Fail("torch.cuda.is_available() is False")
+        raise Missing("torch.cuda.is_available() is False")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     print("torch %s, device %s%s, align %s --device %s" % (
