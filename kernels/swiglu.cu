@@ -9,12 +9,19 @@
  * are the C twin's, unfused, through nan_host.h where a NaN can appear.
  *
  * silu table: s depends on g only, and g is a bf16 value (65536 bit patterns) or, after the clamp, L.
- * A first kernel evaluates s for every bf16 pattern and for L with the very operations above (65537
- * exp evaluations into a 256 KiB stream-ordered workspace); the main kernel reads s = table[bits(g)]
- * (table[65536] when the clamp replaced g by L). Memoisation: each output has the same operation
- * sequence as in the C twin. It takes the binary64 exp (~40 fp64 operations per element, ~100 us of
- * fp64 issue at DSv4 sizes, more than the memory time) off the critical path. launch.serial computes
- * silu directly, one thread per row, so the test compares the two.
+ * A first kernel evaluates s with the very operations above for every pattern whose s is not known in
+ * closed form, and for L; the main kernel reads s from the table. Memoisation: each output has the
+ * same operation sequence as in the C twin. It takes the binary64 exp (~40 fp64 operations per element,
+ * ~100 us of fp64 issue at DSv4 sizes, more than the memory time) off the critical path.
+ * Closed form (no table entry): finite g >= 16.75 (bf16 0x4186..0x7f7f): e(-g) <= e(-16.75) < 2^-24
+ * for every MATH_IMPL, so 1 + e rounds to 1 and s = g (div: g / 1; mul: g * (1 / 1)); finite g <= -89
+ * (0xc2b2..0xff7f): e(-g) >= e(89) > FLT_MAX is +inf, so s = -0 (g / inf; g * (1 / inf)). The other
+ * 34104 patterns (0x0000..0x4185, 0x8000..0xc2b1, +-inf and NaNs) and L make a 136 KiB table that
+ * stays in L1: the kernel asks for the largest L1 carve-out and streams g, u and the output with
+ * evict-first loads and stores, so the 8 table gathers per 16-byte chunk hit L1 instead of costing a
+ * 32-byte L2 sector each (a 256 KiB table of every pattern did not fit and made the kernel L2 bound
+ * at ~0.5 of copy bandwidth). tests/gpu/test-swiglu-table checks every bf16 pattern against the C twin
+ * and the direct (serial) path. launch.serial computes silu directly, one thread per row.
  *
  * Layout: grid-stride over chunks of 8 elements (16-byte loads of g and u, 16-byte stores) when F % 8 == 0
  * and the pointers are 16-byte aligned, single elements otherwise. Knobs: block (default 256 threads),
@@ -32,7 +39,14 @@
 #include "math_cuda.cuh"
 #include "rows_cuda.cuh"
 
-#define SW_TABLE 65537 /* every bf16 pattern, then silu(L) */
+/* table layout (see the header): [0x0000, 0x4186) | [0x8000, 0xc2b2) | [0x7f80, 0x8000) | [0xff80, 0x10000) | L */
+#define SW_POS_END 0x4186u  /* 16.75: from here s = g */
+#define SW_NEG_END 0xc2b2u  /* -89: from here s = -0 */
+#define SW_OFF_NEG SW_POS_END
+#define SW_OFF_PSPEC (SW_OFF_NEG + (SW_NEG_END - 0x8000u))
+#define SW_OFF_NSPEC (SW_OFF_PSPEC + 0x80u)
+#define SW_L (SW_OFF_NSPEC + 0x80u)
+#define SW_TABLE (SW_L + 1u) /* 34105 floats */
 
 struct sw_args {
 	const align_bf16 *g, *u; /* [T, F] */
@@ -76,16 +90,44 @@ ALIGN_HD static inline align_bf16 sw_finish(const sw_args &a, float s, float u, 
 	return align_f32_to_bf16(o);
 }
 
+/* the table slot of pattern b, or -1 for the closed-form ranges (1: s = g, 2: s = -0) */
+ALIGN_HD static inline int sw_slot(unsigned b, int *closed)
+{
+	*closed = 0;
+	if (b < SW_POS_END)
+		return (int)b;
+	if (b < 0x7f80u) {
+		*closed = 1;
+		return -1;
+	}
+	if (b < 0x8000u)
+		return (int)(SW_OFF_PSPEC + (b - 0x7f80u));
+	if (b < SW_NEG_END)
+		return (int)(SW_OFF_NEG + (b - 0x8000u));
+	if (b < 0xff80u) {
+		*closed = 2;
+		return -1;
+	}
+	return (int)(SW_OFF_NSPEC + (b - 0xff80u));
+}
+
 __device__ static inline float sw_lookup(const sw_args &a, align_bf16 gb)
 {
 	float g = align_bf16_to_f32(gb);
-	return a.clamp && g > a.L ? __ldg(a.table + 65536) : __ldg(a.table + gb);
+	if (a.clamp && g > a.L)
+		return __ldg(a.table + SW_L);
+	int closed, k = sw_slot(gb, &closed);
+	return closed == 1 ? g : closed == 2 ? -0.0f : __ldg(a.table + k);
 }
 
+/* every pattern with a slot, then L */
 __global__ void swiglu_table_kernel(float *table, float L, int mul, int math)
 {
-	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < SW_TABLE; i += gridDim.x * blockDim.x)
-		table[i] = sw_silu(i < 65536 ? align_bf16_to_f32((align_bf16)i) : L, mul, math);
+	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i <= 65536; i += gridDim.x * blockDim.x) {
+		int closed, k = i < 65536 ? sw_slot((unsigned)i, &closed) : (int)SW_L;
+		if (k >= 0)
+			table[k] = sw_silu(i < 65536 ? align_bf16_to_f32((align_bf16)i) : L, mul, math);
+	}
 }
 
 __global__ void swiglu_kernel(sw_args a)
@@ -96,7 +138,7 @@ __global__ void swiglu_kernel(sw_args a)
 		for (int64_t c = i0; c < a.T * a.F / 8; c += stride) {
 			int64_t t = c * 8 / a.F;
 			float pq = __ldg(a.p + t), q = a.scale_bf16 ? align_round_bf16(pq) : pq;
-			uint4 gv = __ldg(g4 + c), uv = __ldg(u4 + c);
+			uint4 gv = __ldcs(g4 + c), uv = __ldcs(u4 + c); /* streamed: keep L1 for the table */
 			uint32_t gw[4] = {gv.x, gv.y, gv.z, gv.w};
 			float uf[8];
 			rows_unpack8(uv, uf);
@@ -106,7 +148,7 @@ __global__ void swiglu_kernel(sw_args a)
 				align_bf16 gb = (align_bf16)(k & 1 ? gw[k / 2] >> 16 : gw[k / 2] & 0xffffu);
 				h[k] = sw_finish(a, sw_lookup(a, gb), uf[k], q);
 			}
-			((uint4 *)a.y)[c] = rows_pack8(h);
+			__stcs((uint4 *)a.y + c, rows_pack8(h));
 		}
 		return;
 	}
@@ -185,10 +227,12 @@ extern "C" int swiglu_fwd_cuda(const void *params, const struct align_modes *m, 
 		return ALIGN_OK;
 	}
 	float *table = NULL;
-	OPS_CUDA_TRY(cudaMallocAsync((void **)&table, SW_TABLE * sizeof(float), stream));
+	OPS_CUDA_TRY(cudaMallocAsync((void **)&table, (size_t)SW_TABLE * sizeof(float), stream));
 	a.table = table;
-	ALIGN_CUDA_LAUNCH(swiglu_table_kernel, (SW_TABLE + 255) / 256, 256, 0, stream, table, a.L, a.mul, a.math);
+	ALIGN_CUDA_LAUNCH(swiglu_table_kernel, (65537 + 255) / 256, 256, 0, stream, table, a.L, a.mul, a.math);
 	cudaError_t e = cudaGetLastError();
+	if (e == cudaSuccess) /* all of L1/shared memory as L1: the table is gathered from L1 */
+		e = cudaFuncSetAttribute(swiglu_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 0);
 	if (e == cudaSuccess) {
 		int64_t work = a.vec ? T * F / 8 : T * F, grid = (work + block - 1) / block;
 		if (grid > 132 * 16)
@@ -200,7 +244,8 @@ extern "C" int swiglu_fwd_cuda(const void *params, const struct align_modes *m, 
 	}
 	cudaError_t ef = cudaFreeAsync(table, stream);
 	if (e != cudaSuccess)
-		return ops_cuda_fail("swiglu_table_kernel / swiglu_kernel launch", e, __FILE__, __LINE__);
+		return ops_cuda_fail("swiglu_table_kernel / cudaFuncSetAttribute / swiglu_kernel launch", e, __FILE__,
+		                     __LINE__);
 	if (ef != cudaSuccess)
 		return ops_cuda_fail("cudaFreeAsync(table, stream)", ef, __FILE__, __LINE__);
 	return ALIGN_OK;
