@@ -1,5 +1,6 @@
 /* matmul_tc.cu: batch-invariant bf16 tensor-core matmul (API and contract in matmul_tc.h), a
- * GPU-only framework-mimic: y[M,N] = R(a[M,K] @ b[N,K]^T), bf16 in, fp32 accumulate, bf16 out.
+ * GPU-only framework-mimic: y[M,N] = R(a[M,K] @ b[N,K]^T), bf16 in, fp32 accumulate, bf16 out (or the
+ * fp32 accumulators themselves, matmul_tc_fwd_cuda_out).
  * Not bitwise equal to the portable C twin and never registered as the matmul op's twin.
  *
  * Why it is deterministic and batch invariant: one fixed block tile (128 x 256 x 64) for every M,
@@ -20,8 +21,9 @@
  *     per K tile, the copy of tile kt+3 issued before the math of tile kt;
  *   - shared rows are 128 bytes with the 16-byte chunk index XOR (row & 7): conflict-free
  *     ldmatrix.x4 for A (16 x 16) and B (two 8-column n tiles x 16 k) fragments;
- *   - epilogue: accumulators -> bf16 (round to nearest even) -> a padded shared tile -> 16-byte
- *     coalesced global stores;
+ *   - epilogue: accumulators -> bf16 (round to nearest even) or kept fp32 -> a padded shared tile ->
+ *     16-byte coalesced global stores (bf16 pitch 264 elements; fp32 pitch 264 floats: a half warp's
+ *     float2 stores of rows g = 0..3, columns 2 t4 hit banks 8 g + 2 t4 (+1), all distinct);
  *   - grid: one CTA per output tile, grouped 8 tile rows at a time (tile rows of one group share
  *     B panels in L2).
  *
@@ -56,9 +58,10 @@
 #define TC_B_BYTES (TC_BN * TC_BK * 2)
 #define TC_STAGE_BYTES (TC_A_BYTES + TC_B_BYTES)
 #define TC_SMEM_BYTES (TC_STAGES * TC_STAGE_BYTES)
-#define TC_C_PITCH (TC_BN + 8) /* bf16 elements per row of the epilogue tile: conflict-free stores */
+#define TC_C_PITCH (TC_BN + 8)   /* bf16 elements per row of the epilogue tile: conflict-free stores */
+#define TC_C32_PITCH (TC_BN + 8) /* floats per row of the fp32 epilogue tile: conflict-free float2 stores */
 
-#if TC_BM * TC_C_PITCH * 2 > TC_SMEM_BYTES
+#if TC_BM * TC_C_PITCH * 2 > TC_SMEM_BYTES || TC_BM * TC_C32_PITCH * 4 > TC_SMEM_BYTES
 #error "the epilogue tile must fit in the pipeline's shared memory"
 #endif
 
@@ -300,9 +303,44 @@ __device__ __forceinline__ void tc_store(float acc[4][8][4], unsigned char *smem
 	}
 }
 
+/* The same for fp32 output: the accumulators themselves, 4 floats (16 bytes) per store when n % 4 == 0. */
+__device__ __forceinline__ void tc_store_f32(float acc[4][8][4], unsigned char *smem, float *y, int64_t m,
+					     int64_t n, int64_t m0, int64_t n0, int wm, int wn, int lane, int tid)
+{
+	float *sc = (float *)smem;
+	const int g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+	for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+		for (int ni = 0; ni < 8; ni++) {
+			int r = wm * 64 + mi * 16 + g, c = wn * 64 + ni * 8 + t4 * 2;
+			float2 lo = {acc[mi][ni][0], acc[mi][ni][1]}, hi = {acc[mi][ni][2], acc[mi][ni][3]};
+			*(float2 *)&sc[r * TC_C32_PITCH + c] = lo;
+			*(float2 *)&sc[(r + 8) * TC_C32_PITCH + c] = hi;
+		}
+	__syncthreads();
+	const bool vec = n % 4 == 0;
+#pragma unroll 4
+	for (int i = 0; i < TC_BM * TC_BN / 4 / TC_THREADS; i++) {
+		int idx = tid + i * TC_THREADS, row = idx / (TC_BN / 4), ch = idx % (TC_BN / 4);
+		int64_t gm = m0 + row, gn = n0 + ch * 4;
+		if (gm >= m || gn >= n)
+			continue;
+		const float *src = &sc[row * TC_C32_PITCH + ch * 4];
+		if (vec) {
+			*(float4 *)(y + gm * n + gn) = *(const float4 *)src;
+		} else {
+			for (int e = 0; e < 4 && gn + e < n; e++)
+				y[gm * n + gn + e] = src[e];
+		}
+	}
+}
+
+/* Y_F32: store the fp32 accumulators (tc_store_f32) instead of their bf16 rounding (tc_store). */
+template <bool Y_F32>
 __global__ void __launch_bounds__(TC_THREADS, 1)
-	matmul_tc_kernel(const align_bf16 *__restrict__ a, const align_bf16 *__restrict__ b,
-			 align_bf16 *__restrict__ y, int64_t m, int64_t n, int64_t k, int tiles_m, int tiles_n)
+	matmul_tc_kernel(const align_bf16 *__restrict__ a, const align_bf16 *__restrict__ b, void *__restrict__ y,
+			 int64_t m, int64_t n, int64_t k, int tiles_m, int tiles_n)
 {
 #ifdef ALIGN_CUDA_EMU
 	unsigned char *tc_smem = tc_smem_base();
@@ -352,13 +390,16 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
 	}
 	tc_cp_async_wait<0>();
 	__syncthreads(); /* every warp is done with the pipeline buffers before they hold the output */
-	tc_store(acc, tc_smem, y, m, n, m0, n0, wm, wn, lane, tid);
+	if (Y_F32)
+		tc_store_f32(acc, tc_smem, (float *)y, m, n, m0, n0, wm, wn, lane, tid);
+	else
+		tc_store(acc, tc_smem, (align_bf16 *)y, m, n, m0, n0, wm, wn, lane, tid);
 }
 
 /* ---- host side ---- */
 
-extern "C" int matmul_tc_fwd_cuda(const struct matmul_tc_params *p, const void *a, const void *b, void *y,
-				  cudaStream_t stream)
+extern "C" int matmul_tc_fwd_cuda_out(const struct matmul_tc_params *p, int y_f32, const void *a, const void *b,
+				      void *y, cudaStream_t stream)
 {
 	if (!p)
 		return tc_einval("no parameters");
@@ -366,6 +407,8 @@ extern "C" int matmul_tc_fwd_cuda(const struct matmul_tc_params *p, const void *
 		return tc_einval("negative size");
 	if (p->k % 8)
 		return tc_einval("k must be a multiple of 8");
+	if (y_f32 != 0 && y_f32 != 1)
+		return tc_einval("y_f32 must be 0 or 1");
 	if (p->m == 0 || p->n == 0)
 		return 0;
 	if (!a || !b || !y)
@@ -375,16 +418,22 @@ extern "C" int matmul_tc_fwd_cuda(const struct matmul_tc_params *p, const void *
 	int64_t tiles_m = (p->m + TC_BM - 1) / TC_BM, tiles_n = (p->n + TC_BN - 1) / TC_BN;
 	if (tiles_m * tiles_n > 0x7fffffff || p->k / TC_BK > 0x7ffffffe)
 		return tc_einval("too large for one grid");
-	TC_TRY(cudaFuncSetAttribute(matmul_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, TC_SMEM_BYTES));
+	void (*kern)(const align_bf16 *, const align_bf16 *, void *, int64_t, int64_t, int64_t, int, int) =
+		y_f32 ? matmul_tc_kernel<true> : matmul_tc_kernel<false>;
+	TC_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, TC_SMEM_BYTES));
 #ifdef ALIGN_CUDA_EMU
-	align_emu_launch(matmul_tc_kernel, (unsigned)(tiles_m * tiles_n), TC_THREADS, TC_SMEM_BYTES, stream,
-			 (const align_bf16 *)a, (const align_bf16 *)b, (align_bf16 *)y, p->m, p->n, p->k, (int)tiles_m,
-			 (int)tiles_n);
+	align_emu_launch(kern, (unsigned)(tiles_m * tiles_n), TC_THREADS, TC_SMEM_BYTES, stream,
+			 (const align_bf16 *)a, (const align_bf16 *)b, y, p->m, p->n, p->k, (int)tiles_m, (int)tiles_n);
 #else
-	matmul_tc_kernel<<<(unsigned)(tiles_m * tiles_n), TC_THREADS, TC_SMEM_BYTES, stream>>>(
-		(const align_bf16 *)a, (const align_bf16 *)b, (align_bf16 *)y, p->m, p->n, p->k, (int)tiles_m,
-		(int)tiles_n);
+	kern<<<(unsigned)(tiles_m * tiles_n), TC_THREADS, TC_SMEM_BYTES, stream>>>(
+		(const align_bf16 *)a, (const align_bf16 *)b, y, p->m, p->n, p->k, (int)tiles_m, (int)tiles_n);
 #endif
 	TC_TRY(cudaGetLastError()); /* the launch of matmul_tc_kernel */
 	return 0;
+}
+
+extern "C" int matmul_tc_fwd_cuda(const struct matmul_tc_params *p, const void *a, const void *b, void *y,
+				  cudaStream_t stream)
+{
+	return matmul_tc_fwd_cuda_out(p, 0, a, b, y, stream);
 }

@@ -7,10 +7,14 @@
  *   - an fp64 reference within the bound of tests/gpu/test-matmul-tc.cu,
  *   - speed against cuBLAS (tests/gpu/bench-matmul.cu).
  *
- *   y[M,N] (bf16) = R(a[M,K] (bf16) @ b[N,K]^T (bf16)), fp32 accumulation, K ascending in tiles of 64.
+ *   y[M,N] = a[M,K] (bf16) @ b[N,K]^T (bf16), fp32 accumulation, K ascending in tiles of 64 (columns
+ *   past K zero-filled), stored as bf16 R(acc) (one round to nearest even: matmul_tc_fwd_cuda) or as
+ *   the fp32 accumulator itself (matmul_tc_fwd_cuda_out with y_f32 = 1). Both come from the same
+ *   accumulators: the fp32 output rounded once to bf16 is the bf16 output; both are batch invariant.
  *
  * Layout: row-major, K contiguous in a and b (torch Linear), device pointers, 16-byte aligned,
  * K a multiple of 8; any M >= 0, N >= 0. Algorithm and napkin maths: kernels/matmul_tc.cu.
+ * The matmul op (kernels/matmul.cu, MATMUL_IMPL=tc) stages operands that miss these requirements.
  * Returns 0, 2 (bad arguments; message on stderr) or 3 (CUDA error with call, file and line).
  * Asynchronous on `stream`: read y only after synchronizing `stream` (or from work queued on it); with a
  * cudaStreamNonBlocking stream a plain cudaMemcpy / cudaMemset (legacy default stream) is NOT ordered
@@ -34,6 +38,9 @@ struct matmul_tc_params {
 
 int matmul_tc_fwd_cuda(const struct matmul_tc_params *p, const void *a, const void *b, void *y,
 		       cudaStream_t stream);
+/* y_f32 = 0: the same as matmul_tc_fwd_cuda (y bf16); y_f32 = 1: y holds the fp32 accumulators */
+int matmul_tc_fwd_cuda_out(const struct matmul_tc_params *p, int y_f32, const void *a, const void *b, void *y,
+			   cudaStream_t stream);
 
 /* Rows per block tile: M is cut into tiles of this many rows whatever M is. */
 #define MATMUL_TC_BLOCK_M 128
