@@ -1,5 +1,6 @@
 /* matmul.cu: CUDA twin of the matmul op, y[T,F] = a[T,D] @ b[F,D]^T, bitwise equal to the C twin
- * (kernels/matmul.c, contract in kernels/matmul.h) in every mode; also the shared portable GEMM
+ * (kernels/matmul.c, contract in kernels/matmul.h) in every mode of the portable engine
+ * (MATMUL_IMPL=portable; the GPU-only engines tc and cublas are at the bottom); also the shared portable GEMM
  * (matmul_cuda.h) that the mapping GEMMs of mhc_pre / mhc_head run on.
  *
  * Why the bits equal the C twin's, element by element (C twin: matmul_dot over pa, pb):
@@ -56,15 +57,33 @@
  * FMA peak with FMA off (the 40 % goal sits at the edge of what FMA-off arithmetic allows) and
  * ~70-80 % of it with FMA on. tests/gpu/bench-matmul.cu measures both peaks on the device.
  *
+ * GPU-only engines (MATMUL_IMPL=tc|cublas; semantics and refusals in matmul.h "Engines"): the bottom
+ * of this file checks the modes, stages operands (element-wise passes: f32 -> bf16 rounding, bf16 ->
+ * f32 widening, fp32 -> bf16 output rounding) into stream-ordered temporaries (cudaMallocAsync /
+ * cudaFreeAsync on the op's stream, so every pass, the GEMM and the release are ordered on it) and
+ * calls matmul_tc_fwd_cuda_out or cublasGemmEx. Neither is a twin of the C code; the emulator build
+ * (ALIGN_CUDA_EMU) refuses both with status 4. Check: tests/gpu/test-matmul-impl.cu.
+ *
  * Build: kernels/meson.build (nvcc --fmad=false --prec-div=true --prec-sqrt=true --ftz=false
- * -arch=sm_90). Check: tests/gpu (the generic CUDA-vs-C driver over every mode and launch
- * configuration); speed: tests/gpu/bench-matmul.cu.
+ * -arch=sm_90; the op links libcublas). Check: tests/gpu (the generic CUDA-vs-C driver over every
+ * mode and launch configuration); speed: tests/gpu/bench-matmul.cu.
  */
+#include <limits.h>
 #include <stdio.h>
 
 #include "matmul_cuda.h"
 #include "matmul_dev.cuh"
 #include "ops_cuda.h"
+/* The GPU-only engines. The emulator (tests/gpu/emu) has no cuBLAS and refuses cublas (status 4); it
+ * refuses tc too unless built with ALIGN_EMU_MATMUL_TC (then kernels/matmul_tc.cu must be linked). */
+#if !defined(ALIGN_CUDA_EMU) || defined(ALIGN_EMU_MATMUL_TC)
+#define MM_HAVE_TC 1
+#include "matmul_tc.h"
+#endif
+#ifndef ALIGN_CUDA_EMU
+#define MM_HAVE_CUBLAS 1
+#include <cublas_v2.h>
+#endif
 
 #define MM_PAD 4 /* floats of padding per shared row: conflict-free transposed stores, 16-byte rows */
 
@@ -457,6 +476,267 @@ static int mm_pick_tile(const struct align_launch *l, int64_t m, int64_t n)
 	return rows > 16 ? MATMUL_TILE_NARROW : MATMUL_TILE_SKINNY;
 }
 
+/* ---- the GPU-only engines of the op: MATMUL_IMPL=tc and cublas (semantics in matmul.h) ---- */
+
+/* status 4 with one message: the value of mode_id cannot run with the requested engine */
+static int mm_refuse(const struct align_modes *m, int mode_id, const char *why)
+{
+	const char *v = modes_value_name(mode_id, m->v[mode_id]);
+	const char *impl = modes_value_name(MODE_MATMUL_IMPL, m->v[MODE_MATMUL_IMPL]);
+	fprintf(stderr, "error: matmul (cuda): %s=%s is not supported with %s=%s (%s)\n", modes_info(mode_id)->env,
+		v ? v : "?", modes_info(MODE_MATMUL_IMPL)->env, impl ? impl : "?", why);
+	return ALIGN_ERR_UNSUPPORTED;
+}
+
+/* the refusals of matmul.h ("Engines"); 0 when the engine can run these modes */
+static int mm_engine_check(const struct align_modes *m, int impl)
+{
+	if (impl != MATMUL_IMPL_TC && impl != MATMUL_IMPL_CUBLAS)
+		return ops_cuda_bad_input("matmul", "unknown MATMUL_IMPL value");
+	if (m->v[MODE_MATMUL_ACCUM] != MATMUL_ACC_SEQ)
+		return mm_refuse(m, MODE_MATMUL_ACCUM, "the engine sums in its own order; only the default is accepted");
+	if (m->v[MODE_MATMUL_FMA] != 0)
+		return mm_refuse(m, MODE_MATMUL_FMA, "the engine sums in its own order; only the default is accepted");
+	if (impl == MATMUL_IMPL_TC && m->v[MODE_MATMUL_OPERAND] != MATMUL_OPD_BF16)
+		return mm_refuse(m, MODE_MATMUL_OPERAND, "the tensor-core kernel takes bf16 operands");
+	return 0;
+}
+
+#if defined(MM_HAVE_TC) || defined(MM_HAVE_CUBLAS)
+/* In the engines below: on a failed CUDA / cuBLAS call, set rc (message with call, file and line) and
+ * go to `out`, where the temporaries and the handle are released. */
+#define MM_TRY(call)                                                                                           \
+	do {                                                                                                   \
+		cudaError_t e_ = (call);                                                                       \
+		if (e_ != cudaSuccess) {                                                                       \
+			rc = ops_cuda_fail(#call, e_, __FILE__, __LINE__);                                     \
+			goto out;                                                                              \
+		}                                                                                              \
+	} while (0)
+
+#define MM_PASS_THREADS 256
+#define MM_PASS_GRID_CAP 4096 /* element-wise passes: grid-stride beyond 1M threads */
+
+/* dst[r * ldd + k] = the bf16 operand of src[r * d + k] for k < d (a bf16 element as is, an f32 one
+ * rounded to nearest even: matmul_operand bf16), +0 for d <= k < ldd; r < rows */
+__global__ void mm_to_bf16_kernel(const void *src, int src_bf16, int64_t rows, int64_t d, align_bf16 *dst,
+				  int64_t ldd)
+{
+	const int64_t n = rows * ldd;
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+		const int64_t r = i / ldd, k = i - r * ldd;
+		align_bf16 v = 0;
+		if (k < d)
+			v = src_bf16 ? ((const align_bf16 *)src)[r * d + k]
+				     : align_f32_to_bf16(((const float *)src)[r * d + k]);
+		dst[i] = v;
+	}
+}
+
+/* mm_to_bf16_kernel over a tensor's rows on `stream`: the launch's error (the widen / round passes of
+ * the cublas engine below likewise) */
+static cudaError_t mm_to_bf16(const struct align_tensor *t, int64_t rows, int64_t d, align_bf16 *dst, int64_t ldd,
+			      cudaStream_t stream)
+{
+	unsigned grid = mm_grid((rows * ldd + MM_PASS_THREADS - 1) / MM_PASS_THREADS, MM_PASS_GRID_CAP);
+	ALIGN_CUDA_LAUNCH(mm_to_bf16_kernel, grid, MM_PASS_THREADS, 0, stream, (const void *)t->data,
+			  (int)(t->dtype == ALIGN_DT_BF16), rows, d, dst, ldd);
+	return cudaGetLastError();
+}
+
+/* Stream-ordered release of the temporaries (after the work queued before it); keeps the first error. */
+static int mm_free_tmp(void *const *tmp, int n, int rc, cudaStream_t stream)
+{
+	for (int i = 0; i < n; i++)
+		if (tmp[i]) {
+			cudaError_t e = cudaFreeAsync(tmp[i], stream);
+			if (e != cudaSuccess && rc == 0)
+				rc = ops_cuda_fail("cudaFreeAsync(tmp[i], stream)", e, __FILE__, __LINE__);
+		}
+	return rc;
+}
+#endif /* MM_HAVE_TC || MM_HAVE_CUBLAS */
+
+#ifdef MM_HAVE_TC
+/* tc: operands the kernel cannot read as they are (f32, D % 8 != 0, not 16-byte aligned) are staged as
+ * bf16 rows of kp = D rounded up to 8 elements, zero-padded; an unaligned y goes through a temporary. */
+static int mm_fwd_tc(const struct align_tensor *a, const struct align_tensor *b, struct align_tensor *y, int64_t T,
+		     int64_t D, int64_t F, cudaStream_t stream)
+{
+	const int64_t kp = (D + 7) / 8 * 8;
+	const int y_f32 = y->dtype == ALIGN_DT_F32;
+	const size_t ybytes = (size_t)(T * F) * (y_f32 ? sizeof(float) : sizeof(align_bf16));
+	const int stage_a = a->dtype != ALIGN_DT_BF16 || D % 8 != 0 || !mm_aligned(a->data, 16);
+	const int stage_b = b->dtype != ALIGN_DT_BF16 || D % 8 != 0 || !mm_aligned(b->data, 16);
+	void *tmp[3] = {NULL, NULL, NULL}; /* staged a, staged b, y */
+	const void *pa = a->data, *pb = b->data;
+	void *py = y->data;
+	struct matmul_tc_params p = {T, F, kp};
+	int rc = 0;
+	if (stage_a) {
+		MM_TRY(cudaMallocAsync(&tmp[0], (size_t)(T * kp) * sizeof(align_bf16), stream));
+		MM_TRY(mm_to_bf16(a, T, D, (align_bf16 *)tmp[0], kp, stream));
+		pa = tmp[0];
+	}
+	if (stage_b) {
+		MM_TRY(cudaMallocAsync(&tmp[1], (size_t)(F * kp) * sizeof(align_bf16), stream));
+		MM_TRY(mm_to_bf16(b, F, D, (align_bf16 *)tmp[1], kp, stream));
+		pb = tmp[1];
+	}
+	if (!mm_aligned(py, 16)) {
+		MM_TRY(cudaMallocAsync(&tmp[2], ybytes, stream));
+		py = tmp[2];
+	}
+	rc = matmul_tc_fwd_cuda_out(&p, y_f32, pa, pb, py, stream); /* 2 or 3 with its own message */
+	if (rc == 0 && tmp[2])
+		MM_TRY(cudaMemcpyAsync(y->data, tmp[2], ybytes, cudaMemcpyDeviceToDevice, stream));
+out:
+	return mm_free_tmp(tmp, 3, rc, stream);
+}
+#endif /* MM_HAVE_TC */
+
+#ifdef MM_HAVE_CUBLAS
+#define MM_BLAS_TRY(call)                                                                                      \
+	do {                                                                                                   \
+		cublasStatus_t s_ = (call);                                                                    \
+		if (s_ != CUBLAS_STATUS_SUCCESS) {                                                             \
+			rc = mm_cublas_fail(#call, s_, __FILE__, __LINE__);                                    \
+			goto out;                                                                              \
+		}                                                                                              \
+	} while (0)
+
+/* dst[i] = F(src[i]), exact widening of bf16 to f32 */
+__global__ void mm_widen_kernel(const align_bf16 *src, int64_t n, float *dst)
+{
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+		dst[i] = align_bf16_to_f32(src[i]);
+}
+
+/* dst[i] = R(src[i]): one round to nearest even to bf16 */
+__global__ void mm_round_kernel(const float *src, int64_t n, align_bf16 *dst)
+{
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+		dst[i] = align_f32_to_bf16(src[i]);
+}
+
+static cudaError_t mm_widen(const align_bf16 *src, int64_t n, float *dst, cudaStream_t stream)
+{
+	ALIGN_CUDA_LAUNCH(mm_widen_kernel, mm_grid((n + MM_PASS_THREADS - 1) / MM_PASS_THREADS, MM_PASS_GRID_CAP),
+			  MM_PASS_THREADS, 0, stream, src, n, dst);
+	return cudaGetLastError();
+}
+
+static cudaError_t mm_round(const float *src, int64_t n, align_bf16 *dst, cudaStream_t stream)
+{
+	ALIGN_CUDA_LAUNCH(mm_round_kernel, mm_grid((n + MM_PASS_THREADS - 1) / MM_PASS_THREADS, MM_PASS_GRID_CAP),
+			  MM_PASS_THREADS, 0, stream, src, n, dst);
+	return cudaGetLastError();
+}
+
+static int mm_cublas_fail(const char *call, cublasStatus_t s, const char *file, int line)
+{
+	fprintf(stderr, "error: %s failed: %s (%s) at %s:%d\n", call, cublasGetStatusString(s), cublasGetStatusName(s),
+		file, line);
+	return ALIGN_ERR_INTERNAL;
+}
+
+/* cublas: y^T[F,T] (column-major, ld F) = b^T... as PyTorch's Linear: gemm(transa = T, transb = N, m = F,
+ * n = T, k = D, A = b (ld D), B = a (ld D), C = y (ld F)); operand staging and types per matmul.h. */
+static int mm_fwd_cublas(const struct align_modes *m, const struct align_tensor *a, const struct align_tensor *b,
+			 struct align_tensor *y, int64_t T, int64_t D, int64_t F, cudaStream_t stream)
+{
+	const int opd = m->v[MODE_MATMUL_OPERAND], lowp = opd == MATMUL_OPD_BF16, y_bf16 = y->dtype == ALIGN_DT_BF16;
+	const cudaDataType_t ab_type = lowp ? CUDA_R_16BF : CUDA_R_32F;
+	const cudaDataType_t c_type = lowp && y_bf16 ? CUDA_R_16BF : CUDA_R_32F;
+	const cublasComputeType_t compute = opd == MATMUL_OPD_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+	const cublasMath_t math = opd == MATMUL_OPD_F32 ? CUBLAS_PEDANTIC_MATH : CUBLAS_DEFAULT_MATH;
+	const float one = 1.0f, zero = 0.0f;
+	void *tmp[3] = {NULL, NULL, NULL}; /* a, b as the GEMM's type; fp32 result before its bf16 rounding */
+	const void *pa = a->data, *pb = b->data;
+	void *pc = y->data;
+	cublasHandle_t h = NULL;
+	int rc = 0;
+	if (T > INT_MAX || D > INT_MAX || F > INT_MAX)
+		return ops_cuda_bad_input("matmul", "MATMUL_IMPL=cublas takes T, D and F below 2^31");
+	if (lowp ? a->dtype != ALIGN_DT_BF16 : a->dtype != ALIGN_DT_F32) {
+		MM_TRY(cudaMallocAsync(&tmp[0], (size_t)(T * D) * (lowp ? sizeof(align_bf16) : sizeof(float)), stream));
+		MM_TRY(lowp ? mm_to_bf16(a, T, D, (align_bf16 *)tmp[0], D, stream)
+			    : mm_widen((const align_bf16 *)a->data, T * D, (float *)tmp[0], stream));
+		pa = tmp[0];
+	}
+	if (lowp ? b->dtype != ALIGN_DT_BF16 : b->dtype != ALIGN_DT_F32) {
+		MM_TRY(cudaMallocAsync(&tmp[1], (size_t)(F * D) * (lowp ? sizeof(align_bf16) : sizeof(float)), stream));
+		MM_TRY(lowp ? mm_to_bf16(b, F, D, (align_bf16 *)tmp[1], D, stream)
+			    : mm_widen((const align_bf16 *)b->data, F * D, (float *)tmp[1], stream));
+		pb = tmp[1];
+	}
+	if (!lowp && y_bf16) {
+		MM_TRY(cudaMallocAsync(&tmp[2], (size_t)(T * F) * sizeof(float), stream));
+		pc = tmp[2];
+	}
+	MM_BLAS_TRY(cublasCreate(&h));
+	MM_BLAS_TRY(cublasSetStream(h, stream));
+	MM_BLAS_TRY(cublasSetMathMode(h, math));
+	MM_BLAS_TRY(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)F, (int)T, (int)D, &one, pb, ab_type, (int)D, pa,
+				 ab_type, (int)D, &zero, pc, c_type, (int)F, compute, CUBLAS_GEMM_DEFAULT));
+	if (tmp[2])
+		MM_TRY(mm_round((const float *)tmp[2], T * F, (align_bf16 *)y->data, stream));
+out:
+	rc = mm_free_tmp(tmp, 3, rc, stream);
+	if (h) { /* cublasDestroy synchronizes the device: the call returns with y written */
+		cublasStatus_t s = cublasDestroy(h);
+		if (s != CUBLAS_STATUS_SUCCESS && rc == 0)
+			rc = mm_cublas_fail("cublasDestroy(h)", s, __FILE__, __LINE__);
+	}
+	return rc;
+}
+#endif /* MM_HAVE_CUBLAS */
+
+#if !defined(MM_HAVE_TC) || !defined(MM_HAVE_CUBLAS)
+static int mm_not_built(int impl) /* emulator builds (tests/gpu/emu) */
+{
+	fprintf(stderr, "error: matmul (cuda): %s=%s is not built into the emulator\n", modes_info(MODE_MATMUL_IMPL)->env,
+		modes_value_name(MODE_MATMUL_IMPL, impl));
+	return ALIGN_ERR_UNSUPPORTED;
+}
+#endif
+
+/* MATMUL_IMPL=tc or cublas on checked tensors: refusals, empty shapes, D == 0 (y = +0), then the engine */
+static int mm_fwd_engine(const struct align_modes *m, int impl, const struct align_tensor *a,
+			 const struct align_tensor *b, struct align_tensor *y, int64_t T, int64_t D, int64_t F,
+			 cudaStream_t stream)
+{
+	int rc = mm_engine_check(m, impl);
+	if (rc)
+		return rc;
+#ifndef MM_HAVE_TC
+	if (impl == MATMUL_IMPL_TC)
+		return mm_not_built(impl);
+#endif
+#ifndef MM_HAVE_CUBLAS
+	if (impl == MATMUL_IMPL_CUBLAS)
+		return mm_not_built(impl);
+#endif
+	if (T == 0 || F == 0)
+		return 0;
+	if (!y->data || (D > 0 && (!a->data || !b->data)))
+		return ops_cuda_bad_input("matmul", "a, b or y is NULL");
+	if (D == 0) { /* every engine's empty sum: +0, as the portable engine */
+		OPS_CUDA_TRY(cudaMemsetAsync(y->data, 0, (size_t)(T * F) * align_dtype_size(y->dtype), stream));
+		return 0;
+	}
+#ifdef MM_HAVE_TC
+	if (impl == MATMUL_IMPL_TC)
+		return mm_fwd_tc(a, b, y, T, D, F, stream);
+#endif
+#ifdef MM_HAVE_CUBLAS
+	if (impl == MATMUL_IMPL_CUBLAS)
+		return mm_fwd_cublas(m, a, b, y, T, D, F, stream);
+#endif
+	(void)a, (void)b;
+	return ALIGN_ERR_INTERNAL; /* unreachable: every impl value was handled above */
+}
+
 extern "C" int matmul_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,
 			       int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
 			       cudaStream_t stream)
@@ -475,6 +755,9 @@ extern "C" int matmul_fwd_cuda(const void *params, const struct align_modes *m, 
 		return ops_cuda_bad_input("matmul", "y must be [T,F] in the dtype MATMUL_OUT selects");
 	if (launch && (launch->block < 0 || launch->rows_per_block < 0 || launch->grid_cap < 0 || launch->serial < 0))
 		return ops_cuda_bad_input("matmul", "negative launch knob");
+	const int impl = m->v[MODE_MATMUL_IMPL];
+	if (impl != MATMUL_IMPL_PORTABLE) /* launch knobs do not apply to the GPU-only engines (matmul.h) */
+		return mm_fwd_engine(m, impl, a, b, &out[0], T, D, F, stream);
 	struct matmul_cuda_gemm g;
 	g.a = a->data;
 	g.a_bf16 = a->dtype == ALIGN_DT_BF16;

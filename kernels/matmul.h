@@ -18,6 +18,48 @@
  *   seq: D u S; split16: (ceil(D/16) + 16) u S; fp64: u |exact| + D 2^-53 S;
  *   plus, for a bf16 output, half a bf16 ulp of the result (<= 2^-8 relative).
  *   test-ops-ref.c checks every mode against an fp64 reference with these bounds.
+ *
+ * Engines (MATMUL_IMPL, enum matmul_impl; read by the matmul op only: the GEMMs inside router and mhc
+ * always run the order above). Everything above describes `portable`, the only engine of the C twin.
+ *   portable: steps 1-3, bitwise equal on CPU and GPU (kernels/matmul.c, kernels/matmul.cu).
+ *   tc (GPU only; kernels/matmul_tc.cu): the batch-invariant bf16 tensor-core GEMM.
+ *     1. operands as step 1 with MATMUL_OPERAND=bf16: a bf16 tensor as is, an f32 tensor rounded to
+ *        bf16 (round to nearest even) by a staging pass. Operands that the kernel cannot read in place
+ *        (f32, D % 8 != 0, not 16-byte aligned) are staged as bf16 rows of ceil(D/8)*8 elements,
+ *        zero-padded; the kernel zero-fills K past D up to its 64-deep tile anyway, so the padding
+ *        adds the same +0 products it would have added.
+ *     2. mma.sync m16n8k16 into fp32 accumulators, K ascending in tiles of 64, one warp per output
+ *        element, no split-K; inside an mma the tensor core's own order and rounding.
+ *     3. MATMUL_OUT=bf16: R(acc), one round to nearest even of the fp32 accumulator; fp32: acc.
+ *     The bits are fixed by (D, the row of a, the row of b): deterministic run to run and batch
+ *     invariant (row t of y is the same for every T and every row block the rows come in). They are
+ *     not the portable engine's bits (other summation order and precision).
+ *   cublas (GPU only): cuBLAS as PyTorch eager CUDA calls it for nn.Linear without bias (y = a @ b^T):
+ *     cublasGemmEx(transa = T, transb = N, m = F, n = T, k = D, A = b, lda = D, B = a, ldb = D,
+ *     C = y, ldc = F, alpha = 1, beta = 0, CUBLAS_GEMM_DEFAULT), a new handle per call bound to the
+ *     op's stream, cuBLAS's default workspace, per MATMUL_OPERAND:
+ *       bf16: A, B CUDA_R_16BF (f32 tensors rounded to bf16 first, as step 1), CUBLAS_COMPUTE_32F,
+ *             CUBLAS_DEFAULT_MATH (PyTorch's default allow_bf16_reduced_precision_reduction: a split-K
+ *             reduction may round partial sums to bf16), C CUDA_R_16BF (MATMUL_OUT=bf16: cuBLAS's
+ *             epilogue rounds to nearest even) or CUDA_R_32F (fp32).
+ *       fp32: A, B CUDA_R_32F (bf16 tensors widened exactly), CUBLAS_COMPUTE_32F,
+ *             CUBLAS_PEDANTIC_MATH (no TF32, no reduced precision), C CUDA_R_32F; MATMUL_OUT=bf16:
+ *             that fp32 result rounded once to bf16 (round to nearest even) by a separate pass.
+ *       tf32: as fp32 with CUBLAS_COMPUTE_32F_FAST_TF32 and CUBLAS_DEFAULT_MATH; cuBLAS / the tensor
+ *             cores convert the fp32 operands to TF32 themselves (not necessarily the rna rounding
+ *             of step 1).
+ *     Deterministic run to run for one GPU model and cuBLAS version (cuBLAS's reproducibility
+ *     guarantee for one stream), NOT batch invariant in general: the kernel (tile shape, split-K)
+ *     cuBLAS picks depends on T. The call waits for the GEMM (cublasDestroy synchronizes the device).
+ *   Refused (status 4, one message, nothing run or written, never a substitute) for tc and cublas:
+ *     MATMUL_ACCUM other than seq and MATMUL_FMA=on (they name the portable engine's order; accepting
+ *     them would record an order that did not run); for tc also MATMUL_OPERAND fp32 and tf32 (the
+ *     kernel takes bf16 operands). ops_fwd_cpu refuses tc and cublas on the CPU (modes.def GPU_ONLY).
+ *     The launch knobs (struct align_launch) do not apply to tc and cublas and are ignored (negative
+ *     values are still refused, status 2). D == 0 gives y = +0 from every engine.
+ *   Agreement with portable (same operand and output modes): |y_engine - y_portable| within the
+ *     tolerance stated and checked in tests/gpu/test-matmul-impl.cu (a bound in S = sum |a_k b_k|
+ *     and |y|; the engines add in other orders, so the bits differ).
  */
 #ifndef ALIGN_MATMUL_H
 #define ALIGN_MATMUL_H
@@ -29,6 +71,7 @@ struct align_tensor;
 
 enum matmul_accum { MATMUL_ACC_SEQ, MATMUL_ACC_SPLIT16, MATMUL_ACC_F64 };
 enum matmul_operand { MATMUL_OPD_BF16, MATMUL_OPD_F32, MATMUL_OPD_TF32 };
+enum matmul_impl { MATMUL_IMPL_PORTABLE, MATMUL_IMPL_TC, MATMUL_IMPL_CUBLAS }; /* modes.def value order */
 
 struct matmul_params {
 	int unused; /* shapes come from the tensors; kept for the common calling convention */

@@ -8,6 +8,9 @@
  * a and b are row-major with their K elements contiguous (torch Linear layout), f32 or bf16; y is
  * row-major f32 or bf16 (one rounding R(.) of the binary32 result). Device pointers.
  * Every tile configuration gives the same bits; `tile` only picks the speed.
+ * This is the portable engine only (MATMUL_IMPL=portable). The matmul op's GPU-only engines, tc and
+ * cublas, are reached through matmul_fwd_cuda (kernels/matmul.cu; semantics in matmul.h "Engines"), never
+ * from here: the router and mHC GEMMs always run this one.
  *
  * NaN results carry the host's NaN bits (nan_host.h): NaN is sticky through +, * and fmaf, so an
  * output is NaN exactly when some step produced one; only then is that element recomputed by the
