@@ -113,6 +113,15 @@ template <class T> static inline T __ldg(const T *p)
 {
 	return *p;
 }
+/* cache-hinted loads and stores (evict-first): plain accesses on the host */
+template <class T> static inline T __ldcs(const T *p)
+{
+	return *p;
+}
+template <class T> static inline void __stcs(T *p, T v)
+{
+	*p = v;
+}
 
 /* Threads per block a kernel "can" use: $ALIGN_EMU_MAX_THREADS (default 1024), so that tests can make
  * launches with more threads fail as they do on a GPU when registers run out (emu.cpp). */

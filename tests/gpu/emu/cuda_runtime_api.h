@@ -36,7 +36,7 @@ enum cudaDeviceAttr {
 	cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
 };
 
-enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8, cudaFuncAttributePreferredSharedMemoryCarveout = 9 };
 
 #define cudaStreamNonBlocking 0x01
 
