@@ -82,6 +82,7 @@
 #endif
 #ifndef ALIGN_CUDA_EMU
 #define MM_HAVE_CUBLAS 1
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #endif
 
@@ -491,7 +492,7 @@ static int mm_refuse(const struct align_modes *m, int mode_id, const char *why)
 /* the refusals of matmul.h ("Engines"); 0 when the engine can run these modes */
 static int mm_engine_check(const struct align_modes *m, int impl)
 {
-	if (impl != MATMUL_IMPL_TC && impl != MATMUL_IMPL_CUBLAS)
+	if (impl != MATMUL_IMPL_TC && impl != MATMUL_IMPL_CUBLAS && impl != MATMUL_IMPL_CUBLAS_PINNED)
 		return ops_cuda_bad_input("matmul", "unknown MATMUL_IMPL value");
 	if (m->v[MODE_MATMUL_ACCUM] != MATMUL_ACC_SEQ)
 		return mm_refuse(m, MODE_MATMUL_ACCUM, "the engine sums in its own order; only the default is accepted");
@@ -499,6 +500,8 @@ static int mm_engine_check(const struct align_modes *m, int impl)
 		return mm_refuse(m, MODE_MATMUL_FMA, "the engine sums in its own order; only the default is accepted");
 	if (impl == MATMUL_IMPL_TC && m->v[MODE_MATMUL_OPERAND] != MATMUL_OPD_BF16)
 		return mm_refuse(m, MODE_MATMUL_OPERAND, "the tensor-core kernel takes bf16 operands");
+	if (impl == MATMUL_IMPL_CUBLAS_PINNED && m->v[MODE_MATMUL_OPERAND] != MATMUL_OPD_BF16)
+		return mm_refuse(m, MODE_MATMUL_OPERAND, "the pinned algorithm is chosen for bf16 operands");
 	return 0;
 }
 
@@ -690,6 +693,131 @@ out:
 	}
 	return rc;
 }
+#define MM_PIN_ROWS 8192	   /* the n the pinned algorithm is chosen at (matmul.h) */
+#define MM_PIN_WORKSPACE (32u << 20) /* the workspace the heuristic may plan for */
+
+#define MM_LT_TRY(call)                                                                                        \
+	do {                                                                                                   \
+		cublasStatus_t s_ = (call);                                                                    \
+		if (s_ != CUBLAS_STATUS_SUCCESS) {                                                             \
+			rc = mm_cublas_fail(#call, s_, __FILE__, __LINE__);                                    \
+			goto lt_out;                                                                           \
+		}                                                                                              \
+	} while (0)
+
+/* cublas_pinned: cuBLASLt, one algorithm per (F, kp, output dtype) chosen at n = MM_PIN_ROWS (matmul.h) */
+static int mm_fwd_pinned(const struct align_tensor *a, const struct align_tensor *b, struct align_tensor *y,
+			 int64_t T, int64_t D, int64_t F, cudaStream_t stream)
+{
+	const int64_t kp = (D + 7) / 8 * 8;
+	const int y_f32 = y->dtype == ALIGN_DT_F32;
+	const cudaDataType_t c_type = y_f32 ? CUDA_R_32F : CUDA_R_16BF;
+	const size_t ybytes = (size_t)(T * F) * (y_f32 ? sizeof(float) : sizeof(align_bf16));
+	const int stage_a = a->dtype != ALIGN_DT_BF16 || D % 8 != 0 || !mm_aligned(a->data, 16);
+	const int stage_b = b->dtype != ALIGN_DT_BF16 || D % 8 != 0 || !mm_aligned(b->data, 16);
+	void *tmp[4] = {NULL, NULL, NULL, NULL}; /* staged a, staged b, y, workspace */
+	const void *pa = a->data, *pb = b->data;
+	void *py = y->data;
+	cublasLtHandle_t h = NULL;
+	cublasLtMatmulDesc_t desc = NULL;
+	cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL, lref = NULL;
+	cublasLtMatmulPreference_t pref = NULL;
+	cublasLtMatmulHeuristicResult_t res[16], chk;
+	cublasLtMatmulAlgo_t algo;
+	const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+	const float one = 1.0f, zero = 0.0f;
+	const size_t wmax = MM_PIN_WORKSPACE;
+	const int one_split = 1;
+	const uint32_t no_reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
+	int n = 0, chosen = -1, rc = 0;
+	if (T > INT_MAX || kp > INT_MAX || F > INT_MAX)
+		return ops_cuda_bad_input("matmul", "MATMUL_IMPL=cublas_pinned takes T, D and F below 2^31");
+	if (stage_a) {
+		MM_TRY(cudaMallocAsync(&tmp[0], (size_t)(T * kp) * sizeof(align_bf16), stream));
+		MM_TRY(mm_to_bf16(a, T, D, (align_bf16 *)tmp[0], kp, stream));
+		pa = tmp[0];
+	}
+	if (stage_b) {
+		MM_TRY(cudaMallocAsync(&tmp[1], (size_t)(F * kp) * sizeof(align_bf16), stream));
+		MM_TRY(mm_to_bf16(b, F, D, (align_bf16 *)tmp[1], kp, stream));
+		pb = tmp[1];
+	}
+	if (!mm_aligned(py, 16)) {
+		MM_TRY(cudaMallocAsync(&tmp[2], ybytes, stream));
+		py = tmp[2];
+	}
+	MM_LT_TRY(cublasLtCreate(&h));
+	MM_LT_TRY(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+	MM_LT_TRY(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+	MM_LT_TRY(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+	/* column-major views: A = b^T [kp, F], B = a^T [kp, T], C = y^T [F, T] */
+	MM_LT_TRY(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, (uint64_t)kp, (uint64_t)F, kp));
+	MM_LT_TRY(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, (uint64_t)kp, (uint64_t)T, kp));
+	MM_LT_TRY(cublasLtMatrixLayoutCreate(&lc, c_type, (uint64_t)F, (uint64_t)T, F));
+	MM_LT_TRY(cublasLtMatrixLayoutCreate(&lref, CUDA_R_16BF, (uint64_t)kp, MM_PIN_ROWS, kp));
+	MM_LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
+	MM_LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wmax,
+						       sizeof wmax));
+	{
+		cublasLtMatrixLayout_t lcref = NULL;
+		MM_LT_TRY(cublasLtMatrixLayoutCreate(&lcref, c_type, (uint64_t)F, MM_PIN_ROWS, F));
+		cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(h, desc, la, lref, lcref, lcref, pref, 16, res, &n);
+		cublasLtMatrixLayoutDestroy(lcref);
+		MM_LT_TRY(hs);
+	}
+	for (int i = 0; i < n && chosen < 0; i++) {
+		int splitk = 1;
+		size_t got = 0;
+		if (cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
+							 sizeof splitk, &got) == CUBLAS_STATUS_SUCCESS && splitk <= 1)
+			chosen = i;
+	}
+	if (chosen < 0) {
+		fprintf(stderr, "error: matmul (cuda): cuBLASLt offers no algorithm without split-K for F=%lld, D=%lld "
+				"(MATMUL_IMPL=cublas_pinned)\n", (long long)F, (long long)D);
+		rc = ALIGN_ERR_UNSUPPORTED;
+		goto lt_out;
+	}
+	algo = res[chosen].algo;
+	MM_LT_TRY(cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one_split,
+						       sizeof one_split));
+	MM_LT_TRY(cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &no_reduction,
+						       sizeof no_reduction));
+	if (cublasLtMatmulAlgoCheck(h, desc, la, lb, lc, lc, &algo, &chk) != CUBLAS_STATUS_SUCCESS ||
+	    chk.workspaceSize > wmax) {
+		fprintf(stderr, "error: matmul (cuda): the pinned cuBLASLt algorithm for F=%lld, D=%lld does not accept "
+				"T=%lld (MATMUL_IMPL=cublas_pinned)\n", (long long)F, (long long)D, (long long)T);
+		rc = ALIGN_ERR_UNSUPPORTED;
+		goto lt_out;
+	}
+	if (chk.workspaceSize)
+		MM_TRY(cudaMallocAsync(&tmp[3], chk.workspaceSize, stream));
+	MM_LT_TRY(cublasLtMatmul(h, desc, &one, pb, la, pa, lb, &zero, py, lc, py, lc, &algo, tmp[3], chk.workspaceSize,
+				 stream));
+	if (tmp[2])
+		MM_TRY(cudaMemcpyAsync(y->data, tmp[2], ybytes, cudaMemcpyDeviceToDevice, stream));
+lt_out:
+out:
+	rc = mm_free_tmp(tmp, 4, rc, stream);
+	if (pref)
+		cublasLtMatmulPreferenceDestroy(pref);
+	if (lref)
+		cublasLtMatrixLayoutDestroy(lref);
+	if (lc)
+		cublasLtMatrixLayoutDestroy(lc);
+	if (lb)
+		cublasLtMatrixLayoutDestroy(lb);
+	if (la)
+		cublasLtMatrixLayoutDestroy(la);
+	if (desc)
+		cublasLtMatmulDescDestroy(desc);
+	if (h) {
+		cublasStatus_t sd = cublasLtDestroy(h);
+		if (sd != CUBLAS_STATUS_SUCCESS && rc == 0)
+			rc = mm_cublas_fail("cublasLtDestroy(h)", sd, __FILE__, __LINE__);
+	}
+	return rc;
+}
 #endif /* MM_HAVE_CUBLAS */
 
 #if !defined(MM_HAVE_TC) || !defined(MM_HAVE_CUBLAS)
@@ -701,7 +829,8 @@ static int mm_not_built(int impl) /* emulator builds (tests/gpu/emu) */
 }
 #endif
 
-/* MATMUL_IMPL=tc or cublas on checked tensors: refusals, empty shapes, D == 0 (y = +0), then the engine */
+/* MATMUL_IMPL=tc, cublas or cublas_pinned on checked tensors: refusals, empty shapes, D == 0 (y = +0), then
+ * the engine */
 static int mm_fwd_engine(const struct align_modes *m, int impl, const struct align_tensor *a,
 			 const struct align_tensor *b, struct align_tensor *y, int64_t T, int64_t D, int64_t F,
 			 cudaStream_t stream)
@@ -714,7 +843,7 @@ static int mm_fwd_engine(const struct align_modes *m, int impl, const struct ali
 		return mm_not_built(impl);
 #endif
 #ifndef MM_HAVE_CUBLAS
-	if (impl == MATMUL_IMPL_CUBLAS)
+	if (impl == MATMUL_IMPL_CUBLAS || impl == MATMUL_IMPL_CUBLAS_PINNED)
 		return mm_not_built(impl);
 #endif
 	if (T == 0 || F == 0)
@@ -732,6 +861,8 @@ static int mm_fwd_engine(const struct align_modes *m, int impl, const struct ali
 #ifdef MM_HAVE_CUBLAS
 	if (impl == MATMUL_IMPL_CUBLAS)
 		return mm_fwd_cublas(m, a, b, y, T, D, F, stream);
+	if (impl == MATMUL_IMPL_CUBLAS_PINNED)
+		return mm_fwd_pinned(a, b, y, T, D, F, stream);
 #endif
 	(void)a, (void)b;
 	return ALIGN_ERR_INTERNAL; /* unreachable: every impl value was handled above */

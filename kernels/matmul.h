@@ -51,10 +51,24 @@
  *     Deterministic run to run for one GPU model and cuBLAS version (cuBLAS's reproducibility
  *     guarantee for one stream), NOT batch invariant in general: the kernel (tile shape, split-K)
  *     cuBLAS picks depends on T. The call waits for the GEMM (cublasDestroy synchronizes the device).
+ *   cublas_pinned (GPU only): cuBLASLt with one tensor-core algorithm pinned per weight shape, for
+ *     batch-invariant GEMMs at cuBLAS speed (tests/gpu/bench-matmul-lt.cu measured it on an H100).
+ *     1. operands as tc (MATMUL_OPERAND=bf16 only; f32, D % 8 != 0 or unaligned operands staged as
+ *        zero-padded bf16 rows of kp = ceil(D/8)*8); an unaligned y goes through a temporary.
+ *     2. the algorithm: cublasLtMatmulAlgoGetHeuristic for (m = F, n = MATMUL_PIN_ROWS = 8192, k = kp),
+ *        transa = T, transb = N, bf16 A and B, C/D of the output dtype, CUBLAS_COMPUTE_32F, at most
+ *        32 MiB of workspace; the first result without split-K, then forced to split-K 1 and no
+ *        reduction scheme. It depends on (F, kp, the output dtype), never on T, so every T runs the
+ *        same kernel with the same tiling and K order: row t of y is the same whatever T
+ *        (cublasLtMatmulAlgoCheck must accept the actual T, else status 4).
+ *     3. MATMUL_OUT=bf16: cuBLASLt's epilogue rounds the fp32 accumulator (round to nearest even);
+ *        fp32: the accumulator.
+ *     Deterministic and batch invariant for one GPU model and cuBLASLt version; the bits are not
+ *     tc's, cublas's or portable's (another kernel).
  *   Refused (status 4, one message, nothing run or written, never a substitute) for tc and cublas:
  *     MATMUL_ACCUM other than seq and MATMUL_FMA=on (they name the portable engine's order; accepting
- *     them would record an order that did not run); for tc also MATMUL_OPERAND fp32 and tf32 (the
- *     kernel takes bf16 operands). ops_fwd_cpu refuses tc and cublas on the CPU (modes.def GPU_ONLY).
+ *     them would record an order that did not run), the same for cublas_pinned; for tc and
+ *     cublas_pinned also MATMUL_OPERAND fp32 and tf32 (bf16 operands only). ops_fwd_cpu refuses tc and cublas on the CPU (modes.def GPU_ONLY).
  *     The launch knobs (struct align_launch) do not apply to tc and cublas and are ignored (negative
  *     values are still refused, status 2). D == 0 gives y = +0 from every engine.
  *   Agreement with portable (same operand and output modes): |y_engine - y_portable| within the
@@ -71,7 +85,7 @@ struct align_tensor;
 
 enum matmul_accum { MATMUL_ACC_SEQ, MATMUL_ACC_SPLIT16, MATMUL_ACC_F64 };
 enum matmul_operand { MATMUL_OPD_BF16, MATMUL_OPD_F32, MATMUL_OPD_TF32 };
-enum matmul_impl { MATMUL_IMPL_PORTABLE, MATMUL_IMPL_TC, MATMUL_IMPL_CUBLAS }; /* modes.def value order */
+enum matmul_impl { MATMUL_IMPL_PORTABLE, MATMUL_IMPL_TC, MATMUL_IMPL_CUBLAS, MATMUL_IMPL_CUBLAS_PINNED }; /* modes.def order */
 
 struct matmul_params {
 	int unused; /* shapes come from the tensors; kept for the common calling convention */

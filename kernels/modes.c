@@ -111,7 +111,7 @@ static const char *const name_pool[] = {
 	"fp32_out", "off", "on", "before_w2", "after_w2", "single", "double", "mul", "bf16w", "tf32",
 	"none", "1e-20", "sorted", "index", "neginf", "zero", "table", "placeholder", "c1", "c0", "c0p",
 	"rsqrt", "inv_rms", "split16", "comb_first", "post_first", "exp", "exp2", "expert", "slot", "cuda",
-	"cuda_fast", "torch", "tc", "cublas", NULL};
+	"cuda_fast", "torch", "tc", "cublas", "cublas_pinned", NULL};
 
 const char *modes_value_name(int id, int v)
 {

@@ -1,4 +1,4 @@
-/* test-matmul-impl.cu: the GPU-only engines of the matmul op, MATMUL_IMPL=tc and cublas (kernels/matmul.cu,
+/* test-matmul-impl.cu: the GPU-only engines of the matmul op, MATMUL_IMPL=tc, cublas and cublas_pinned (kernels/matmul.cu,
  * semantics in kernels/matmul.h "Engines"), called through matmul_fwd_cuda like `align run --device cuda`.
  * For every shape below and every engine x MATMUL_OPERAND x MATMUL_OUT x input dtype (bf16 or f32 tensors)
  * combination (the two DSv4 shapes run a subset), into outputs with GUARD bytes on both sides:
@@ -12,7 +12,7 @@
  *        e_engine = tc:           (4 ceil(D/64) + 1) 2^-21: up to 4 fp32 ulps of S per m16n8k16 step, the
  *                                 model of test-matmul-tc.cu (tensor cores add 16 exact products and the
  *                                 accumulator with truncation and limited alignment);
- *                   cublas bf16:  (ceil(D/16) + 4) 2^-21 (the same model, any k-tile depth), plus 2^-8 for a
+ *                   cublas and cublas_pinned bf16:  (ceil(D/16) + 4) 2^-21 (the same model, any k-tile depth), plus 2^-8 for a
  *                                 bf16 output (split-K may round partial sums to bf16: PyTorch's default
  *                                 reduced-precision reduction, at most 2^-8 of each partial, <= 2^-8 S);
  *                   cublas fp32:  D u (any summation tree of D rounded fp32 operations);
@@ -22,11 +22,11 @@
  *   3. batch invariance: the rows of a[r0 : r0 + M] @ b^T against rows r0.. of the T = Tmax result, for M in a
  *      list from 1 to Tmax (r0 = 0), for row blocks of several sizes covering all rows, and for single rows
  *      alone; and the T = Tmax result written to a y one element past 16-byte alignment (tc: through a
- *      temporary). Asserted for tc; REPORTED (INFO lines, not verdicts) for cublas, whose kernel choice
- *      depends on T and on the pointers' alignment;
+ *      temporary). Asserted for tc and cublas_pinned; REPORTED (INFO lines, not verdicts) for cublas, whose
+ *      kernel choice depends on T and on the pointers' alignment;
  *   4. guard bytes: every call of 1-3 leaves the bytes around its output untouched;
- *   5. refusals (status 4, nothing written): tc and cublas with MATMUL_ACCUM=split16 or fp64, MATMUL_FMA=on;
- *      tc with MATMUL_OPERAND=fp32 or tf32; a wrong output dtype gives 2; the enum matmul_impl order is the
+ *   5. refusals (status 4, nothing written): tc, cublas and cublas_pinned with MATMUL_ACCUM=split16 or fp64,
+ *      MATMUL_FMA=on; tc and cublas_pinned with MATMUL_OPERAND=fp32 or tf32; a wrong output dtype gives 2; the enum matmul_impl order is the
  *      MATMUL_IMPL value order of modes.def.
  * Inputs: counter-RNG normal-ish values (kernels/rng.h), a scaled by 2^(row % 9 - 4) per row (rows of different
  * magnitudes), row 0 of a all zeros, b at scale 1/16; the bf16 inputs are the f32 ones rounded to nearest even.
@@ -91,7 +91,15 @@ static const struct combo combos[] = {
     {MATMUL_IMPL_CUBLAS, MATMUL_OPD_F32, 0, 1, 0},  {MATMUL_IMPL_CUBLAS, MATMUL_OPD_F32, 1, 1, 0},
     {MATMUL_IMPL_CUBLAS, MATMUL_OPD_TF32, 0, 0, 1}, {MATMUL_IMPL_CUBLAS, MATMUL_OPD_TF32, 1, 0, 0},
     {MATMUL_IMPL_CUBLAS, MATMUL_OPD_TF32, 0, 1, 0}, {MATMUL_IMPL_CUBLAS, MATMUL_OPD_TF32, 1, 1, 0},
+    {MATMUL_IMPL_CUBLAS_PINNED, MATMUL_OPD_BF16, 1, 1, 1}, {MATMUL_IMPL_CUBLAS_PINNED, MATMUL_OPD_BF16, 0, 1, 1},
+    {MATMUL_IMPL_CUBLAS_PINNED, MATMUL_OPD_BF16, 1, 0, 0}, {MATMUL_IMPL_CUBLAS_PINNED, MATMUL_OPD_BF16, 0, 0, 0},
 };
+
+/* engines whose batch invariance is asserted (cublas's is reported) */
+static int invariant_engine(int impl)
+{
+	return impl == MATMUL_IMPL_TC || impl == MATMUL_IMPL_CUBLAS_PINNED;
+}
 
 struct gbuf {
 	unsigned char *d; /* device: GUARD | output | GUARD */
@@ -381,7 +389,7 @@ static int check_invariance(struct ctx *c, const struct combo *k, const struct a
 	         "batch invariance: %ld of %ld batches (prefixes M < %lld, row blocks of 7/129/1000, 8 single rows) "
 	         "differ from the T = %lld rows%s%s",
 	         differ, batches, (long long)T, (long long)T, differ ? "; " : "", first);
-	if (k->impl == MATMUL_IMPL_TC)
+	if (invariant_engine(k->impl))
 		verdict(c, differ == 0, k, msg);
 	else
 		printf("INFO %s opd=%s out=%s in=%s T=%lld D=%lld F=%lld %s (reported, not asserted)\n",
@@ -389,7 +397,7 @@ static int check_invariance(struct ctx *c, const struct combo *k, const struct a
 		       (long long)T, (long long)c->sh->d, (long long)F, msg);
 	snprintf(msg, sizeof msg, "all T rows into a y one element past 16-byte alignment: %s the aligned result",
 	         unaligned_differ ? "DIFFER from" : "equal to");
-	if (k->impl == MATMUL_IMPL_TC)
+	if (invariant_engine(k->impl))
 		verdict(c, !unaligned_differ, k, msg);
 	else
 		printf("INFO %s opd=%s out=%s in=%s T=%lld D=%lld F=%lld %s (reported, not asserted)\n",
@@ -416,6 +424,10 @@ static int check_refusals(struct ctx *c)
 	    {MATMUL_IMPL_CUBLAS, MODE_MATMUL_ACCUM, MATMUL_ACC_SPLIT16},
 	    {MATMUL_IMPL_CUBLAS, MODE_MATMUL_ACCUM, MATMUL_ACC_F64},
 	    {MATMUL_IMPL_CUBLAS, MODE_MATMUL_FMA, 1},
+	    {MATMUL_IMPL_CUBLAS_PINNED, MODE_MATMUL_ACCUM, MATMUL_ACC_SPLIT16},
+	    {MATMUL_IMPL_CUBLAS_PINNED, MODE_MATMUL_FMA, 1},
+	    {MATMUL_IMPL_CUBLAS_PINNED, MODE_MATMUL_OPERAND, MATMUL_OPD_F32},
+	    {MATMUL_IMPL_CUBLAS_PINNED, MODE_MATMUL_OPERAND, MATMUL_OPD_TF32},
 	};
 	int ok = 1, st, gok;
 	for (size_t i = 0; i < sizeof rs / sizeof rs[0]; i++) {
@@ -434,7 +446,7 @@ static int check_refusals(struct ctx *c)
 	verdict(c, ok, NULL,
 	        "refusals: ACCUM split16/fp64 and FMA=on (tc, cublas), OPERAND fp32/tf32 (tc) give 4, write nothing");
 	/* a wrong output dtype: the shape checks run before the engine */
-	for (int impl = MATMUL_IMPL_TC; impl <= MATMUL_IMPL_CUBLAS; impl++) {
+	for (int impl = MATMUL_IMPL_TC; impl <= MATMUL_IMPL_CUBLAS_PINNED; impl++) {
 		struct align_modes m;
 		set_modes(&m, impl, MATMUL_OPD_BF16, 1);
 		struct align_tensor in[2], y;
@@ -453,7 +465,8 @@ static int check_refusals(struct ctx *c)
 	}
 	int order = modes_value_index(MODE_MATMUL_IMPL, "portable") == MATMUL_IMPL_PORTABLE &&
 	            modes_value_index(MODE_MATMUL_IMPL, "tc") == MATMUL_IMPL_TC &&
-	            modes_value_index(MODE_MATMUL_IMPL, "cublas") == MATMUL_IMPL_CUBLAS;
+	            modes_value_index(MODE_MATMUL_IMPL, "cublas") == MATMUL_IMPL_CUBLAS &&
+	            modes_value_index(MODE_MATMUL_IMPL, "cublas_pinned") == MATMUL_IMPL_CUBLAS_PINNED;
 	verdict(c, order, NULL, "enum matmul_impl follows the MATMUL_IMPL values of modes.def");
 	return 0;
 }
