@@ -165,6 +165,26 @@ for r in results:
     if not r["ok"]:
         tail = "\n".join(r["text"].splitlines()[-40:])
         lines += ["", f"### {r['name']}: last lines of the output", "", "```", tail, "```"]
+# the CUDA-vs-C driver's per-case lines, summed per op x mode set (verdict, op, variant, dims, modes, fill, seed)
+ops = next((r for r in results if r["name"] == "gpu-ops-cuda"), None)
+if ops:
+    table = {}
+    for ln in ops["text"].splitlines():
+        f = ln.split()
+        if len(f) < 7 or f[0] not in ("PASS", "PASS-GPU", "FAIL", "UNSUPPORTED"):
+            continue
+        row = table.setdefault((f[1], f[4]), {"PASS": 0, "PASS-GPU": 0, "FAIL": 0, "UNSUPPORTED": 0, "fills": set()})
+        row[f[0]] += 1
+        row["fills"].add(f[5].rstrip(":"))
+    lines += ["", "## CUDA twin vs C twin per op x mode set (gpu-ops-cuda)", "",
+              "Each case: every launch configuration, run twice, guard bytes, batch invariance (T vs its first "
+              "half). equal = bytes equal to the C twin; GPU-only = modes with no C twin, checked for "
+              "determinism and launch/batch invariance against the twin's own first run.", "",
+              "| op | modes | cases | equal to C | GPU-only: deterministic + invariant | FAIL | not supported on the GPU |",
+              "|---|---|---:|---:|---:|---:|---:|"]
+    for (op, modes), r in sorted(table.items()):
+        n = r["PASS"] + r["PASS-GPU"] + r["FAIL"] + r["UNSUPPORTED"]
+        lines.append(f"| {op} | {modes} | {n} | {r['PASS']} | {r['PASS-GPU']} | {r['FAIL']} | {r['UNSUPPORTED']} |")
 lines += ["", "## Benchmarks (suite gpu)", ""]
 if not bresults:
     lines.append("(none)")
