@@ -3,22 +3,32 @@
  * every mode (all portable).
  *
  * Per token, as mhc_post.c: the coefficients H[j][k] (comb[j][k], or comb[k][j] when
- * MHC_HRES_TRANSPOSE=off) and P[k], rounded to bf16 for MHC_COEF=bf16 or MHC_POST_ROUND=double, are
- * prepared once in shared memory. Per (k, d), with X_j = F(x[t,j,d]), fo = F(f[t,d]):
+ * MHC_HRES_TRANSPOSE=off) and P[k], rounded to bf16 for MHC_COEF=bf16 or MHC_POST_ROUND=double, one per
+ * thread (threads gt < N*N + N, loaded during the previous token), stored to one of two shared-memory
+ * buffers (alternating: one block barrier per token), then copied to registers. Per (k, d), with X_j =
+ * F(x[t,j,d]), fo = F(f[t,d]):
  *   comb_first / double: a = H[0][k] X_0; a = a + H[j][k] X_j (j = 1..N-1);
  *                        out = R(a + P[k] fo), or R(R(P[k] fo) + R(a)) for double
  *   post_first:          o = P[k] fo; o = o + H[j][k] X_j (j = 0..N-1); out = R(o)
  * A sequential sum per output: the thread owning (k, d) runs the C twin's loop, operands in its order,
- * unfused, through nan_host.h where a NaN can appear.
+ * unfused; the formula is a template parameter of the fast path; a chunk with a NaN output is recomputed
+ * out of line from global memory with the host's NaN rules (nan_host.h).
  *
- * Layout: G = 128 threads per token, 2 tokens per block by default (knobs: rows_cuda.cuh); a thread owns
- * chunks of 8 consecutive d and computes all N streams there: N + 1 16-byte loads, N 16-byte stores
- * (scalar path when D % 8 != 0 or a pointer is unaligned). Kernels are instantiated for N <= 4 and
- * N <= 8 (MHC_MAX_N) so the stream loops unroll. launch.serial: one thread per token, the C loops.
+ * Layout (knobs: rows_cuda.cuh): G threads per token (default 256), rpb tokens per block (default 1);
+ * a thread owns chunks of 8 consecutive d (gt, gt + G, ...) and computes all N streams there: N + 1
+ * 16-byte loads, N 16-byte stores; the next chunk's loads (possibly the next token's: they do not wait
+ * for its coefficients) are issued before the current chunk is computed (scalar path when D % 8 != 0 or
+ * a pointer is unaligned). Kernels are instantiated for N <= 4 and N <= 8 (MHC_MAX_N) so the stream
+ * loops unroll. launch.serial: one thread per token, the C loops.
  *
  * Napkin maths (DSv4-Flash: T = 16384, N = 4, D = 4096): bytes = 2TND (x) + 2TD (f) + 2TND (out) +
- * 4T(N + N^2) (post, comb) = 1.21 GB; 2N + 2 FLOPs per output: memory bound, ~415 us at a ~2.9 TB/s
- * device copy on an H100 SXM.
+ * 4T(N + N^2) (post, comb) = 1.21 GB; 2N + 2 FLOPs per output: memory bound, ~400 us at a ~3.0 TB/s
+ * device copy on an H100 SXM. In flight: 80 bytes per thread for the next chunk while the current one
+ * is computed; 128 registers -> 512 threads per SM -> ~40-80 KB per SM. The old kernel's thread 0 read
+ * the 20 coefficients from global memory in dependent steps (each store to shared memory could alias
+ * the next load) while the block waited at a barrier, twice per token pair, and each chunk's loads waited
+ * for the previous chunk's stores. Issue: ~19 instructions per output, ~10K warp instructions per token
+ * against ~23K issue slots per SM in the ~3.3 us a token takes at copy speed.
  *
  * Run: tests/gpu/test-ops-cuda (bytes vs the C twin), tests/gpu/bench-ops (GB/s vs a device copy).
  */
@@ -26,7 +36,12 @@
 
 #include "rows_cuda.cuh"
 
-#define MP_SMEM_ROW ((MHC_MAX_N * MHC_MAX_N + MHC_MAX_N) * sizeof(float)) /* H and P per token */
+#define MP_CO (MHC_MAX_N * MHC_MAX_N + MHC_MAX_N) /* floats of H and P per token */
+#define MP_SMEM_ROW (2 * MP_CO * sizeof(float))   /* per token slot: H and P, double-buffered */
+#define MP_DEF_G 256                              /* default threads per token (2 chunks each at D = 4096) */
+#define MP_DEF_RPB 1                              /* default tokens per block */
+
+enum { MP_COMB_FIRST, MP_POST_FIRST, MP_DOUBLE }; /* the output formula (mhc_post.h) */
 
 struct mp_args {
 	const align_bf16 *x; /* [T, N, D] */
@@ -44,17 +59,29 @@ struct mp_args {
 	int vec;        /* 16-byte path */
 };
 
-/* H (N x N, H[j*N + k]: source j -> destination k) and P of token t, as mhc_post.c */
-ALIGN_HD static inline void mp_coefs(const mp_args &a, int64_t t, float *H, float *P)
+/* coefficient i of token t as mhc_post.c prepares it: i < N*N: H[i] (i = j*N + k: source j ->
+ * destination k), else P[i - N*N] */
+ALIGN_HD static inline float mp_coef(const mp_args &a, int64_t t, int i)
 {
 	const int64_t N = a.N;
-	for (int64_t j = 0; j < N; j++)
-		for (int64_t k = 0; k < N; k++) {
-			float c = a.transpose ? a.comb[t * N * N + j * N + k] : a.comb[t * N * N + k * N + j];
-			H[j * N + k] = a.coef_bf16 ? align_round_bf16(c) : c;
-		}
-	for (int64_t k = 0; k < N; k++)
-		P[k] = a.coef_bf16 ? align_round_bf16(a.post[t * N + k]) : a.post[t * N + k];
+	float c;
+	if (i < N * N) {
+		int64_t j = i / N, k = i % N;
+		c = a.transpose ? a.comb[t * N * N + j * N + k] : a.comb[t * N * N + k * N + j];
+	} else {
+		c = a.post[t * N + (i - N * N)];
+	}
+	return a.coef_bf16 ? align_round_bf16(c) : c;
+}
+
+/* H (N x N, H[j*N + k]) and P of token t (serial path) */
+ALIGN_HD static inline void mp_coefs(const mp_args &a, int64_t t, float *H, float *P)
+{
+	const int N = a.N;
+	for (int i = 0; i < N * N; i++)
+		H[i] = mp_coef(a, t, i);
+	for (int k = 0; k < N; k++)
+		P[k] = mp_coef(a, t, N * N + k);
 }
 
 /* output (k, d) from X_j = xj(j) and fo, before the bf16 rounding; HN: the host's NaN rules */
@@ -90,13 +117,6 @@ ALIGN_HD static inline align_bf16 mp_out(const mp_args &a, const float *H, const
 	return align_f32_to_bf16(o);
 }
 
-/* X_j of element i of an unpacked chunk: xs[j][i] */
-struct mp_chunk_x {
-	const float (*xs)[8];
-	int i;
-	ALIGN_HD float operator()(int j) const { return xs[j][i]; }
-};
-
 /* X_j of element d of token t, from global memory */
 struct mp_global_x {
 	const align_bf16 *x; /* x + t*N*D + d */
@@ -104,52 +124,171 @@ struct mp_global_x {
 	ALIGN_HD float operator()(int j) const { return align_bf16_to_f32(x[(int64_t)j * D]); }
 };
 
-template <int NMAX> __global__ void mhc_post_rows_kernel(mp_args a)
+/* The fast path of output k of one element (X[j], fo), the formula a template parameter, coefficients
+ * in registers (Hr[j][k], Pr[k]); the same operations as mp_out_f<NMAX, false> */
+template <int NMAX, int FORM>
+__device__ static inline float mp_fast(const float (*Hr)[NMAX], const float *Pr, int N, int k, const float *X, float fo)
+{
+	if (FORM == MP_POST_FIRST) {
+		float o = FX_MUL(Pr[k], fo);
+#pragma unroll
+		for (int j = 0; j < NMAX; j++)
+			if (j < N)
+				o = FX_ADD(o, FX_MUL(Hr[j][k], X[j]));
+		return o;
+	}
+	float acc = FX_MUL(Hr[0][k], X[0]);
+#pragma unroll
+	for (int j = 1; j < NMAX; j++)
+		if (j < N)
+			acc = FX_ADD(acc, FX_MUL(Hr[j][k], X[j]));
+	if (FORM == MP_DOUBLE)
+		return FX_ADD(align_round_bf16(FX_MUL(Pr[k], fo)), align_round_bf16(acc));
+	return FX_ADD(acc, FX_MUL(Pr[k], fo));
+}
+
+/* raw chunk c of token t: the N streams and f (16-byte loads, all issued before any use) */
+template <int NMAX> struct mp_raw {
+	uint4 x[NMAX], f;
+};
+
+template <int NMAX> __device__ static inline void mp_load(const mp_args &a, int64_t t, int64_t c, mp_raw<NMAX> &r)
+{
+	const int64_t D8 = a.D / 8;
+	const uint4 *x4 = (const uint4 *)a.x + t * a.N * D8 + c;
+#pragma unroll
+	for (int j = 0; j < NMAX; j++)
+		if (j < a.N)
+			r.x[j] = __ldg(x4 + j * D8);
+	r.f = __ldg((const uint4 *)a.f + t * D8 + c);
+}
+
+/* bf16 element i (0..7) of a raw chunk, widened */
+__device__ static inline float mp_elt(const uint4 &v, int i)
+{
+	uint32_t w = i < 2 ? v.x : i < 4 ? v.y : i < 6 ? v.z : v.w;
+	return align_bf16_to_f32((align_bf16)(i % 2 ? w >> 16 : w & 0xffffu));
+}
+
+/* output (k, d) of token t from global memory: fast path, recomputed with the host's NaN rules when NaN
+ * (out of line: the chunks' NaN path) */
+template <int NMAX>
+__device__ ROWS_NOINLINE static float mp_elem_slow(const mp_args &a, const float *H, const float *P, int64_t t,
+                                                   int64_t d, int k)
+{
+	mp_global_x xj = {a.x + t * a.N * a.D + d, a.D};
+	float fo = align_bf16_to_f32(a.f[t * a.D + d]);
+	float o = mp_out_f<NMAX, false>(a, H, P, k, xj, fo);
+	return align_isnanf(o) ? mp_out_f<NMAX, true>(a, H, P, k, xj, fo) : o;
+}
+
+/* the N output chunks of chunk c of token t from its raw inputs, element by element (the N + 1 inputs of
+ * one element unpacked at a time, outputs packed as they come: fewer live registers). A chunk with a NaN
+ * output is recomputed out of line, element by element. */
+template <int NMAX, int FORM>
+__device__ static inline void mp_chunk(const mp_args &a, const float *H, const float *P, const float (*Hr)[NMAX],
+                                       const float *Pr, int64_t t, int64_t c, const mp_raw<NMAX> &r)
+{
+	const int N = a.N;
+	uint32_t hp[NMAX][4];
+	bool nan = false;
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		float X[NMAX];
+#pragma unroll
+		for (int j = 0; j < NMAX; j++)
+			X[j] = j < N ? mp_elt(r.x[j], i) : 0.0f;
+		float fo = mp_elt(r.f, i);
+#pragma unroll
+		for (int k = 0; k < NMAX; k++) {
+			if (k >= N)
+				continue;
+			float o = mp_fast<NMAX, FORM>(Hr, Pr, N, k, X, fo);
+			nan |= align_isnanf(o);
+			uint32_t h = align_f32_to_bf16(o);
+			hp[k][i / 2] = i % 2 ? hp[k][i / 2] | h << 16 : h;
+		}
+	}
+	uint4 *y4 = (uint4 *)a.y + t * N * (a.D / 8) + c;
+	if (nan) {
+		for (int k = 0; k < N; k++) {
+			align_bf16 h[8];
+			for (int i = 0; i < 8; i++)
+				h[i] = align_f32_to_bf16(mp_elem_slow<NMAX>(a, H, P, t, 8 * c + i, k));
+			y4[(int64_t)k * (a.D / 8)] = rows_pack8(h);
+		}
+		return;
+	}
+#pragma unroll
+	for (int k = 0; k < NMAX; k++)
+		if (k < N)
+			y4[(int64_t)k * (a.D / 8)] = make_uint4(hp[k][0], hp[k][1], hp[k][2], hp[k][3]);
+}
+
+/* G threads per token. Threads gt < N*N + N each hold one coefficient of the next token in a register
+ * (loaded while the current token is computed) and store it to the token's H/P buffer at the top of the
+ * iteration (two buffers, alternating: one barrier per token). 16-byte path: each thread walks its
+ * chunks gt, gt + G, ... of its tokens with the next chunk's N + 1 loads in flight while the current one
+ * is computed (the next chunk may be the next token's: its loads do not wait for its coefficients). */
+template <int NMAX, int FORM> __global__ void mhc_post_rows_kernel(mp_args a)
 {
 	rows_geom rg = rows_geom_make(a.rpb);
-	float *H = (float *)(align_cuda_dyn_smem() + (size_t)rg.g * MP_SMEM_ROW), *P = H + MHC_MAX_N * MHC_MAX_N;
-	const int N = a.N;
-	for (int64_t r0 = (int64_t)blockIdx.x * a.rpb; r0 < a.T; r0 += (int64_t)gridDim.x * a.rpb) {
-		int64_t t = r0 + rg.g;
+	float *Hb = (float *)(align_cuda_dyn_smem() + (size_t)rg.g * MP_SMEM_ROW);
+	const int N = a.N, nco = N * N + N;
+	const int64_t step = (int64_t)gridDim.x * a.rpb, nch = a.D / 8;
+	int64_t t = (int64_t)blockIdx.x * a.rpb + rg.g;
+	float co = t < a.T && rg.gt < nco ? mp_coef(a, t, rg.gt) : 0.0f;
+	mp_raw<NMAX> cur;
+	if (a.vec && t < a.T && rg.gt < nch)
+		mp_load<NMAX>(a, t, rg.gt, cur);
+	int buf = 0;
+	for (int64_t r0 = (int64_t)blockIdx.x * a.rpb; r0 < a.T; r0 += step, buf ^= 1) {
+		t = r0 + rg.g;
 		bool valid = t < a.T;
-		if (valid && rg.gt == 0)
-			mp_coefs(a, t, H, P);
-		__syncthreads();
-		if (valid) {
-			const align_bf16 *xt = a.x + t * N * a.D, *ft = a.f + t * a.D;
-			align_bf16 *yt = a.y + t * N * a.D;
-			if (a.vec) {
-				for (int64_t c = rg.gt; c < a.D / 8; c += rg.G) {
-					float xs[NMAX][8], fo[8];
-#pragma unroll
-					for (int j = 0; j < NMAX; j++)
-						if (j < N)
-							rows_unpack8(__ldg((const uint4 *)(xt + (int64_t)j * a.D) + c),
-							             xs[j]);
-					rows_unpack8(__ldg((const uint4 *)ft + c), fo);
-#pragma unroll
-					for (int k = 0; k < NMAX; k++) {
-						if (k >= N)
-							continue;
-						align_bf16 h[8];
-#pragma unroll
-						for (int i = 0; i < 8; i++) {
-							mp_chunk_x xj = {xs, i};
-							h[i] = mp_out<NMAX>(a, H, P, k, xj, fo[i]);
-						}
-						((uint4 *)(yt + (int64_t)k * a.D))[c] = rows_pack8(h);
-					}
-				}
-			} else {
-				for (int64_t d = rg.gt; d < a.D; d += rg.G) {
-					mp_global_x xj = {xt + d, a.D};
-					float fo = align_bf16_to_f32(ft[d]);
-					for (int k = 0; k < N; k++)
-						yt[(int64_t)k * a.D + d] = mp_out<NMAX>(a, H, P, k, xj, fo);
-				}
-			}
+		float *H = Hb + buf * MP_CO, *P = H + MHC_MAX_N * MHC_MAX_N;
+		const int64_t tn = t + step;
+		if (valid && rg.gt < nco) {
+			if (rg.gt < N * N)
+				H[rg.gt] = co;
+			else
+				P[rg.gt - N * N] = co;
+			if (tn < a.T)
+				co = mp_coef(a, tn, rg.gt);
 		}
 		__syncthreads();
+		if (!valid)
+			continue;
+		if (!a.vec) {
+			const align_bf16 *xt = a.x + t * N * a.D, *ft = a.f + t * a.D;
+			align_bf16 *yt = a.y + t * N * a.D;
+			for (int64_t d = rg.gt; d < a.D; d += rg.G) {
+				mp_global_x xj = {xt + d, a.D};
+				float fo = align_bf16_to_f32(ft[d]);
+				for (int k = 0; k < N; k++)
+					yt[(int64_t)k * a.D + d] = mp_out<NMAX>(a, H, P, k, xj, fo);
+			}
+			continue;
+		}
+		float Hr[NMAX][NMAX], Pr[NMAX];
+#pragma unroll
+		for (int j = 0; j < NMAX; j++) {
+			Pr[j] = j < N ? P[j] : 0.0f;
+#pragma unroll
+			for (int k = 0; k < NMAX; k++)
+				Hr[j][k] = j < N && k < N ? H[j * N + k] : 0.0f;
+		}
+		for (int64_t c = rg.gt; c < nch; c += rg.G) {
+			int64_t cn = c + rg.G, tl = t;
+			if (cn >= nch) {
+				cn = rg.gt;
+				tl = tn;
+			}
+			mp_raw<NMAX> nxt;
+			if (tl < a.T)
+				mp_load<NMAX>(a, tl, cn, nxt);
+			mp_chunk<NMAX, FORM>(a, H, P, Hr, Pr, t, c, cur);
+			cur = nxt;
+		}
 	}
 }
 
@@ -168,6 +307,21 @@ __global__ void mhc_post_serial_kernel(mp_args a)
 				    mp_out<MHC_MAX_N>(a, H, P, k, xj, align_bf16_to_f32(a.f[t * a.D + d]));
 			}
 	}
+}
+
+template <int NMAX> static void (*mp_kernel(const mp_args &a))(mp_args)
+{
+	return a.dbl          ? mhc_post_rows_kernel<NMAX, MP_DOUBLE>
+	       : a.post_first ? mhc_post_rows_kernel<NMAX, MP_POST_FIRST>
+	                      : mhc_post_rows_kernel<NMAX, MP_COMB_FIRST>;
+}
+
+/* rows_op.pick: the kernel of N (streams unrolled up to 4 or 8) and of the formula */
+static void mp_pick(const mp_args &a, int G, void (**k)(mp_args), size_t *row_smem)
+{
+	(void)G;
+	*k = a.N <= 4 ? mp_kernel<4>(a) : mp_kernel<MHC_MAX_N>(a);
+	*row_smem = MP_SMEM_ROW;
 }
 
 extern "C" int mhc_post_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,
@@ -198,27 +352,10 @@ extern "C" int mhc_post_fwd_cuda(const void *params, const struct align_modes *m
 	a.dbl = m->v[MODE_MHC_POST_ROUND] == 1;
 	a.coef_bf16 = a.dbl || m->v[MODE_MHC_COEF] == 1;
 	a.post_first = m->v[MODE_MHC_POST_ORDER] == 1;
+	a.rpb = 1;
 	a.vec = D % 8 == 0 && rows_al16(a.x) && rows_al16(a.f) && rows_al16(a.y);
 	if (T <= 0 || N <= 0 || D <= 0)
 		return ALIGN_OK;
-	struct rows_plan p = {0, 0, 0, 0, 0, 0};
-	void (*rows_kernel)(mp_args) = N <= 4 ? mhc_post_rows_kernel<4> : mhc_post_rows_kernel<MHC_MAX_N>;
-	int mr = 0, ms = 0, rc = rows_max_block(rows_kernel, &mr);
-	if (!rc)
-		rc = rows_max_block(mhc_post_serial_kernel, &ms);
-	if (!rc)
-		rc = rows_plan_make("mhc_post", launch, T, MP_SMEM_ROW, 128, 2, mr, ms, &p);
-	if (rc)
-		return rc;
-	a.rpb = p.rpb;
-	if (p.grid == 0)
-		return ALIGN_OK;
-	if (p.serial) {
-		ALIGN_CUDA_LAUNCH(mhc_post_serial_kernel, p.grid, p.block, 0, stream, a);
-	} else {
-		OPS_CUDA_TRY(rows_smem_optin(rows_kernel, p.smem));
-		ALIGN_CUDA_LAUNCH(rows_kernel, p.grid, p.block, p.smem, stream, a);
-	}
-	OPS_CUDA_TRY(cudaGetLastError()); /* the launch */
-	return ALIGN_OK;
+	const rows_op<mp_args> op = {"mhc_post", T, MP_DEF_G, MP_DEF_RPB, mhc_post_serial_kernel, mp_pick};
+	return rows_launch(op, launch, a, stream);
 }

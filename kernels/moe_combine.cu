@@ -3,19 +3,27 @@
  * every mode (all portable).
  *
  * Per token, as moe_combine.c: the slot order (MOE_COMBINE_ORDER=expert: insertion sort by expert id,
- * equal ids keep slot order; slot: 0..K-1) is computed once by one thread into shared memory, with
- * the slot weights. Per element d: acc = +0; for each slot s in that order, c = F(eo[t,s,d]) (times
- * w[t,s] for SWIGLU_PROBS=after_w2), acc = acc + c (fp32) or R(acc + c) (bf16, MOE_COMBINE_ACC);
- * y = R(acc + F(shared[t,d])). A sequential sum per element: no reduction tree, the thread owning d
- * runs the C twin's loop; operations unfused, through nan_host.h where a NaN can appear.
+ * equal ids keep slot order; slot: 0..K-1) is computed once by one thread in shared memory from the
+ * token's ids and weights, which threads gt < K loaded in parallel during the previous token. Per element
+ * d: acc = +0; for each slot s in that order, c = F(eo[t,s,d]) (times w[t,s] for SWIGLU_PROBS=after_w2),
+ * acc = acc + c (fp32) or R(acc + c) (bf16, MOE_COMBINE_ACC); y = R(acc + F(shared[t,d])). A sequential
+ * sum per element: no reduction tree, the thread owning d runs the C twin's loop; operations unfused,
+ * through nan_host.h where a NaN can appear (the fast path's flags are template parameters; an output
+ * that comes out NaN is recomputed from global memory with the host's rules).
  *
- * Layout: G = 128 threads per token, 2 tokens per block by default (knobs: rows_cuda.cuh); each thread
- * owns chunks of 8 consecutive d: K + 1 16-byte loads, one 16-byte store (scalar path when D % 8 != 0 or
- * a pointer is unaligned). launch.serial: one thread per token through the C twin's loops.
+ * Layout (knobs: rows_cuda.cuh): G threads per token (default 256), rpb tokens per block (default 2);
+ * each thread owns chunks of 8 consecutive d: the first 8 slots' 16-byte loads and the shared expert's
+ * are issued before any arithmetic, one 16-byte store (scalar path when D % 8 != 0 or a pointer is
+ * unaligned). Two block barriers per token (ids stored, order computed). launch.serial: one thread per
+ * token through the C twin's loops.
  *
  * Napkin maths (DSv4-Flash: T = 16384, K = 6, D = 4096): bytes = 2TKD (eo) + 2TD (shared) + 2TD (y)
- * + 8TK (idx, w) = 1.07 GB; K + 1 adds per output: memory bound, ~370 us at a ~2.9 TB/s device copy
- * on an H100 SXM.
+ * + 8TK (idx, w) = 1.07 GB; K + 1 adds per output: memory bound, ~360 us at a ~3.0 TB/s device copy
+ * on an H100 SXM. In flight: 7 x 16 bytes per thread; ~92 registers -> ~700 threads per SM -> ~75 KB
+ * per SM. The old kernel's thread 0 read idx and w from global memory in dependent steps while the
+ * block waited; the ids now arrive a token ahead. bf16 accumulation (megatron, paddle) costs ~6 integer
+ * operations per slot and element for the rounding, which is why it ran slower than fp32: the flags as
+ * template parameters remove the per-element mode selects around it.
  *
  * Run: tests/gpu/test-ops-cuda (bytes vs the C twin), tests/gpu/bench-ops (GB/s vs a device copy).
  */
@@ -25,7 +33,10 @@
 
 #define MC_MAX_K 64   /* = MOE_MAX_K of moe_combine.c */
 #define MC_PREFETCH 8 /* slots whose loads are issued before any arithmetic (DSv4: K = 6) */
-#define MC_SMEM_ROW (MC_MAX_K * (sizeof(int64_t) + sizeof(float))) /* shared memory per token */
+#define MC_DEF_G 256  /* default threads per token (2 chunks of 8 each at D = 4096) */
+#define MC_DEF_RPB 2  /* default tokens per block */
+/* shared memory per token: expert ids and weights in slot order, the summation order, its weights */
+#define MC_SMEM_ROW (MC_MAX_K * (2 * sizeof(int32_t) + 2 * sizeof(float)))
 
 struct mc_args {
 	const align_bf16 *eo;     /* [T, K, D] */
@@ -41,10 +52,9 @@ struct mc_args {
 	int vec;       /* 16-byte path */
 };
 
-/* the token's slots in summation order (moe_combine.c's insertion sort) */
-ALIGN_HD static inline void mc_order(const mc_args &a, int64_t t, int *order)
+/* the token's slots in summation order (moe_combine.c's insertion sort) from its K expert ids */
+ALIGN_HD static inline void mc_order(const mc_args &a, const int32_t *id, int *order)
 {
-	const int32_t *id = a.idx + t * a.K;
 	for (int s = 0; s < a.K; s++)
 		order[s] = s;
 	if (a.by_expert)
@@ -63,75 +73,116 @@ template <bool H> ALIGN_HD static inline float mc_step(const mc_args &a, float a
 	return a.bf16 ? align_round_bf16(hx_add<H>(acc, c)) : hx_add<H>(acc, c);
 }
 
-/* output (t, d) with the host's NaN rules, from global memory (rowof: eo rows in summation order) */
-ALIGN_HD static inline float mc_elem_hn(const mc_args &a, const int64_t *rowof, const float *wo, int64_t t, int64_t d)
+/* the same step with the mode flags as template parameters (fast path, no per-element mode selects) */
+template <bool BF16, bool AFTER> __device__ static inline float mc_step_t(float acc, float eo, float w)
+{
+	float c = AFTER ? FX_MUL(eo, w) : eo;
+	return BF16 ? align_round_bf16(FX_ADD(acc, c)) : FX_ADD(acc, c);
+}
+
+/* output (t, d) with the host's NaN rules, from global memory (ord: slots in summation order, wo: their
+ * weights) */
+ALIGN_HD static inline float mc_elem_hn(const mc_args &a, const int *ord, const float *wo, int64_t t, int64_t d)
 {
 	float acc = 0.0f;
 	for (int s = 0; s < a.K; s++)
-		acc = mc_step<true>(a, acc, align_bf16_to_f32(a.eo[rowof[s] * a.D + d]), wo[s]);
+		acc = mc_step<true>(a, acc, align_bf16_to_f32(a.eo[(t * a.K + ord[s]) * a.D + d]), wo[s]);
 	return hn_add(acc, align_bf16_to_f32(a.shared[t * a.D + d]));
 }
 
-__global__ void moe_combine_rows_kernel(mc_args a)
+/* 16-byte path: chunk c (elements 8c .. 8c+7) of token t; the first MC_PREFETCH slots' loads and the
+ * shared expert's load are issued before any arithmetic */
+template <bool BF16, bool AFTER>
+__device__ static inline void mc_chunk(const mc_args &a, const int *ord, const float *wo, int64_t t, int64_t c)
+{
+	const int64_t D8 = a.D / 8;
+	const uint4 *eo4 = (const uint4 *)a.eo + t * a.K * D8 + c;
+	float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, e[8], sh[8];
+	uint4 ev[MC_PREFETCH];
+	uint4 shv = __ldg((const uint4 *)a.shared + t * D8 + c);
+#pragma unroll
+	for (int s = 0; s < MC_PREFETCH; s++)
+		if (s < a.K)
+			ev[s] = __ldg(eo4 + ord[s] * D8);
+#pragma unroll
+	for (int s = 0; s < MC_PREFETCH; s++) {
+		if (s >= a.K)
+			break;
+		rows_unpack8(ev[s], e);
+		float ws = wo[s];
+#pragma unroll
+		for (int i = 0; i < 8; i++)
+			acc[i] = mc_step_t<BF16, AFTER>(acc[i], e[i], ws);
+	}
+	for (int s = MC_PREFETCH; s < a.K; s++) {
+		rows_unpack8(__ldg(eo4 + ord[s] * D8), e);
+		float ws = wo[s];
+#pragma unroll
+		for (int i = 0; i < 8; i++)
+			acc[i] = mc_step_t<BF16, AFTER>(acc[i], e[i], ws);
+	}
+	rows_unpack8(shv, sh);
+	align_bf16 h[8];
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		float o = FX_ADD(acc[i], sh[i]);
+		if (align_isnanf(o))
+			o = mc_elem_hn(a, ord, wo, t, 8 * c + i);
+		h[i] = align_f32_to_bf16(o);
+	}
+	((uint4 *)a.y)[t * D8 + c] = rows_pack8(h);
+}
+
+/* G threads per token. Threads gt < K hold the next token's expert ids and weights in registers (loaded
+ * while the current token is summed), store them to shared memory at the top of the iteration; thread
+ * 0 sorts them there; then every thread sums its chunks gt, gt + G, ... Two barriers per token. */
+template <bool BF16, bool AFTER> __global__ void moe_combine_rows_kernel(mc_args a)
 {
 	rows_geom rg = rows_geom_make(a.rpb);
 	unsigned char *sm = align_cuda_dyn_smem() + (size_t)rg.g * MC_SMEM_ROW;
-	int64_t *rowof = (int64_t *)sm;          /* eo row (t*K + slot) of each summand, in summation order */
-	float *wo = (float *)(rowof + MC_MAX_K); /* their weights */
-	for (int64_t r0 = (int64_t)blockIdx.x * a.rpb; r0 < a.T; r0 += (int64_t)gridDim.x * a.rpb) {
-		int64_t t = r0 + rg.g;
+	int32_t *ids = (int32_t *)sm;          /* expert id of each slot */
+	float *ws = (float *)(ids + MC_MAX_K); /* weight of each slot */
+	int *ord = (int *)(ws + MC_MAX_K);     /* slots in summation order */
+	float *wo = (float *)(ord + MC_MAX_K); /* their weights */
+	const int64_t step = (int64_t)gridDim.x * a.rpb;
+	int64_t t = (int64_t)blockIdx.x * a.rpb + rg.g;
+	int32_t id_next = 0;
+	float w_next = 0.0f;
+	if (t < a.T && rg.gt < a.K) {
+		id_next = __ldg(a.idx + t * a.K + rg.gt);
+		w_next = __ldg(a.w + t * a.K + rg.gt);
+	}
+	for (int64_t r0 = (int64_t)blockIdx.x * a.rpb; r0 < a.T; r0 += step) {
+		t = r0 + rg.g;
 		bool valid = t < a.T;
+		if (valid && rg.gt < a.K) {
+			ids[rg.gt] = id_next;
+			ws[rg.gt] = w_next;
+			int64_t tn = t + step;
+			if (tn < a.T) { /* in flight while this token is summed */
+				id_next = __ldg(a.idx + tn * a.K + rg.gt);
+				w_next = __ldg(a.w + tn * a.K + rg.gt);
+			}
+		}
+		__syncthreads();
 		if (valid && rg.gt == 0) {
 			int order[MC_MAX_K];
-			mc_order(a, t, order);
+			mc_order(a, ids, order);
 			for (int s = 0; s < a.K; s++) {
-				rowof[s] = t * a.K + order[s];
-				wo[s] = a.w[rowof[s]];
+				ord[s] = order[s];
+				wo[s] = ws[order[s]];
 			}
 		}
 		__syncthreads();
-		if (valid) {
-			if (a.vec) {
-				const uint4 *sh4 = (const uint4 *)(a.shared + t * a.D);
-				for (int64_t c = rg.gt; c < a.D / 8; c += rg.G) {
-					float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, e[8], sh[8];
-					uint4 ev[MC_PREFETCH];
-#pragma unroll
-					for (int s = 0; s < MC_PREFETCH; s++) /* the first slots' loads all in flight */
-						if (s < a.K)
-							ev[s] = __ldg((const uint4 *)(a.eo + rowof[s] * a.D) + c);
-#pragma unroll
-					for (int s = 0; s < MC_PREFETCH; s++) {
-						if (s >= a.K)
-							break;
-						rows_unpack8(ev[s], e);
-#pragma unroll
-						for (int i = 0; i < 8; i++)
-							acc[i] = mc_step<false>(a, acc[i], e[i], wo[s]);
-					}
-					for (int s = MC_PREFETCH; s < a.K; s++) {
-						rows_unpack8(__ldg((const uint4 *)(a.eo + rowof[s] * a.D) + c), e);
-#pragma unroll
-						for (int i = 0; i < 8; i++)
-							acc[i] = mc_step<false>(a, acc[i], e[i], wo[s]);
-					}
-					rows_unpack8(__ldg(sh4 + c), sh);
-					align_bf16 h[8];
-#pragma unroll
-					for (int i = 0; i < 8; i++) {
-						float o = FX_ADD(acc[i], sh[i]);
-						if (align_isnanf(o))
-							o = mc_elem_hn(a, rowof, wo, t, 8 * c + i);
-						h[i] = align_f32_to_bf16(o);
-					}
-					((uint4 *)(a.y + t * a.D))[c] = rows_pack8(h);
-				}
-			} else {
-				for (int64_t d = rg.gt; d < a.D; d += rg.G)
-					a.y[t * a.D + d] = align_f32_to_bf16(mc_elem_hn(a, rowof, wo, t, d));
-			}
+		if (!valid)
+			continue;
+		if (a.vec) {
+			for (int64_t c = rg.gt; c < a.D / 8; c += rg.G)
+				mc_chunk<BF16, AFTER>(a, ord, wo, t, c);
+		} else {
+			for (int64_t d = rg.gt; d < a.D; d += rg.G)
+				a.y[t * a.D + d] = align_f32_to_bf16(mc_elem_hn(a, ord, wo, t, d));
 		}
-		__syncthreads();
 	}
 }
 
@@ -141,16 +192,22 @@ __global__ void moe_combine_serial_kernel(mc_args a)
 	for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < a.T;
 	     t += (int64_t)gridDim.x * blockDim.x) {
 		int order[MC_MAX_K];
-		int64_t rowof[MC_MAX_K];
 		float wo[MC_MAX_K];
-		mc_order(a, t, order);
-		for (int s = 0; s < a.K; s++) {
-			rowof[s] = t * a.K + order[s];
-			wo[s] = a.w[rowof[s]];
-		}
+		mc_order(a, a.idx + t * a.K, order);
+		for (int s = 0; s < a.K; s++)
+			wo[s] = a.w[t * a.K + order[s]];
 		for (int64_t d = 0; d < a.D; d++)
-			a.y[t * a.D + d] = align_f32_to_bf16(mc_elem_hn(a, rowof, wo, t, d));
+			a.y[t * a.D + d] = align_f32_to_bf16(mc_elem_hn(a, order, wo, t, d));
 	}
+}
+
+/* rows_op.pick: the kernel of the mode flags */
+static void mc_pick(const mc_args &a, int G, void (**k)(mc_args), size_t *row_smem)
+{
+	(void)G;
+	*k = a.bf16 ? (a.after ? moe_combine_rows_kernel<true, true> : moe_combine_rows_kernel<true, false>)
+	            : (a.after ? moe_combine_rows_kernel<false, true> : moe_combine_rows_kernel<false, false>);
+	*row_smem = MC_SMEM_ROW;
 }
 
 extern "C" int moe_combine_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,
@@ -179,26 +236,10 @@ extern "C" int moe_combine_fwd_cuda(const void *params, const struct align_modes
 	a.bf16 = m->v[MODE_MOE_COMBINE_ACC] == 1;
 	a.by_expert = m->v[MODE_MOE_COMBINE_ORDER] == 0;
 	a.after = m->v[MODE_SWIGLU_PROBS] == 1;
+	a.rpb = 1;
 	a.vec = D % 8 == 0 && rows_al16(a.eo) && rows_al16(a.shared) && rows_al16(a.y);
 	if (T <= 0 || D <= 0)
 		return ALIGN_OK;
-	struct rows_plan p = {0, 0, 0, 0, 0, 0};
-	int mr = 0, ms = 0, rc = rows_max_block(moe_combine_rows_kernel, &mr);
-	if (!rc)
-		rc = rows_max_block(moe_combine_serial_kernel, &ms);
-	if (!rc)
-		rc = rows_plan_make("moe_combine", launch, T, MC_SMEM_ROW, 128, 2, mr, ms, &p);
-	if (rc)
-		return rc;
-	a.rpb = p.rpb;
-	if (p.grid == 0)
-		return ALIGN_OK;
-	if (p.serial) {
-		ALIGN_CUDA_LAUNCH(moe_combine_serial_kernel, p.grid, p.block, 0, stream, a);
-	} else {
-		OPS_CUDA_TRY(rows_smem_optin(moe_combine_rows_kernel, p.smem));
-		ALIGN_CUDA_LAUNCH(moe_combine_rows_kernel, p.grid, p.block, p.smem, stream, a);
-	}
-	OPS_CUDA_TRY(cudaGetLastError()); /* the launch */
-	return ALIGN_OK;
+	const rows_op<mc_args> op = {"moe_combine", T, MC_DEF_G, MC_DEF_RPB, moe_combine_serial_kernel, mc_pick};
+	return rows_launch(op, launch, a, stream);
 }

@@ -3,25 +3,41 @@
  *
  * Per row, as rmsnorm.c: ss = align_reduce(RMSNORM_REDUCE, x32^2) with the association of reduce.h
  * (rows_cuda.cuh: pairwise as leaves of 8 + warp trees with carry, warp32 as warp 0's lanes and xor
- * butterfly, seq / fp64 as one thread's chain); r = rmsnorm_rsqrt(ss / (float)D + eps); per element
+ * butterfly, seq / fp64 as one thread's chain); r = rmsnorm_rsqrt(ss / (float)D + eps) (RMSNORM_RSQRT=cuda:
+ * CUDA's rsqrtf, GPU only: rows_rsqrt); per element
  * y = x32 * r, w' = w or R(w), out = R(w' * y) or R(R(y) * R(w')). Every binary32 operation is the C
  * twin's, in its order, unfused (nvcc --fmad=false), through nan_host.h where a NaN can appear.
  *
- * Layout: G = 32 threads (one warp) per row, 4 rows per block by default (launch knobs: rows_cuda.cuh);
- * the row is staged in shared memory with 16-byte loads, reduced, then normalised from shared memory
- * with 16-byte stores (scalar paths when D % 8 != 0 or a pointer is not 16-byte aligned). launch.serial
- * (or a row longer than shared memory) runs one thread per row through the C twin's loops.
+ * Layout (rows_cuda.cuh; knobs: block, rows_per_block, grid_cap, serial): G threads per row (default
+ * 128), rpb rows per block (default 1). When D % 8 == 0 and x, y, w are 16-byte aligned and the row fits
+ * LPT = ceil(D / 8 / G) <= 8 chunks per thread, the registers layout: every 16-byte load of the row is
+ * issued at once into registers, reduced from there (pairwise: leaves + warp trees, cross-warp through
+ * 16 floats of shared memory; warp32 / seq / fp64: the chunks are stored to shared memory for warp 0 or
+ * thread 0 of the row), then normalised from the same registers with 16-byte stores; the mode flags of
+ * the output formula are template parameters of the chunk code (no per-element selects). Otherwise (G =
+ * 32 at D = 4096, ragged D, unaligned pointers) the staged layout: the row is copied to shared memory,
+ * reduced and normalised from there. launch.serial runs one thread per row through the C twin's loops.
  *
  * Napkin maths (DSv4-Flash: T = 16384, D = 4096): bytes = 2TD (x) + 2TD (y) + 4D (w, cached) = 268 MB;
  * FLOPs ~ 2TD (squares, sum) + 3TD (scale, weight) = 0.34 GFLOP: memory bound. H100 SXM (3.35 TB/s
- * peak, ~2.9 TB/s for a device copy): ~90 us at copy speed. Per row a warp runs ~500 instructions for
- * the pairwise tree and ~100 per 8 outputs: ~35 us of issue time for the whole call, hidden under memory.
+ * peak, ~3.0 TB/s for a device copy): ~90 us at copy speed. Little's law: ~3 TB/s x ~0.7 us = ~2 MB in
+ * flight, ~16 KB per SM. Registers layout at G = 128: 4 x 16 bytes per thread issued together, 8 KB per
+ * row; 56 registers -> up to 9 blocks (rows) of 128 threads per SM -> ~72 KB in flight per SM when all
+ * rows are loading, and rows at other phases (reduce, store) overlap them. The old staged layout had 28
+ * warps per SM of which only those in their copy phase had loads in flight, and pairwise paid 3 block
+ * barriers shared by 4 rows; pairwise now pays 2 (G > 32) or 0 (G = 32). Issue: ~15 instructions per
+ * element (~1900 warp instructions per row) against ~5000 issue slots per SM in the ~0.7 us a row takes
+ * at copy speed. warp32 (megatron, paddle) adds a 128-step add chain per lane (~1000 cycles of latency
+ * per row, hidden by the other rows of the SM).
  *
  * Run: tests/gpu/test-ops-cuda (bytes vs the C twin), tests/gpu/bench-ops (GB/s vs a device copy).
  */
 #include "rmsnorm.h"
 
 #include "rows_cuda.cuh"
+
+#define RMS_DEF_G 128 /* default threads per row (registers layout, 4 chunks per thread at D = 4096) */
+#define RMS_DEF_RPB 1 /* default rows per block */
 
 struct rms_args {
 	const align_bf16 *x; /* [T, D] */
@@ -35,23 +51,22 @@ struct rms_args {
 	float eps;
 	int rpb;            /* rows per block */
 	int vec;            /* 16-byte path: D % 8 == 0 and y, w 16-byte aligned */
+	int regs;           /* registers layout possible: vec and x 16-byte aligned */
 	int64_t row_elems;  /* shared-memory row stride in elements (D rounded up to 8) */
 	int64_t scr_floats; /* scratch floats per row */
 };
 
-/* rmsnorm_rsqrt with the host's NaN bits (1.0f / NaN is a NaN operation on the GPU) */
-__device__ static inline float rms_rsqrt(int v, float a)
+/* dynamic shared memory per row: scratch, then the row (staged layout, or registers layout with a
+ * chain order); 16-byte multiple */
+ALIGN_HD static inline size_t rms_row_smem(const rms_args &a, int regs)
 {
-	if (align_isnanf(a))
-		return align_quiet_nanf(a);
-	if (a < 0.0f)
-		return align_canonical_nanf();
-	return rmsnorm_rsqrt(v, a);
+	int row = !regs || a.order != ALIGN_REDUCE_PAIRWISE;
+	return (size_t)(a.scr_floats * 4 + (row ? a.row_elems * 2 : 0));
 }
 
 __device__ static inline float rms_factor(const rms_args &a, float ss)
 {
-	return rms_rsqrt(a.rsqrt_v, hn_add(hn_div(ss, (float)a.D), a.eps));
+	return rows_rsqrt(a.rsqrt_v, hn_add(hn_div(ss, (float)a.D), a.eps));
 }
 
 template <bool H> __device__ static inline float rms_elem_f(const rms_args &a, float x32, float r, float w)
@@ -71,23 +86,44 @@ __device__ static inline align_bf16 rms_elem(const rms_args &a, float x32, float
 	return align_f32_to_bf16(o);
 }
 
+/* 8 outputs of chunk c (x unpacked in xf) with the mode flags as template parameters, so that the
+ * fast path has no per-element mode selects; the same operations as rms_elem_f<false> */
+template <bool WBF16, bool BEFORE>
+__device__ static inline uint4 rms_chunk_t(const rms_args &a, const float *xf, int64_t c, float r)
+{
+	const float4 *w4 = (const float4 *)a.w;
+	float4 wa = __ldg(w4 + 2 * c), wb = __ldg(w4 + 2 * c + 1);
+	float wf[8] = {wa.x, wa.y, wa.z, wa.w, wb.x, wb.y, wb.z, wb.w};
+	align_bf16 h[8];
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		float y = FX_MUL(xf[i], r);
+		float wj = WBF16 ? align_round_bf16(wf[i]) : wf[i];
+		float o = BEFORE ? FX_MUL(align_round_bf16(y), align_round_bf16(wj)) : FX_MUL(wj, y);
+		if (align_isnanf(o))
+			o = rms_elem_f<true>(a, xf[i], r, wf[i]);
+		h[i] = align_f32_to_bf16(o);
+	}
+	return rows_pack8(h);
+}
+
+__device__ static inline uint4 rms_chunk(const rms_args &a, const float *xf, int64_t c, float r)
+{
+	if (a.before)
+		return a.wbf16 ? rms_chunk_t<true, true>(a, xf, c, r) : rms_chunk_t<false, true>(a, xf, c, r);
+	return a.wbf16 ? rms_chunk_t<true, false>(a, xf, c, r) : rms_chunk_t<false, false>(a, xf, c, r);
+}
+
 __device__ static inline void rms_store_row(const rms_args &a, const align_bf16 *xs, int64_t row, float r,
                                             const rows_geom &rg)
 {
 	align_bf16 *y = a.y + row * a.D;
 	if (a.vec) {
 		const uint4 *x4 = (const uint4 *)xs;
-		const float4 *w4 = (const float4 *)a.w;
 		for (int64_t c = rg.gt; c < a.D / 8; c += rg.G) {
 			float xf[8];
 			rows_unpack8(x4[c], xf);
-			float4 wa = __ldg(w4 + 2 * c), wb = __ldg(w4 + 2 * c + 1);
-			float wf[8] = {wa.x, wa.y, wa.z, wa.w, wb.x, wb.y, wb.z, wb.w};
-			align_bf16 h[8];
-#pragma unroll
-			for (int i = 0; i < 8; i++)
-				h[i] = rms_elem(a, xf[i], r, wf[i]);
-			((uint4 *)y)[c] = rows_pack8(h);
+			((uint4 *)y)[c] = rms_chunk(a, xf, c, r);
 		}
 		return;
 	}
@@ -95,12 +131,13 @@ __device__ static inline void rms_store_row(const rms_args &a, const align_bf16 
 		y[j] = rms_elem(a, align_bf16_to_f32(xs[j]), r, __ldg(a.w + j));
 }
 
+/* staged layout: the row in shared memory */
 __global__ void rmsnorm_rows_kernel(rms_args a)
 {
 	rows_geom rg = rows_geom_make(a.rpb);
-	unsigned char *sm = align_cuda_dyn_smem() + (size_t)rg.g * (size_t)(a.row_elems * 2 + a.scr_floats * 4);
-	align_bf16 *xs = (align_bf16 *)sm;
-	float *scr = (float *)(sm + a.row_elems * 2);
+	unsigned char *sm = align_cuda_dyn_smem() + (size_t)rg.g * rms_row_smem(a, 0);
+	float *scr = (float *)sm;
+	align_bf16 *xs = (align_bf16 *)(sm + a.scr_floats * 4);
 	for (int64_t r0 = (int64_t)blockIdx.x * a.rpb; r0 < a.T; r0 += (int64_t)gridDim.x * a.rpb) {
 		int64_t row = r0 + rg.g;
 		bool valid = row < a.T;
@@ -115,6 +152,37 @@ __global__ void rmsnorm_rows_kernel(rms_args a)
 	}
 }
 
+/* registers layout: thread gt holds chunks gt + m G (m < LPT) of its row; the second pass reads them */
+template <int LPT> __global__ void rmsnorm_regs_kernel(rms_args a)
+{
+	rows_geom rg = rows_geom_make(a.rpb);
+	unsigned char *sm = align_cuda_dyn_smem() + (size_t)rg.g * rms_row_smem(a, 1);
+	float *scr = (float *)sm;
+	align_bf16 *xs = (align_bf16 *)(sm + a.scr_floats * 4);
+	const int64_t nch = a.D / 8;
+	for (int64_t r0 = (int64_t)blockIdx.x * a.rpb; r0 < a.T; r0 += (int64_t)gridDim.x * a.rpb) {
+		int64_t row = r0 + rg.g;
+		bool valid = row < a.T;
+		rows_bf16_row xg = {a.x + (valid ? row : 0) * a.D};
+		uint4 v[LPT];
+		rows_regs_load<LPT>(v, xg.p, nch, rg, valid);
+		float ss = rows_regs_sum<LPT>(a.order, v, xg, a.D, 1, scr, xs, rg, valid);
+		if (!valid)
+			continue;
+		float r = rms_factor(a, ss);
+		uint4 *y4 = (uint4 *)(a.y + row * a.D);
+#pragma unroll
+		for (int m = 0; m < LPT; m++) {
+			int64_t c = rg.gt + (int64_t)m * rg.G;
+			if (c < nch) {
+				float xf[8];
+				rows_unpack8(v[m], xf);
+				y4[c] = rms_chunk(a, xf, c, r);
+			}
+		}
+	}
+}
+
 /* launch.serial: one thread per row, the loops of rmsnorm.c */
 __global__ void rmsnorm_serial_kernel(rms_args a)
 {
@@ -125,6 +193,18 @@ __global__ void rmsnorm_serial_kernel(rms_args a)
 		for (int64_t j = 0; j < a.D; j++)
 			a.y[t * a.D + j] = rms_elem(a, xr(j), r, a.w[j]);
 	}
+}
+
+/* rows_op.pick: the registers layout when the row fits LPT <= ROWS_MAX_LPT chunks per thread */
+static void rms_pick(const rms_args &a, int G, void (**k)(rms_args), size_t *row_smem)
+{
+	int lpt = a.regs ? rows_regs_lpt(a.D, G) : 0;
+	*k = lpt == 1   ? rmsnorm_regs_kernel<1>
+	     : lpt == 2 ? rmsnorm_regs_kernel<2>
+	     : lpt == 4 ? rmsnorm_regs_kernel<4>
+	     : lpt == 8 ? rmsnorm_regs_kernel<8>
+	                : rmsnorm_rows_kernel;
+	*row_smem = rms_row_smem(a, lpt != 0);
 }
 
 extern "C" int rmsnorm_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,
@@ -151,29 +231,13 @@ extern "C" int rmsnorm_fwd_cuda(const void *params, const struct align_modes *m,
 	a.wbf16 = m->v[MODE_RMSNORM_WEIGHT] == 1;
 	a.before = m->v[MODE_RMSNORM_CAST] == 1;
 	a.eps = rmsnorm_eps(m->v[MODE_RMSNORM_EPS]);
+	a.rpb = 1;
 	a.vec = D % 8 == 0 && rows_al16(a.y) && rows_al16(a.w);
+	a.regs = a.vec && rows_al16(a.x);
 	a.row_elems = (D + 7) / 8 * 8;
 	a.scr_floats = rows_scratch_floats(D);
 	if (T <= 0 || D <= 0)
 		return ALIGN_OK;
-	struct rows_plan p = {0, 0, 0, 0, 0, 0};
-	int mr = 0, ms = 0, rc = rows_max_block(rmsnorm_rows_kernel, &mr);
-	if (!rc)
-		rc = rows_max_block(rmsnorm_serial_kernel, &ms);
-	if (!rc)
-		rc = rows_plan_make("rmsnorm", launch, T, (size_t)(a.row_elems * 2 + a.scr_floats * 4), 32, 4, mr, ms,
-		                    &p);
-	if (rc)
-		return rc;
-	a.rpb = p.rpb;
-	if (p.grid == 0)
-		return ALIGN_OK;
-	if (p.serial) {
-		ALIGN_CUDA_LAUNCH(rmsnorm_serial_kernel, p.grid, p.block, 0, stream, a);
-	} else {
-		OPS_CUDA_TRY(rows_smem_optin(rmsnorm_rows_kernel, p.smem));
-		ALIGN_CUDA_LAUNCH(rmsnorm_rows_kernel, p.grid, p.block, p.smem, stream, a);
-	}
-	OPS_CUDA_TRY(cudaGetLastError()); /* the launch */
-	return ALIGN_OK;
+	const rows_op<rms_args> op = {"rmsnorm", T, RMS_DEF_G, RMS_DEF_RPB, rmsnorm_serial_kernel, rms_pick};
+	return rows_launch(op, launch, a, stream);
 }
