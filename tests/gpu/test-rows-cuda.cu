@@ -4,7 +4,10 @@
  * Values: random signs and magnitudes over 2^-20 .. 2^20 (every association gives different bits), plus
  * rows with +-inf pairs (NaN sums: the host's NaN bits, nan_host.h), for n = 1 .. 40 and around powers
  * of two up to 70000, threads per row G = 32, 64, 96, 512, rows per block 1 .. 3, squares on and off,
- * orders seq, pairwise, warp32, fp64.
+ * orders seq, pairwise, warp32, fp64. The registers layout (rows_regs_load + rows_regs_sum, what the
+ * rmsnorm and qnorm kernels use when a row fits in registers) the same way on bf16 rows (n a multiple of
+ * 8 up to 16384; G = 32, 64, 96, 128, 256, 512 with LPT = rows_regs_lpt(n, G)), and every thread of the
+ * group must return the same bits (the broadcast).
  * Exit status: 0 pass, 1 mismatch, 2 CUDA error, 77 skip (no CUDA device).
  * Run: build-cu2/tests/gpu/test-gpu-rows-cuda (or tests/gpu/emu/run-emu.sh ... test-rows-cuda). */
 #include <inttypes.h>
@@ -38,6 +41,28 @@ __global__ void rows_test_kernel(const float *x, float *out, int64_t rows, int64
 		if (valid && rg.gt == 0)
 			out[row] = s;
 		__syncthreads();
+	}
+}
+
+/* out[row * G + gt] = rows_regs_sum over bf16 row `row` of x, as every thread of the group sees it */
+template <int LPT>
+__global__ void rows_regs_test_kernel(const align_bf16 *x, float *out, int64_t rows, int64_t n, int order, int square,
+                                      int rpb)
+{
+	rows_geom rg = rows_geom_make(rpb);
+	size_t per = (size_t)rows_scratch_floats(n) * 4 + (size_t)n * 2;
+	unsigned char *sm = align_cuda_dyn_smem() + (size_t)rg.g * per;
+	float *scr = (float *)sm;
+	align_bf16 *xs = (align_bf16 *)(sm + rows_scratch_floats(n) * 4);
+	for (int64_t r0 = (int64_t)blockIdx.x * rpb; r0 < rows; r0 += (int64_t)gridDim.x * rpb) {
+		int64_t row = r0 + rg.g;
+		bool valid = row < rows;
+		rows_bf16_row xg = {x + (valid ? row : 0) * n};
+		uint4 v[LPT];
+		rows_regs_load<LPT>(v, xg.p, n / 8, rg, valid);
+		float s = rows_regs_sum<LPT>(order, v, xg, n, square, scr, xs, rg, valid);
+		if (valid)
+			out[row * rg.G + rg.gt] = s;
 	}
 }
 
@@ -99,6 +124,73 @@ static int check(int64_t n, int G, int rpb, int order, int square, long *cases, 
 	return 0;
 }
 
+typedef void (*regs_kernel_fn)(const align_bf16 *, float *, int64_t, int64_t, int, int, int);
+
+static regs_kernel_fn regs_kernel(int lpt)
+{
+	return lpt == 1   ? rows_regs_test_kernel<1>
+	       : lpt == 2 ? rows_regs_test_kernel<2>
+	       : lpt == 4 ? rows_regs_test_kernel<4>
+	                  : rows_regs_test_kernel<8>;
+}
+
+/* the registers layout: 5 bf16 rows of n (n % 8 == 0), G threads per row, rpb rows per block */
+static int check_regs(int64_t n, int G, int rpb, int order, int square, long *cases, int *fails)
+{
+	const int64_t rows = 5;
+	int lpt = rows_regs_lpt(n, G);
+	if (lpt == 0)
+		return 0;
+	regs_kernel_fn k = regs_kernel(lpt);
+	struct cudaFuncAttributes fa;
+	CK(cudaFuncGetAttributes(&fa, k));
+	if (G * rpb > fa.maxThreadsPerBlock)
+		return 0;
+	size_t xb = (size_t)(rows * n) * sizeof(align_bf16), ob = (size_t)(rows * G) * sizeof(float);
+	align_bf16 *hx = (align_bf16 *)malloc(xb), *dx = NULL;
+	float *hf = (float *)malloc((size_t)n * sizeof(float)), *hout = (float *)malloc(ob), *dout = NULL;
+	if (!hx || !hf || !hout) {
+		fprintf(stderr, "error: out of memory\n");
+		return 2;
+	}
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t i = 0; i < n; i++)
+			hx[r * n + i] = align_f32_to_bf16(value(0xb16 + (uint64_t)n, (uint64_t)(r * n + i), r == 4));
+	CK(cudaMalloc((void **)&dx, xb));
+	CK(cudaMalloc((void **)&dout, ob));
+	CK(cudaMemcpy(dx, hx, xb, cudaMemcpyHostToDevice));
+	size_t smem = (size_t)rpb * ((size_t)rows_scratch_floats(n) * 4 + (size_t)n * 2);
+	CK(rows_smem_optin(k, smem));
+	int grid = (int)((rows + rpb - 1) / rpb);
+	ALIGN_CUDA_LAUNCH(k, grid > 2 ? 2 : grid, G * rpb, smem, (cudaStream_t)0, (const align_bf16 *)dx, dout, rows, n,
+	                  order, square, rpb);
+	CK(cudaGetLastError());
+	CK(cudaDeviceSynchronize());
+	CK(cudaMemcpy(hout, dout, ob, cudaMemcpyDeviceToHost));
+	for (int64_t r = 0; r < rows; r++) {
+		for (int64_t i = 0; i < n; i++)
+			hf[i] = align_bf16_to_f32(hx[r * n + i]);
+		float want = align_reduce((enum align_reduce_order)order, hf, n, 1, 0, square);
+		(*cases)++;
+		for (int t = 0; t < G; t++)
+			if (align_f32_bits(want) != align_f32_bits(hout[r * G + t])) {
+				if ((*fails)++ < 20)
+					printf("FAIL registers n=%" PRId64
+					       " G=%d LPT=%d rpb=%d order=%d square=%d row %" PRId64
+					       " thread %d: got %08" PRIx32 " want %08" PRIx32 "\n",
+					       n, G, lpt, rpb, order, square, r, t, align_f32_bits(hout[r * G + t]),
+					       align_f32_bits(want));
+				break;
+			}
+	}
+	cudaFree(dx);
+	cudaFree(dout);
+	free(hx);
+	free(hf);
+	free(hout);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int ndev = 0;
@@ -132,8 +224,20 @@ int main(int argc, char **argv)
 					for (int sq = 0; sq < 2 && !rc; sq++)
 						rc = check(ns[k], Gs[gi], rpb, orders[o], sq, &cases, &fails);
 			}
+	long staged = cases;
+	static const int64_t rn[] = {8, 16, 24, 32, 40, 64, 136, 256, 264, 512, 1000, 2048, 4096, 8192, 8200, 16384};
+	static const int rGs[] = {32, 64, 96, 128, 256, 512};
+	for (size_t k = 0; k < sizeof rn / sizeof rn[0] && !rc; k++)
+		for (size_t gi = 0; gi < sizeof rGs / sizeof rGs[0] && !rc; gi++)
+			for (int rpb = 1; rpb <= 3 && !rc; rpb++) {
+				if (quick && (rpb == 2 || rn[k] > 5000 || rGs[gi] == 256))
+					continue;
+				for (int o = 0; o < 4 && !rc; o++)
+					for (int sq = 0; sq < 2 && !rc; sq++)
+						rc = check_regs(rn[k], rGs[gi], rpb, orders[o], sq, &cases, &fails);
+			}
 	printf("rows-cuda: %ld row sums compared with align_reduce (seq, pairwise, warp32, fp64; n up to %" PRId64
-	       "), %d failures%s\n",
-	       cases, ns[nn - 1], fails, rc ? ", stopped by an error" : "");
+	       "; staged %ld, registers layout %ld), %d failures%s\n",
+	       cases, ns[nn - 1], staged, cases - staged, fails, rc ? ", stopped by an error" : "");
 	return rc ? rc : fails ? 1 : 0;
 }
