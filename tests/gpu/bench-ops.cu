@@ -16,9 +16,17 @@
  *   copy GB/s  = 2 N / t_copy (DRAM traffic of the copy: it reads N and writes N bytes)
  *   of copy    = (bytes / t_op) / (2 N / t_copy): the fraction of copy bandwidth; goal >= 0.80 for the
  *                memory-bound ops (all but router and matmul, which are compute bound: see their .cu).
- * Output: one line per (op, modes) with the device name and the commit of the build; ops without a twin
- * are listed. Exit status: 0 done, 1 nondeterministic output, 2 CUDA or host error, 77 skip (no device).
- * Run: build-cu2/tests/gpu/bench-gpu-ops [--op NAME] (meson test -C build-cu2 --benchmark --suite gpu). */
+ * Output: one line per (op, modes) with the device name and the commit of the build ("bench <op>
+ * <profile> <dims>: ... % of copy", the default launch); ops without a twin are listed.
+ * Launch sweep (row-wise ops: rmsnorm, qnorm, mhc_post, moe_combine; off with --no-sweep): after each
+ * bench line, one line per candidate launch configuration of sweeps[] below ("sweep <op> <profile>
+ * block=B rows_per_block=R grid_cap=C: ... GB/s, ...% of copy"), same method and formulas, so that one
+ * GPU run tells which default to pick (rows_cuda.cuh says how the knobs map to threads per row and
+ * layout); each configuration's output must also equal the default launch's bytes ("DIFFERS" otherwise).
+ * Exit status: 0 done, 1 nondeterministic output or a sweep output that differs, 2 CUDA or host error,
+ * 77 skip (no device).
+ * Run: build-cu2/tests/gpu/bench-gpu-ops [--op NAME] [--no-sweep] (meson test -C build-cu2 --benchmark
+ * --suite gpu). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +66,43 @@ static const struct {
 };
 
 static const char *profiles[] = {NULL, "megatron", "paddle"};
+
+/* Candidate launches per row-wise op: block, rows_per_block, grid_cap in blocks per SM (0: none). G =
+ * block / rows_per_block threads per row. The comment names what each one runs at the benchmark size. */
+#define MAXSWEEP 10
+struct sweep_cfg {
+	int block, rpb, per_sm;
+};
+static const struct {
+	const char *op;
+	struct sweep_cfg c[MAXSWEEP]; /* ends at block 0 */
+} sweeps[] = {
+    /* D = 4096: G = 32 staged (the old layout), G = 64 registers LPT 8, 128 LPT 4, 256 LPT 2, 512 LPT 1 */
+    {"rmsnorm",
+     {{32, 1, 0},
+      {128, 4, 0},
+      {64, 1, 0},
+      {128, 1, 0},
+      {256, 2, 0},
+      {256, 1, 0},
+      {512, 1, 0},
+      {128, 1, 16},
+      {256, 1, 8}}},
+    /* D = 512: G = 32 registers LPT 2 (no block barrier), G = 64 LPT 1 */
+    {"qnorm",
+     {{256, 8, 0},
+      {128, 4, 0},
+      {512, 16, 0},
+      {64, 2, 0},
+      {64, 1, 0},
+      {128, 2, 0},
+      {256, 4, 0},
+      {512, 8, 0},
+      {256, 8, 8}}},
+    /* D = 4096: 512 chunks of 8 per token; G chunks at a time */
+    {"mhc_post", {{256, 2, 0}, {128, 1, 0}, {128, 2, 0}, {256, 1, 0}, {512, 1, 0}, {64, 2, 0}, {256, 1, 4}}},
+    {"moe_combine", {{256, 2, 0}, {128, 2, 0}, {128, 1, 0}, {256, 1, 0}, {512, 1, 0}, {512, 2, 0}, {256, 2, 4}}},
+};
 
 static int cmp_float(const void *a, const void *b)
 {
@@ -177,24 +222,35 @@ static int outputs_to_host(const struct opbench *b, unsigned char *h)
 	return 0;
 }
 
-/* time one (op, modes); prints its line. 0, 1 (nondeterministic), 2 (error), 4 (unsupported) */
+/* time one (op, modes, launch); prints its line. L == NULL: the default launch, the "bench" line, and
+ * *ref receives its output (malloc'd); else a "sweep" line, its output compared with *ref.
+ * 0, 1 (nondeterministic or different from the default), 2 (error), 4 (unsupported) */
 static int bench_one(struct opbench *b, const struct align_modes *m, const char *mname, const char *dims,
-                     cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1, double copy_bw)
+                     const struct align_launch *L, cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1, double copy_bw,
+                     unsigned char **ref)
 {
 	const struct align_op_impl *im = b->op->impl;
 	float ms[REPS];
+	char label[96];
+	if (L)
+		snprintf(label, sizeof label, "block=%d rows_per_block=%d grid_cap=%d", L->block, L->rows_per_block,
+		         L->grid_cap);
 	for (int i = 0; i < WARMUP + REPS; i++) {
 		int c = i % b->ncopies;
 		CK(cudaEventRecord(e0, s));
-		int rc = b->fwd(b->params, m, b->din[c], im->n_in, b->dout, im->n_out, NULL, s);
+		int rc = b->fwd(b->params, m, b->din[c], im->n_in, b->dout, im->n_out, L, s);
 		CK(cudaEventRecord(e1, s));
 		CK(cudaEventSynchronize(e1));
 		if (rc == ALIGN_ERR_UNSUPPORTED) {
-			printf("bench %-11s %-17s %s: not supported on the GPU\n", b->op->name, mname, dims);
+			if (L)
+				printf("sweep %-11s %-17s %s: not supported on the GPU\n", b->op->name, mname, label);
+			else
+				printf("bench %-11s %-17s %s: not supported on the GPU\n", b->op->name, mname, dims);
 			return 4;
 		}
 		if (rc) {
-			fprintf(stderr, "error: %s under %s: status %d\n", b->op->name, mname, rc);
+			fprintf(stderr, "error: %s under %s%s%s: status %d\n", b->op->name, mname, L ? ", " : "",
+			        L ? label : "", rc);
 			return 2;
 		}
 		if (i >= WARMUP)
@@ -205,31 +261,68 @@ static int bench_one(struct opbench *b, const struct align_modes *m, const char 
 	/* determinism: rerun on the first input copy and compare with a second run on it */
 	size_t ob = b->out_bytes;
 	unsigned char *h1 = (unsigned char *)malloc(ob ? ob : 1), *h2 = (unsigned char *)malloc(ob ? ob : 1);
-	int same = 0;
-	if (h1 && h2 && b->fwd(b->params, m, b->din[0], im->n_in, b->dout, im->n_out, NULL, s) == 0 &&
+	int same = 0, differs = 0;
+	if (h1 && h2 && b->fwd(b->params, m, b->din[0], im->n_in, b->dout, im->n_out, L, s) == 0 &&
 	    cudaStreamSynchronize(s) == cudaSuccess && outputs_to_host(b, h1) == 0 &&
-	    b->fwd(b->params, m, b->din[0], im->n_in, b->dout, im->n_out, NULL, s) == 0 &&
+	    b->fwd(b->params, m, b->din[0], im->n_in, b->dout, im->n_out, L, s) == 0 &&
 	    cudaStreamSynchronize(s) == cudaSuccess && outputs_to_host(b, h2) == 0)
 		same = memcmp(h1, h2, ob) == 0;
+	if (L)
+		differs = ref && *ref && h1 && memcmp(*ref, h1, ob) != 0;
+	double bytes = (double)(b->in_bytes + b->out_bytes), gbs = bytes / (t.med * 1e-3) / 1e9;
+	if (L)
+		printf(
+		    "sweep %-11s %-17s %s: median %9.1f us (min %9.1f, max %9.1f), %7.1f GB/s, %5.1f%% of copy%s%s\n",
+		    b->op->name, mname, label, t.med * 1e3, t.lo * 1e3, t.hi * 1e3, gbs, 100.0 * gbs / copy_bw,
+		    same ? "" : "  NONDETERMINISTIC", differs ? "  DIFFERS from the default launch" : "");
+	else
+		printf("bench %-11s %-17s %s: median %9.1f us (min %9.1f, max %9.1f), %8.1f MB, %7.1f GB/s, %5.1f%% of "
+		       "copy (%d input cop%s)%s\n",
+		       b->op->name, mname, dims, t.med * 1e3, t.lo * 1e3, t.hi * 1e3, bytes / 1e6, gbs,
+		       100.0 * gbs / copy_bw, b->ncopies, b->ncopies == 1 ? "y" : "ies",
+		       same ? "" : "  NONDETERMINISTIC");
+	fflush(stdout);
+	if (!L && ref && same) {
+		*ref = h1;
+		h1 = NULL;
+	}
 	free(h1);
 	free(h2);
-	double bytes = (double)(b->in_bytes + b->out_bytes), gbs = bytes / (t.med * 1e-3) / 1e9;
-	printf("bench %-11s %-17s %s: median %9.1f us (min %9.1f, max %9.1f), %8.1f MB, %7.1f GB/s, %5.1f%% of copy "
-	       "(%d input cop%s)%s\n",
-	       b->op->name, mname, dims, t.med * 1e3, t.lo * 1e3, t.hi * 1e3, bytes / 1e6, gbs, 100.0 * gbs / copy_bw,
-	       b->ncopies, b->ncopies == 1 ? "y" : "ies", same ? "" : "  NONDETERMINISTIC");
-	fflush(stdout);
-	return same ? 0 : 1;
+	return same && !differs ? 0 : 1;
+}
+
+/* the sweep of op (after its default launch): 0, 1 (a nondeterministic or different output) or 2 */
+static int bench_sweep(struct opbench *b, const struct align_modes *m, const char *mname, int sms, cudaStream_t s,
+                       cudaEvent_t e0, cudaEvent_t e1, double copy_bw, unsigned char **ref)
+{
+	int worst = 0;
+	for (size_t j = 0; j < sizeof sweeps / sizeof sweeps[0]; j++) {
+		if (strcmp(sweeps[j].op, b->op->name))
+			continue;
+		for (int i = 0; i < MAXSWEEP && sweeps[j].c[i].block; i++) {
+			const struct sweep_cfg *c = &sweeps[j].c[i];
+			struct align_launch L = {c->block, c->rpb, c->per_sm * sms, 0};
+			int rc = bench_one(b, m, mname, "", &L, s, e0, e1, copy_bw, ref);
+			if (rc == 2)
+				return 2;
+			if (rc == 1)
+				worst = 1;
+		}
+	}
+	return worst;
 }
 
 int main(int argc, char **argv)
 {
 	const char *only = NULL;
+	int sweep = 1;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--op") && i + 1 < argc)
 			only = argv[++i];
+		else if (!strcmp(argv[i], "--no-sweep"))
+			sweep = 0;
 		else {
-			fprintf(stderr, "usage: %s [--op NAME]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--op NAME] [--no-sweep]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -291,9 +384,15 @@ int main(int argc, char **argv)
 			memset(&b, 0, sizeof b);
 			b.op = op;
 			b.fwd = fwd;
+			unsigned char *ref = NULL;
 			int rc = opbench_make(&b, &d, &m, (size_t)prop.l2CacheSize);
 			if (!rc)
-				rc = bench_one(&b, &m, mname, dims, s, e0, e1, copy_bw);
+				rc = bench_one(&b, &m, mname, dims, NULL, s, e0, e1, copy_bw, &ref);
+			if (sweep && (rc == 0 || rc == 1)) {
+				int r2 = bench_sweep(&b, &m, mname, prop.multiProcessorCount, s, e0, e1, copy_bw, &ref);
+				rc = r2 == 2 ? 2 : rc > r2 ? rc : r2;
+			}
+			free(ref);
 			opbench_free(&b);
 			if (rc == 2)
 				return 2;
