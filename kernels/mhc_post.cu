@@ -14,7 +14,7 @@
  * unfused; the formula is a template parameter of the fast path; a chunk with a NaN output is recomputed
  * out of line from global memory with the host's NaN rules (nan_host.h).
  *
- * Layout (knobs: rows_cuda.cuh): G threads per token (default 256), rpb tokens per block (default 1);
+ * Layout (knobs: rows_cuda.cuh): G threads per token (default 64), rpb tokens per block (default 2; picked by the H100 sweep);
  * a thread owns chunks of 8 consecutive d (gt, gt + G, ...) and computes all N streams there: N + 1
  * 16-byte loads, N 16-byte stores; the next chunk's loads (possibly the next token's: they do not wait
  * for its coefficients) are issued before the current chunk is computed (scalar path when D % 8 != 0 or
@@ -38,8 +38,8 @@
 
 #define MP_CO (MHC_MAX_N * MHC_MAX_N + MHC_MAX_N) /* floats of H and P per token */
 #define MP_SMEM_ROW (2 * MP_CO * sizeof(float))   /* per token slot: H and P, double-buffered */
-#define MP_DEF_G 256                              /* default threads per token (2 chunks each at D = 4096) */
-#define MP_DEF_RPB 1                              /* default tokens per block */
+#define MP_DEF_G 64                               /* default threads per token (8 chunks each at D = 4096; H100 sweep) */
+#define MP_DEF_RPB 2                              /* default tokens per block */
 
 enum { MP_COMB_FIRST, MP_POST_FIRST, MP_DOUBLE }; /* the output formula (mhc_post.h) */
 

@@ -23,10 +23,11 @@
  * at ~0.5 of copy bandwidth). tests/gpu/test-swiglu-table checks every bf16 pattern against the C twin
  * and the direct (serial) path. launch.serial computes silu directly, one thread per row.
  *
- * Layout: grid-stride over chunks of 8 elements (16-byte loads of g and u, 16-byte stores) when F % 8 == 0
- * and the pointers are 16-byte aligned, single elements otherwise. Knobs: block (default 256 threads),
- * grid_cap (default: at most 2112 blocks, 16 per SM of an H100, grid-stride beyond); rows_per_block is
- * not used (elementwise); serial: direct silu, one thread per row.
+ * Layout: a block per row (grid-stride over rows), its threads over the row's chunks of 8 elements
+ * (16-byte loads of g and u, 16-byte stores) when F % 8 == 0 and the pointers are 16-byte aligned, single
+ * elements otherwise. Knobs: block (default 256 threads), grid_cap (default: at most 2112 blocks, 16 per SM
+ * of an H100, grid-stride beyond); rows_per_block is not used (elementwise); serial: direct silu, one
+ * thread per row.
  *
  * Napkin maths (DSv4-Flash shared expert: T = 16384, F = moe_inter_dim 2048): bytes = 2TF (g) + 2TF (u)
  * + 2TF (out) + 4T (p) = 201 MB, plus table reads that hit L1/L2; ~15 instructions per element:
@@ -130,32 +131,38 @@ __global__ void swiglu_table_kernel(float *table, float L, int mul, int math)
 	}
 }
 
+/* A block per row (grid-stride over rows), its threads over the row's 16-byte chunks or elements: no
+ * 64-bit division per chunk (t = c * 8 / F cost more than the arithmetic it indexed), p[t] read once. */
 __global__ void swiglu_kernel(sw_args a)
 {
-	int64_t stride = (int64_t)gridDim.x * blockDim.x, i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	if (a.vec) {
+		const int64_t cpr = a.F / 8; /* 16-byte chunks per row */
 		const uint4 *g4 = (const uint4 *)a.g, *u4 = (const uint4 *)a.u;
-		for (int64_t c = i0; c < a.T * a.F / 8; c += stride) {
-			int64_t t = c * 8 / a.F;
+		for (int64_t t = blockIdx.x; t < a.T; t += gridDim.x) {
 			float pq = __ldg(a.p + t), q = a.scale_bf16 ? align_round_bf16(pq) : pq;
-			uint4 gv = __ldcs(g4 + c), uv = __ldcs(u4 + c); /* streamed: keep L1 for the table */
-			uint32_t gw[4] = {gv.x, gv.y, gv.z, gv.w};
-			float uf[8];
-			rows_unpack8(uv, uf);
-			align_bf16 h[8];
+			for (int64_t j = threadIdx.x; j < cpr; j += blockDim.x) {
+				const int64_t c = t * cpr + j;
+				uint4 gv = __ldcs(g4 + c), uv = __ldcs(u4 + c); /* streamed: keep L1 for the table */
+				uint32_t gw[4] = {gv.x, gv.y, gv.z, gv.w};
+				float uf[8];
+				rows_unpack8(uv, uf);
+				align_bf16 h[8];
 #pragma unroll
-			for (int k = 0; k < 8; k++) {
-				align_bf16 gb = (align_bf16)(k & 1 ? gw[k / 2] >> 16 : gw[k / 2] & 0xffffu);
-				h[k] = sw_finish(a, sw_lookup(a, gb), uf[k], q);
+				for (int k = 0; k < 8; k++) {
+					align_bf16 gb = (align_bf16)(k & 1 ? gw[k / 2] >> 16 : gw[k / 2] & 0xffffu);
+					h[k] = sw_finish(a, sw_lookup(a, gb), uf[k], q);
+				}
+				__stcs((uint4 *)a.y + c, rows_pack8(h));
 			}
-			__stcs((uint4 *)a.y + c, rows_pack8(h));
 		}
 		return;
 	}
-	for (int64_t i = i0; i < a.T * a.F; i += stride) {
-		int64_t t = i / a.F;
+	for (int64_t t = blockIdx.x; t < a.T; t += gridDim.x) {
 		float pq = __ldg(a.p + t), q = a.scale_bf16 ? align_round_bf16(pq) : pq;
-		a.y[i] = sw_finish(a, sw_lookup(a, a.g[i]), align_bf16_to_f32(a.u[i]), q);
+		for (int64_t f = threadIdx.x; f < a.F; f += blockDim.x) {
+			const int64_t i = t * a.F + f;
+			a.y[i] = sw_finish(a, sw_lookup(a, a.g[i]), align_bf16_to_f32(a.u[i]), q);
+		}
 	}
 }
 
@@ -234,7 +241,7 @@ extern "C" int swiglu_fwd_cuda(const void *params, const struct align_modes *m, 
 	if (e == cudaSuccess) /* all of L1/shared memory as L1: the table is gathered from L1 */
 		e = cudaFuncSetAttribute(swiglu_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 0);
 	if (e == cudaSuccess) {
-		int64_t work = a.vec ? T * F / 8 : T * F, grid = (work + block - 1) / block;
+		int64_t grid = T; /* a block per row */
 		if (grid > 132 * 16)
 			grid = 132 * 16; /* grid-stride beyond 16 blocks per SM of an H100 */
 		if (L->grid_cap > 0 && grid > L->grid_cap)
