@@ -23,8 +23,10 @@
  * Exit status: 0 pass, 1 any mismatch, 2 host or CUDA error, 77 skip (no CUDA device).
  * Host code only (.cu so that nvcc provides the CUDA headers; valid C++ and C).
  * Run: meson test -C build-cu2 --suite gpu, or build-cu2/tests/gpu/test-gpu-ops-cuda [--op NAME] [--quick]
- * [--seed HEX] [--jobs N]. Without --op the ops run in parallel worker processes (--jobs, default the
- * number of CPUs up to the number of ops; each worker has its own CUDA context), outputs in op order. Without a GPU: tests/gpu/emu/run-emu.sh runs it against the kernels' logic on the host. */
+ * [--seed HEX] [--jobs N] [--variant K]. --variant K: only parameter variant K (to split a long op over
+ * calls). Without --op the ops run in parallel worker processes (--jobs, default the number of CPUs up to
+ * the number of ops; each worker has its own CUDA context), outputs in op order. Without a GPU:
+ * tests/gpu/emu/run-emu.sh runs it against the kernels' logic on the host. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +46,7 @@ struct opts {
 	const char *only; /* --op NAME */
 	int quick;        /* --quick: fewer launch configurations, dims and seeds (emulator runs) */
 	uint64_t seed;    /* base seed */
+	int variant;      /* --variant K: only parameter variant K (-1: all) */
 };
 
 struct tally {
@@ -531,7 +534,7 @@ static int check_op(struct ctx *c, const struct align_op *op)
 	}
 	int e = 0;
 	for (int var = 0; !e && op->impl->params_variant(params, &dv[0], var); var++)
-		for (int di = 0; !e && di < nd; di++) {
+		for (int di = 0; !e && di < nd && (c->o->variant < 0 || c->o->variant == var); di++) {
 			op->impl->params_variant(params, &dv[di], var);
 			int nseeds = di == 0 && !c->o->quick ? 2 : 1;
 			for (int mi = 0; !e && mi < nms; mi++)
@@ -696,7 +699,7 @@ static int run_parallel(const struct opts *o, int jobs)
 
 int main(int argc, char **argv)
 {
-	struct opts o = {NULL, 0, 0xa11a5eedull};
+	struct opts o = {NULL, 0, 0xa11a5eedull, -1};
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	const long nops = ALIGN_OP_COUNT;
 	int jobs = cpus > 1 ? (int)(cpus < nops ? cpus : nops) : 1;
@@ -709,8 +712,10 @@ int main(int argc, char **argv)
 			o.seed = strtoull(argv[++i], NULL, 16);
 		else if (!strcmp(argv[i], "--jobs") && i + 1 < argc && atoi(argv[i + 1]) >= 1)
 			jobs = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--variant") && i + 1 < argc && atoi(argv[i + 1]) >= 0)
+			o.variant = atoi(argv[++i]);
 		else {
-			fprintf(stderr, "usage: %s [--op NAME] [--quick] [--seed HEX] [--jobs N]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--op NAME] [--variant K] [--quick] [--seed HEX] [--jobs N]\n", argv[0]);
 			return 2;
 		}
 	}
