@@ -6,6 +6,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 [ -d build-gpu ] || meson setup build-gpu -Dcuda=enabled
+# meson's nvcc rule records no header dependencies (ninja -t deps shows "#deps 0" for every .cu object),
+# so a changed header (modes.def, ops.h, ...) would leave stale CUDA objects behind: build from clean.
+ninja -C build-gpu -t clean >/dev/null
 ninja -C build-gpu
 rm -rf build-gslim && cp -a build-gpu build-gslim
 find build-gslim -name '*.p' -type d -prune -exec rm -rf {} +

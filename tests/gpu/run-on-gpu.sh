@@ -97,6 +97,9 @@ def gpu_entries(name):
 
 def run(entry, kind):
     cmd = [remap(c) for c in entry["cmd"]]
+    if not os.access(cmd[0], os.X_OK) and os.path.basename(cmd[0]) in ("python3", "python", "bash", "sh"):
+        import shutil  # an interpreter recorded at another path on the build machine (pyenv shims, ...)
+        cmd[0] = shutil.which(os.path.basename(cmd[0])) or cmd[0]
     env = dict(os.environ)
     env.update({k: remap(v) for k, v in (entry.get("env") or {}).items()})
     cwd = remap(entry["workdir"]) if entry.get("workdir") else build
