@@ -709,12 +709,12 @@ out:
 static int mm_fwd_pinned(const struct align_tensor *a, const struct align_tensor *b, struct align_tensor *y,
 			 int64_t T, int64_t D, int64_t F, cudaStream_t stream)
 {
-	const int64_t kp = (D + 7) / 8 * 8;
+	const int64_t kp = (D + 7) / 8 * 8, fp = (F + 7) / 8 * 8; /* padded K, and F (ld of y) */
 	const int y_f32 = y->dtype == ALIGN_DT_F32;
 	const cudaDataType_t c_type = y_f32 ? CUDA_R_32F : CUDA_R_16BF;
-	const size_t ybytes = (size_t)(T * F) * (y_f32 ? sizeof(float) : sizeof(align_bf16));
+	const size_t es = y_f32 ? sizeof(float) : sizeof(align_bf16), ybytes = (size_t)(T * fp) * es;
 	const int stage_a = a->dtype != ALIGN_DT_BF16 || D % 8 != 0 || !mm_aligned(a->data, 16);
-	const int stage_b = b->dtype != ALIGN_DT_BF16 || D % 8 != 0 || !mm_aligned(b->data, 16);
+	const int stage_b = b->dtype != ALIGN_DT_BF16 || D % 8 != 0 || F != fp || !mm_aligned(b->data, 16);
 	void *tmp[4] = {NULL, NULL, NULL, NULL}; /* staged a, staged b, y, workspace */
 	const void *pa = a->data, *pb = b->data;
 	void *py = y->data;
@@ -730,19 +730,20 @@ static int mm_fwd_pinned(const struct align_tensor *a, const struct align_tensor
 	const int one_split = 1;
 	const uint32_t no_reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
 	int n = 0, chosen = -1, rc = 0;
-	if (T > INT_MAX || kp > INT_MAX || F > INT_MAX)
+	if (T > INT_MAX || kp > INT_MAX || fp > INT_MAX)
 		return ops_cuda_bad_input("matmul", "MATMUL_IMPL=cublas_pinned takes T, D and F below 2^31");
 	if (stage_a) {
 		MM_TRY(cudaMallocAsync(&tmp[0], (size_t)(T * kp) * sizeof(align_bf16), stream));
 		MM_TRY(mm_to_bf16(a, T, D, (align_bf16 *)tmp[0], kp, stream));
 		pa = tmp[0];
 	}
-	if (stage_b) {
-		MM_TRY(cudaMallocAsync(&tmp[1], (size_t)(F * kp) * sizeof(align_bf16), stream));
+	if (stage_b) { /* rows F .. fp-1 stay zero: columns of y that are dropped */
+		MM_TRY(cudaMallocAsync(&tmp[1], (size_t)(fp * kp) * sizeof(align_bf16), stream));
+		MM_TRY(cudaMemsetAsync(tmp[1], 0, (size_t)(fp * kp) * sizeof(align_bf16), stream));
 		MM_TRY(mm_to_bf16(b, F, D, (align_bf16 *)tmp[1], kp, stream));
 		pb = tmp[1];
 	}
-	if (!mm_aligned(py, 16)) {
+	if (F != fp || !mm_aligned(py, 16)) { /* y through a [T, fp] temporary */
 		MM_TRY(cudaMallocAsync(&tmp[2], ybytes, stream));
 		py = tmp[2];
 	}
@@ -751,16 +752,16 @@ static int mm_fwd_pinned(const struct align_tensor *a, const struct align_tensor
 	MM_LT_TRY(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
 	MM_LT_TRY(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
 	/* column-major views: A = b^T [kp, F], B = a^T [kp, T], C = y^T [F, T] */
-	MM_LT_TRY(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, (uint64_t)kp, (uint64_t)F, kp));
+	MM_LT_TRY(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, (uint64_t)kp, (uint64_t)fp, kp));
 	MM_LT_TRY(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, (uint64_t)kp, (uint64_t)T, kp));
-	MM_LT_TRY(cublasLtMatrixLayoutCreate(&lc, c_type, (uint64_t)F, (uint64_t)T, F));
+	MM_LT_TRY(cublasLtMatrixLayoutCreate(&lc, c_type, (uint64_t)fp, (uint64_t)T, fp));
 	MM_LT_TRY(cublasLtMatrixLayoutCreate(&lref, CUDA_R_16BF, (uint64_t)kp, MM_PIN_ROWS, kp));
 	MM_LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
 	MM_LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wmax,
 						       sizeof wmax));
 	{
 		cublasLtMatrixLayout_t lcref = NULL;
-		MM_LT_TRY(cublasLtMatrixLayoutCreate(&lcref, c_type, (uint64_t)F, MM_PIN_ROWS, F));
+		MM_LT_TRY(cublasLtMatrixLayoutCreate(&lcref, c_type, (uint64_t)fp, MM_PIN_ROWS, fp));
 		cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(h, desc, la, lref, lcref, lcref, pref, 16, res, &n);
 		cublasLtMatrixLayoutDestroy(lcref);
 		MM_LT_TRY(hs);
@@ -794,8 +795,9 @@ static int mm_fwd_pinned(const struct align_tensor *a, const struct align_tensor
 		MM_TRY(cudaMallocAsync(&tmp[3], chk.workspaceSize, stream));
 	MM_LT_TRY(cublasLtMatmul(h, desc, &one, pb, la, pa, lb, &zero, py, lc, py, lc, &algo, tmp[3], chk.workspaceSize,
 				 stream));
-	if (tmp[2])
-		MM_TRY(cudaMemcpyAsync(y->data, tmp[2], ybytes, cudaMemcpyDeviceToDevice, stream));
+	if (tmp[2]) /* the first F of each fp columns */
+		MM_TRY(cudaMemcpy2DAsync(y->data, (size_t)F * es, tmp[2], (size_t)fp * es, (size_t)F * es, (size_t)T,
+					 cudaMemcpyDeviceToDevice, stream));
 lt_out:
 out:
 	rc = mm_free_tmp(tmp, 4, rc, stream);

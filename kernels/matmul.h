@@ -54,11 +54,14 @@
  *   cublas_pinned (GPU only): cuBLASLt with one tensor-core algorithm pinned per weight shape, for
  *     batch-invariant GEMMs at cuBLAS speed (tests/gpu/bench-matmul-lt.cu measured it on an H100).
  *     1. operands as tc (MATMUL_OPERAND=bf16 only; f32, D % 8 != 0 or unaligned operands staged as
- *        zero-padded bf16 rows of kp = ceil(D/8)*8); an unaligned y goes through a temporary.
- *     2. the algorithm: cublasLtMatmulAlgoGetHeuristic for (m = F, n = MATMUL_PIN_ROWS = 8192, k = kp),
+ *        zero-padded bf16 rows of kp = ceil(D/8)*8); F % 8 != 0: b gets zero rows up to fp = ceil(F/8)*8
+ *        and y is computed as [T, fp] in a temporary whose first F columns are copied out (the extra
+ *        columns are dropped; every column is its own dot, so the kept ones do not change); an
+ *        unaligned y goes through a temporary too.
+ *     2. the algorithm: cublasLtMatmulAlgoGetHeuristic for (m = fp, n = MATMUL_PIN_ROWS = 8192, k = kp),
  *        transa = T, transb = N, bf16 A and B, C/D of the output dtype, CUBLAS_COMPUTE_32F, at most
  *        32 MiB of workspace; the first result without split-K, then forced to split-K 1 and no
- *        reduction scheme. It depends on (F, kp, the output dtype), never on T, so every T runs the
+ *        reduction scheme. It depends on (fp, kp, the output dtype), never on T, so every T runs the
  *        same kernel with the same tiling and K order: row t of y is the same whatever T
  *        (cublasLtMatmulAlgoCheck must accept the actual T, else status 4).
  *     3. MATMUL_OUT=bf16: cuBLASLt's epilogue rounds the fp32 accumulator (round to nearest even);
