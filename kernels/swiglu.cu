@@ -25,9 +25,10 @@
  *
  * Layout: a block per row (grid-stride over rows), its threads over the row's chunks of 8 elements
  * (16-byte loads of g and u, 16-byte stores) when F % 8 == 0 and the pointers are 16-byte aligned, single
- * elements otherwise. Knobs: block (default 256 threads), grid_cap (default: at most 2112 blocks, 16 per SM
- * of an H100, grid-stride beyond); rows_per_block is not used (elementwise); serial: direct silu, one
- * thread per row.
+ * elements otherwise; each thread loads U chunks (U x 32 bytes in flight) before computing them. Knobs:
+ * block (default 64 threads: with U = 4 one pass covers a 2048-wide row), rows_per_block = U (1, 2, 4, 8;
+ * default 4), grid_cap (default: at most 2112 blocks, 16 per SM of an H100, grid-stride beyond); serial:
+ * direct silu, one thread per row.
  *
  * Napkin maths (DSv4-Flash shared expert: T = 16384, F = moe_inter_dim 2048): bytes = 2TF (g) + 2TF (u)
  * + 2TF (out) + 4T (p) = 201 MB, plus table reads that hit L1/L2; ~15 instructions per element:
@@ -131,28 +132,46 @@ __global__ void swiglu_table_kernel(float *table, float L, int mul, int math)
 	}
 }
 
-/* A block per row (grid-stride over rows), its threads over the row's 16-byte chunks or elements: no
- * 64-bit division per chunk (t = c * 8 / F cost more than the arithmetic it indexed), p[t] read once. */
-__global__ void swiglu_kernel(sw_args a)
+/* the 8 outputs of 16-byte chunk c (g, u already loaded) */
+__device__ static inline void sw_chunk(const sw_args &a, int64_t c, uint4 gv, uint4 uv, float q)
+{
+	uint32_t gw[4] = {gv.x, gv.y, gv.z, gv.w};
+	float uf[8];
+	rows_unpack8(uv, uf);
+	align_bf16 h[8];
+#pragma unroll
+	for (int k = 0; k < 8; k++) {
+		align_bf16 gb = (align_bf16)(k & 1 ? gw[k / 2] >> 16 : gw[k / 2] & 0xffffu);
+		h[k] = sw_finish(a, sw_lookup(a, gb), uf[k], q);
+	}
+	__stcs((uint4 *)a.y + c, rows_pack8(h));
+}
+
+/* A block per row (grid-stride over rows): no 64-bit division per chunk, p[t] read once. In the 16-byte
+ * path each thread loads U chunks of the row (U x 32 bytes in flight) before it computes any of them. */
+template <int U> __global__ void swiglu_kernel(sw_args a)
 {
 	if (a.vec) {
 		const int64_t cpr = a.F / 8; /* 16-byte chunks per row */
 		const uint4 *g4 = (const uint4 *)a.g, *u4 = (const uint4 *)a.u;
 		for (int64_t t = blockIdx.x; t < a.T; t += gridDim.x) {
 			float pq = __ldg(a.p + t), q = a.scale_bf16 ? align_round_bf16(pq) : pq;
-			for (int64_t j = threadIdx.x; j < cpr; j += blockDim.x) {
-				const int64_t c = t * cpr + j;
-				uint4 gv = __ldcs(g4 + c), uv = __ldcs(u4 + c); /* streamed: keep L1 for the table */
-				uint32_t gw[4] = {gv.x, gv.y, gv.z, gv.w};
-				float uf[8];
-				rows_unpack8(uv, uf);
-				align_bf16 h[8];
+			for (int64_t j0 = threadIdx.x; j0 < cpr; j0 += (int64_t)U * blockDim.x) {
+				uint4 gv[U], uv[U];
 #pragma unroll
-				for (int k = 0; k < 8; k++) {
-					align_bf16 gb = (align_bf16)(k & 1 ? gw[k / 2] >> 16 : gw[k / 2] & 0xffffu);
-					h[k] = sw_finish(a, sw_lookup(a, gb), uf[k], q);
+				for (int r = 0; r < U; r++) {
+					const int64_t j = j0 + (int64_t)r * blockDim.x;
+					if (j < cpr) { /* streamed: keep L1 for the table */
+						gv[r] = __ldcs(g4 + t * cpr + j);
+						uv[r] = __ldcs(u4 + t * cpr + j);
+					}
 				}
-				__stcs((uint4 *)a.y + c, rows_pack8(h));
+#pragma unroll
+				for (int r = 0; r < U; r++) {
+					const int64_t j = j0 + (int64_t)r * blockDim.x;
+					if (j < cpr)
+						sw_chunk(a, t * cpr + j, gv[r], uv[r], q);
+				}
 			}
 		}
 		return;
@@ -220,8 +239,13 @@ extern "C" int swiglu_fwd_cuda(const void *params, const struct align_modes *m, 
 	a.vec = F % 8 == 0 && rows_al16(a.g) && rows_al16(a.u) && rows_al16(a.y);
 	if (T <= 0 || F <= 0)
 		return ALIGN_OK;
-	int block = L->block > 0 ? (L->block > 1024 ? 1024 : L->block) : 256, maxb = 0;
-	int rc = rows_max_block(L->serial > 0 ? swiglu_serial_kernel : swiglu_kernel, &maxb);
+	int block = L->block > 0 ? (L->block > 1024 ? 1024 : L->block) : 64, maxb = 0;
+	/* rows_per_block selects U, the chunks each thread loads before computing (1, 2, 4, 8; default 4) */
+	const int U = L->rows_per_block >= 8 ? 8 : L->rows_per_block >= 4 || L->rows_per_block <= 0 ? 4
+						   : L->rows_per_block >= 2 ? 2 : 1;
+	void (*kern)(sw_args) = U == 8 ? swiglu_kernel<8> : U == 4 ? swiglu_kernel<4> : U == 2 ? swiglu_kernel<2>
+										       : swiglu_kernel<1>;
+	int rc = rows_max_block(L->serial > 0 ? swiglu_serial_kernel : kern, &maxb);
 	if (rc)
 		return rc;
 	block = block > maxb ? maxb : block; /* what the kernel's registers allow */
@@ -239,14 +263,14 @@ extern "C" int swiglu_fwd_cuda(const void *params, const struct align_modes *m, 
 	ALIGN_CUDA_LAUNCH(swiglu_table_kernel, (65537 + 255) / 256, 256, 0, stream, table, a.L, a.mul, a.math);
 	cudaError_t e = cudaGetLastError();
 	if (e == cudaSuccess) /* all of L1/shared memory as L1: the table is gathered from L1 */
-		e = cudaFuncSetAttribute(swiglu_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 0);
+		e = cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout, 0);
 	if (e == cudaSuccess) {
 		int64_t grid = T; /* a block per row */
 		if (grid > 132 * 16)
 			grid = 132 * 16; /* grid-stride beyond 16 blocks per SM of an H100 */
 		if (L->grid_cap > 0 && grid > L->grid_cap)
 			grid = L->grid_cap;
-		ALIGN_CUDA_LAUNCH(swiglu_kernel, (unsigned)grid, block, 0, stream, a);
+		ALIGN_CUDA_LAUNCH(kern, (unsigned)grid, block, 0, stream, a);
 		e = cudaGetLastError();
 	}
 	cudaError_t ef = cudaFreeAsync(table, stream);

@@ -18,7 +18,7 @@
  *                memory-bound ops (all but router and matmul, which are compute bound: see their .cu).
  * Output: one line per (op, modes) with the device name and the commit of the build ("bench <op>
  * <profile> <dims>: ... % of copy", the default launch); ops without a twin are listed.
- * Launch sweep (row-wise ops: rmsnorm, qnorm, mhc_post, moe_combine; off with --no-sweep): after each
+ * Launch sweep (row-wise ops: rmsnorm, qnorm, mhc_post, moe_combine, and swiglu; off with --no-sweep): after each
  * bench line, one line per candidate launch configuration of sweeps[] below ("sweep <op> <profile>
  * block=B rows_per_block=R grid_cap=C: ... GB/s, ...% of copy"), same method and formulas, so that one
  * GPU run tells which default to pick (rows_cuda.cuh says how the knobs map to threads per row and
@@ -102,6 +102,8 @@ static const struct {
     /* D = 4096: 512 chunks of 8 per token; G chunks at a time */
     {"mhc_post", {{256, 2, 0}, {128, 1, 0}, {128, 2, 0}, {256, 1, 0}, {512, 1, 0}, {64, 2, 0}, {256, 1, 4}}},
     {"moe_combine", {{256, 2, 0}, {128, 2, 0}, {128, 1, 0}, {256, 1, 0}, {512, 1, 0}, {512, 2, 0}, {256, 2, 4}}},
+    /* F = 2048: 256 chunks of 8 per row; rows_per_block is U, the chunks a thread loads before computing */
+    {"swiglu", {{64, 1, 0}, {64, 2, 0}, {64, 8, 0}, {128, 2, 0}, {128, 4, 0}, {256, 1, 0}, {32, 8, 0}, {64, 4, 8}}},
 };
 
 static int cmp_float(const void *a, const void *b)
