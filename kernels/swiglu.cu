@@ -9,26 +9,17 @@
  * are the C twin's, unfused, through nan_host.h where a NaN can appear.
  *
  * silu table: s depends on g only, and g is a bf16 value (65536 bit patterns) or, after the clamp, L.
- * A first kernel evaluates s with the very operations above for every pattern whose s is not known in
- * closed form, and for L; the main kernel reads s from the table. Memoisation: each output has the
- * same operation sequence as in the C twin. It takes the binary64 exp (~40 fp64 operations per element,
- * ~100 us of fp64 issue at DSv4 sizes, more than the memory time) off the critical path.
- * Closed form (no table entry): finite g >= 16.75 (bf16 0x4186..0x7f7f): e(-g) <= e(-16.75) < 2^-24
- * for every MATH_IMPL, so 1 + e rounds to 1 and s = g (div: g / 1; mul: g * (1 / 1)); finite g <= -89
- * (0xc2b2..0xff7f): e(-g) >= e(89) > FLT_MAX is +inf, so s = -0 (g / inf; g * (1 / inf)). The other
- * 34104 patterns (0x0000..0x4185, 0x8000..0xc2b1, +-inf and NaNs) and L make a 136 KiB table that
- * stays in L1: the kernel asks for the largest L1 carve-out and streams g, u and the output with
- * evict-first loads and stores, so the 8 table gathers per 16-byte chunk hit L1 instead of costing a
- * 32-byte L2 sector each (a 256 KiB table of every pattern did not fit and made the kernel L2 bound
- * at ~0.5 of copy bandwidth). tests/gpu/test-swiglu-table checks every bf16 pattern against the C twin
- * and the direct (serial) path. launch.serial computes silu directly, one thread per row.
+ * A first kernel evaluates s for every bf16 pattern and for L with the very operations above (65537
+ * exp evaluations into a 256 KiB stream-ordered workspace); the main kernel reads s = table[bits(g)]
+ * (table[65536] when the clamp replaced g by L). Memoisation: each output has the same operation
+ * sequence as in the C twin. It takes the binary64 exp (~40 fp64 operations per element, ~100 us of
+ * fp64 issue at DSv4 sizes, more than the memory time) off the critical path. launch.serial computes
+ * silu directly, one thread per row, so the test compares the two.
  *
- * Layout: a block per row (grid-stride over rows), its threads over the row's chunks of 8 elements
- * (16-byte loads of g and u, 16-byte stores) when F % 8 == 0 and the pointers are 16-byte aligned, single
- * elements otherwise; each thread loads U chunks (U x 32 bytes in flight) before computing them. Knobs:
- * block (default 64 threads: with U = 4 one pass covers a 2048-wide row), rows_per_block = U (1, 2, 4, 8;
- * default 4), grid_cap (default: at most 2112 blocks, 16 per SM of an H100, grid-stride beyond); serial:
- * direct silu, one thread per row.
+ * Layout: grid-stride over chunks of 8 elements (16-byte loads of g and u, 16-byte stores) when F % 8 == 0
+ * and the pointers are 16-byte aligned, single elements otherwise. Knobs: block (default 256 threads),
+ * grid_cap (default: at most 2112 blocks, 16 per SM of an H100, grid-stride beyond); rows_per_block is
+ * not used (elementwise); serial: direct silu, one thread per row.
  *
  * Napkin maths (DSv4-Flash shared expert: T = 16384, F = moe_inter_dim 2048): bytes = 2TF (g) + 2TF (u)
  * + 2TF (out) + 4T (p) = 201 MB, plus table reads that hit L1/L2; ~15 instructions per element:
@@ -41,14 +32,7 @@
 #include "math_cuda.cuh"
 #include "rows_cuda.cuh"
 
-/* table layout (see the header): [0x0000, 0x4186) | [0x8000, 0xc2b2) | [0x7f80, 0x8000) | [0xff80, 0x10000) | L */
-#define SW_POS_END 0x4186u  /* 16.75: from here s = g */
-#define SW_NEG_END 0xc2b2u  /* -89: from here s = -0 */
-#define SW_OFF_NEG SW_POS_END
-#define SW_OFF_PSPEC (SW_OFF_NEG + (SW_NEG_END - 0x8000u))
-#define SW_OFF_NSPEC (SW_OFF_PSPEC + 0x80u)
-#define SW_L (SW_OFF_NSPEC + 0x80u)
-#define SW_TABLE (SW_L + 1u) /* 34105 floats */
+#define SW_TABLE 65537 /* every bf16 pattern, then silu(L) */
 
 struct sw_args {
 	const align_bf16 *g, *u; /* [T, F] */
@@ -92,96 +76,44 @@ ALIGN_HD static inline align_bf16 sw_finish(const sw_args &a, float s, float u, 
 	return align_f32_to_bf16(o);
 }
 
-/* the table slot of pattern b, or -1 for the closed-form ranges (1: s = g, 2: s = -0) */
-ALIGN_HD static inline int sw_slot(unsigned b, int *closed)
-{
-	*closed = 0;
-	if (b < SW_POS_END)
-		return (int)b;
-	if (b < 0x7f80u) {
-		*closed = 1;
-		return -1;
-	}
-	if (b < 0x8000u)
-		return (int)(SW_OFF_PSPEC + (b - 0x7f80u));
-	if (b < SW_NEG_END)
-		return (int)(SW_OFF_NEG + (b - 0x8000u));
-	if (b < 0xff80u) {
-		*closed = 2;
-		return -1;
-	}
-	return (int)(SW_OFF_NSPEC + (b - 0xff80u));
-}
-
 __device__ static inline float sw_lookup(const sw_args &a, align_bf16 gb)
 {
 	float g = align_bf16_to_f32(gb);
-	if (a.clamp && g > a.L)
-		return __ldg(a.table + SW_L);
-	int closed, k = sw_slot(gb, &closed);
-	return closed == 1 ? g : closed == 2 ? -0.0f : __ldg(a.table + k);
+	return a.clamp && g > a.L ? __ldg(a.table + 65536) : __ldg(a.table + gb);
 }
 
-/* every pattern with a slot, then L */
 __global__ void swiglu_table_kernel(float *table, float L, int mul, int math)
 {
-	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i <= 65536; i += gridDim.x * blockDim.x) {
-		int closed, k = i < 65536 ? sw_slot((unsigned)i, &closed) : (int)SW_L;
-		if (k >= 0)
-			table[k] = sw_silu(i < 65536 ? align_bf16_to_f32((align_bf16)i) : L, mul, math);
-	}
+	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < SW_TABLE; i += gridDim.x * blockDim.x)
+		table[i] = sw_silu(i < 65536 ? align_bf16_to_f32((align_bf16)i) : L, mul, math);
 }
 
-/* the 8 outputs of 16-byte chunk c (g, u already loaded) */
-__device__ static inline void sw_chunk(const sw_args &a, int64_t c, uint4 gv, uint4 uv, float q)
+__global__ void swiglu_kernel(sw_args a)
 {
-	uint32_t gw[4] = {gv.x, gv.y, gv.z, gv.w};
-	float uf[8];
-	rows_unpack8(uv, uf);
-	align_bf16 h[8];
-#pragma unroll
-	for (int k = 0; k < 8; k++) {
-		align_bf16 gb = (align_bf16)(k & 1 ? gw[k / 2] >> 16 : gw[k / 2] & 0xffffu);
-		h[k] = sw_finish(a, sw_lookup(a, gb), uf[k], q);
-	}
-	__stcs((uint4 *)a.y + c, rows_pack8(h));
-}
-
-/* A block per row (grid-stride over rows): no 64-bit division per chunk, p[t] read once. In the 16-byte
- * path each thread loads U chunks of the row (U x 32 bytes in flight) before it computes any of them. */
-template <int U> __global__ void swiglu_kernel(sw_args a)
-{
+	int64_t stride = (int64_t)gridDim.x * blockDim.x, i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	if (a.vec) {
-		const int64_t cpr = a.F / 8; /* 16-byte chunks per row */
 		const uint4 *g4 = (const uint4 *)a.g, *u4 = (const uint4 *)a.u;
-		for (int64_t t = blockIdx.x; t < a.T; t += gridDim.x) {
+		for (int64_t c = i0; c < a.T * a.F / 8; c += stride) {
+			int64_t t = c * 8 / a.F;
 			float pq = __ldg(a.p + t), q = a.scale_bf16 ? align_round_bf16(pq) : pq;
-			for (int64_t j0 = threadIdx.x; j0 < cpr; j0 += (int64_t)U * blockDim.x) {
-				uint4 gv[U], uv[U];
+			uint4 gv = __ldg(g4 + c), uv = __ldg(u4 + c);
+			uint32_t gw[4] = {gv.x, gv.y, gv.z, gv.w};
+			float uf[8];
+			rows_unpack8(uv, uf);
+			align_bf16 h[8];
 #pragma unroll
-				for (int r = 0; r < U; r++) {
-					const int64_t j = j0 + (int64_t)r * blockDim.x;
-					if (j < cpr) { /* streamed: keep L1 for the table */
-						gv[r] = __ldcs(g4 + t * cpr + j);
-						uv[r] = __ldcs(u4 + t * cpr + j);
-					}
-				}
-#pragma unroll
-				for (int r = 0; r < U; r++) {
-					const int64_t j = j0 + (int64_t)r * blockDim.x;
-					if (j < cpr)
-						sw_chunk(a, t * cpr + j, gv[r], uv[r], q);
-				}
+			for (int k = 0; k < 8; k++) {
+				align_bf16 gb = (align_bf16)(k & 1 ? gw[k / 2] >> 16 : gw[k / 2] & 0xffffu);
+				h[k] = sw_finish(a, sw_lookup(a, gb), uf[k], q);
 			}
+			((uint4 *)a.y)[c] = rows_pack8(h);
 		}
 		return;
 	}
-	for (int64_t t = blockIdx.x; t < a.T; t += gridDim.x) {
+	for (int64_t i = i0; i < a.T * a.F; i += stride) {
+		int64_t t = i / a.F;
 		float pq = __ldg(a.p + t), q = a.scale_bf16 ? align_round_bf16(pq) : pq;
-		for (int64_t f = threadIdx.x; f < a.F; f += blockDim.x) {
-			const int64_t i = t * a.F + f;
-			a.y[i] = sw_finish(a, sw_lookup(a, a.g[i]), align_bf16_to_f32(a.u[i]), q);
-		}
+		a.y[i] = sw_finish(a, sw_lookup(a, a.g[i]), align_bf16_to_f32(a.u[i]), q);
 	}
 }
 
@@ -239,13 +171,8 @@ extern "C" int swiglu_fwd_cuda(const void *params, const struct align_modes *m, 
 	a.vec = F % 8 == 0 && rows_al16(a.g) && rows_al16(a.u) && rows_al16(a.y);
 	if (T <= 0 || F <= 0)
 		return ALIGN_OK;
-	int block = L->block > 0 ? (L->block > 1024 ? 1024 : L->block) : 64, maxb = 0;
-	/* rows_per_block selects U, the chunks each thread loads before computing (1, 2, 4, 8; default 4) */
-	const int U = L->rows_per_block >= 8 ? 8 : L->rows_per_block >= 4 || L->rows_per_block <= 0 ? 4
-						   : L->rows_per_block >= 2 ? 2 : 1;
-	void (*kern)(sw_args) = U == 8 ? swiglu_kernel<8> : U == 4 ? swiglu_kernel<4> : U == 2 ? swiglu_kernel<2>
-										       : swiglu_kernel<1>;
-	int rc = rows_max_block(L->serial > 0 ? swiglu_serial_kernel : kern, &maxb);
+	int block = L->block > 0 ? (L->block > 1024 ? 1024 : L->block) : 256, maxb = 0;
+	int rc = rows_max_block(L->serial > 0 ? swiglu_serial_kernel : swiglu_kernel, &maxb);
 	if (rc)
 		return rc;
 	block = block > maxb ? maxb : block; /* what the kernel's registers allow */
@@ -258,25 +185,22 @@ extern "C" int swiglu_fwd_cuda(const void *params, const struct align_modes *m, 
 		return ALIGN_OK;
 	}
 	float *table = NULL;
-	OPS_CUDA_TRY(cudaMallocAsync((void **)&table, (size_t)SW_TABLE * sizeof(float), stream));
+	OPS_CUDA_TRY(cudaMallocAsync((void **)&table, SW_TABLE * sizeof(float), stream));
 	a.table = table;
-	ALIGN_CUDA_LAUNCH(swiglu_table_kernel, (65537 + 255) / 256, 256, 0, stream, table, a.L, a.mul, a.math);
+	ALIGN_CUDA_LAUNCH(swiglu_table_kernel, (SW_TABLE + 255) / 256, 256, 0, stream, table, a.L, a.mul, a.math);
 	cudaError_t e = cudaGetLastError();
-	if (e == cudaSuccess) /* all of L1/shared memory as L1: the table is gathered from L1 */
-		e = cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout, 0);
 	if (e == cudaSuccess) {
-		int64_t grid = T; /* a block per row */
+		int64_t work = a.vec ? T * F / 8 : T * F, grid = (work + block - 1) / block;
 		if (grid > 132 * 16)
 			grid = 132 * 16; /* grid-stride beyond 16 blocks per SM of an H100 */
 		if (L->grid_cap > 0 && grid > L->grid_cap)
 			grid = L->grid_cap;
-		ALIGN_CUDA_LAUNCH(kern, (unsigned)grid, block, 0, stream, a);
+		ALIGN_CUDA_LAUNCH(swiglu_kernel, (unsigned)grid, block, 0, stream, a);
 		e = cudaGetLastError();
 	}
 	cudaError_t ef = cudaFreeAsync(table, stream);
 	if (e != cudaSuccess)
-		return ops_cuda_fail("swiglu_table_kernel / cudaFuncSetAttribute / swiglu_kernel launch", e, __FILE__,
-		                     __LINE__);
+		return ops_cuda_fail("swiglu_table_kernel / swiglu_kernel launch", e, __FILE__, __LINE__);
 	if (ef != cudaSuccess)
 		return ops_cuda_fail("cudaFreeAsync(table, stream)", ef, __FILE__, __LINE__);
 	return ALIGN_OK;
