@@ -12,32 +12,37 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# compare OP PROFILE A B TRACE_A TRACE_B: ingest both traces into one database, print the table row,
+# return 1 when a record differs or is only in one run
+compare() {
+	local db="$work/$1-$2.db" v rc=0
+	"$align" ingest --quiet --db "$db" --as "$3" "$5" >/dev/null
+	"$align" ingest --quiet --db "$db" --as "$4" "$6" >/dev/null
+	if "$align" report --db "$db" --runs "$3,$4" --format json > "$work/r.json"; then
+		v=$(python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["totals"]; print("%d of %d records bitwise-equal" % (t["bitwise_equal"], t["compared"]))' "$work/r.json")
+	else
+		v=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); f=r["first_diff"] or r["first_only_in"]; print("DIFFER:", f["name"], "step", f["step"], f["verdict"])' "$work/r.json")
+		rc=1
+	fi
+	printf '| %s | %s | %s |\n' "$1" "$2" "$v"
+	return $rc
+}
 printf '\n## align run: --device cuda vs --device cpu\n\n| op | profile | report |\n| --- | --- | --- |\n'
 fails=0
 for op in $("$align" run --list | grep -v 'block of' | grep -o '^[a-z_0-9]*:' | tr -d :); do
 	for profile in deepseek-ref megatron paddle paddle-accuracy; do
-		db="$work/$op-$profile.db"
 		if ! "$align" run "$op" --device cpu --profile "$profile" --steps 2 --trace "$work/c.atf" >/dev/null 2>"$work/err" ||
 			! "$align" run "$op" --device cuda --profile "$profile" --steps 2 --trace "$work/g.atf" >/dev/null 2>"$work/err"; then
 			printf '| %s | %s | not run: %s |\n' "$op" "$profile" "$(tail -1 "$work/err")"
 			fails=$((fails + 1))
 			continue
 		fi
-		"$align" ingest --quiet --db "$db" --as cpu "$work/c.atf" >/dev/null
-		"$align" ingest --quiet --db "$db" --as cuda "$work/g.atf" >/dev/null
-		if "$align" report --db "$db" --runs cpu,cuda --format json > "$work/r.json"; then
-			v=$(python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["totals"]; print("%d of %d records bitwise-equal" % (t["bitwise_equal"], t["compared"]))' "$work/r.json")
-		else
-			v=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); f=r["first_diff"] or r["first_only_in"]; print("DIFFER:", f["name"], "step", f["step"], f["verdict"])' "$work/r.json")
-			fails=$((fails + 1))
-		fi
-		printf '| %s | %s | %s |\n' "$op" "$profile" "$v"
+		compare "$op" "$profile" cpu cuda "$work/c.atf" "$work/g.atf" || fails=$((fails + 1))
 	done
 done
 printf '\n## align run --device cuda, GPU-only profiles: run 1 vs run 2\n\n| op | profile | report |\n| --- | --- | --- |\n'
 for op in $("$align" run --list | grep -v 'block of' | grep -o '^[a-z_0-9]*:' | tr -d :); do
 	for profile in megatron-cuda deepseek-ref-cuda; do
-		db="$work/$op-$profile.db"
 		if ! "$align" run "$op" --device cuda --profile "$profile" --steps 2 --trace "$work/g1.atf" >/dev/null 2>"$work/err" ||
 			! "$align" run "$op" --device cuda --profile "$profile" --steps 2 --trace "$work/g2.atf" >/dev/null 2>"$work/err"; then
 			printf '| %s | %s | not run: %s |\n' "$op" "$profile" "$(tail -1 "$work/err")"
@@ -54,15 +59,7 @@ for op in $("$align" run --list | grep -v 'block of' | grep -o '^[a-z_0-9]*:' | 
 				"$(($(wc -l <"$work/g1.atf") - 1))"
 			continue
 		fi
-		"$align" ingest --quiet --db "$db" --as run1 "$work/g1.atf" >/dev/null
-		"$align" ingest --quiet --db "$db" --as run2 "$work/g2.atf" >/dev/null
-		if "$align" report --db "$db" --runs run1,run2 --format json > "$work/r.json"; then
-			v=$(python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["totals"]; print("%d of %d records bitwise-equal" % (t["bitwise_equal"], t["compared"]))' "$work/r.json")
-		else
-			v=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); f=r["first_diff"] or r["first_only_in"]; print("DIFFER:", f["name"], "step", f["step"], f["verdict"])' "$work/r.json")
-			fails=$((fails + 1))
-		fi
-		printf '| %s | %s | %s |\n' "$op" "$profile" "$v"
+		compare "$op" "$profile" run1 run2 "$work/g1.atf" "$work/g2.atf" || fails=$((fails + 1))
 	done
 done
 printf '\n%d op x profile pairs not all bitwise-equal (or not run)\n' "$fails"
