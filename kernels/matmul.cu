@@ -1,6 +1,6 @@
 /* matmul.cu: CUDA twin of the matmul op, y[T,F] = a[T,D] @ b[F,D]^T, bitwise equal to the C twin
  * (kernels/matmul.c, contract in kernels/matmul.h) in every mode of the portable engine
- * (MATMUL_IMPL=portable; the GPU-only engines tc and cublas are at the bottom); also the shared portable GEMM
+ * (MATMUL_IMPL=portable; the GPU-only engines tc, cublas and cublas_pinned are at the bottom); also the shared portable GEMM
  * (matmul_cuda.h) that the mapping GEMMs of mhc_pre / mhc_head run on.
  *
  * Why the bits equal the C twin's, element by element (C twin: matmul_dot over pa, pb):
@@ -57,15 +57,16 @@
  * FMA peak with FMA off (the 40 % goal sits at the edge of what FMA-off arithmetic allows) and
  * ~70-80 % of it with FMA on. tests/gpu/bench-matmul.cu measures both peaks on the device.
  *
- * GPU-only engines (MATMUL_IMPL=tc|cublas; semantics and refusals in matmul.h "Engines"): the bottom
+ * GPU-only engines (MATMUL_IMPL=tc|cublas|cublas_pinned; semantics and refusals in matmul.h "Engines"): the bottom
  * of this file checks the modes, stages operands (element-wise passes: f32 -> bf16 rounding, bf16 ->
  * f32 widening, fp32 -> bf16 output rounding) into stream-ordered temporaries (cudaMallocAsync /
  * cudaFreeAsync on the op's stream, so every pass, the GEMM and the release are ordered on it) and
- * calls matmul_tc_fwd_cuda_out or cublasGemmEx. Neither is a twin of the C code; the emulator build
- * (ALIGN_CUDA_EMU) refuses both with status 4. Check: tests/gpu/test-matmul-impl.cu.
+ * calls matmul_tc_fwd_cuda_out, cublasGemmEx or cublasLtMatmul with the pinned algorithm. None is a twin
+ * of the C code; the emulator build (ALIGN_CUDA_EMU) refuses them with status 4. Check:
+ * tests/gpu/test-matmul-impl.cu.
  *
  * Build: kernels/meson.build (nvcc --fmad=false --prec-div=true --prec-sqrt=true --ftz=false
- * -arch=sm_90; the op links libcublas). Check: tests/gpu (the generic CUDA-vs-C driver over every
+ * -arch=sm_90; the op links libcublas and libcublasLt). Check: tests/gpu (the generic CUDA-vs-C driver over every
  * mode and launch configuration); speed: tests/gpu/bench-matmul.cu.
  */
 #include <limits.h>
@@ -477,7 +478,7 @@ static int mm_pick_tile(const struct align_launch *l, int64_t m, int64_t n)
 	return rows > 16 ? MATMUL_TILE_NARROW : MATMUL_TILE_SKINNY;
 }
 
-/* ---- the GPU-only engines of the op: MATMUL_IMPL=tc and cublas (semantics in matmul.h) ---- */
+/* ---- the GPU-only engines of the op: MATMUL_IMPL=tc, cublas, cublas_pinned (semantics in matmul.h) ---- */
 
 /* status 4 with one message: the value of mode_id cannot run with the requested engine */
 static int mm_refuse(const struct align_modes *m, int mode_id, const char *why)
