@@ -1,8 +1,7 @@
 /* matmul.cu: CUDA twin of the matmul op, y[T,F] = a[T,D] @ b[F,D]^T, bitwise equal to the C twin
  * (kernels/matmul.c, contract in kernels/matmul.h) in every mode of the portable engine
  * (MATMUL_IMPL=portable; the GPU-only engines tc, cublas, cublas_pinned are at the bottom); also the shared
- * portable GEMM
- * (matmul_cuda.h) that the mapping GEMMs of mhc_pre / mhc_head run on.
+ * portable GEMM (matmul_cuda.h) that the mapping GEMMs of mhc_pre / mhc_head run on.
  *
  * Why the bits equal the C twin's, element by element (C twin: matmul_dot over pa, pb):
  *   - operands: every element is loaded (bf16 -> f32 exactly, or f32), passed through the same
