@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # pack-build.sh: build build-gpu here (CUDA), slim it (no objects or static libraries, stripped
 # binaries) and pack it as .gpucarry/build-gpu.tar.gz for the device tool's carry (64 MiB limit);
-# tests/gpu/device-session.sh unpacks it on the GPU machine.
+# tests/gpu/run-on-gpu.sh (and the device-*.sh scripts) unpack it on the GPU machine.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
