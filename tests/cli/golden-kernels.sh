@@ -9,5 +9,5 @@ if ! diff -u "$SRCROOT/refs/golden/kernels.tsv" now.tsv > golden.diff; then
 	head -40 golden.diff
 fi
 expect_eq "op x profile x seed x step" "$(grep -v '^#' now.tsv | cut -f1-4 | sort -u | wc -l)" \
-	"$(( $(grep -c '^OP(' "$SRCROOT/kernels/ops.def") * 4 * 2 * 2 ))"
+	"$(( $(grep -c '^OP(' "$SRCROOT/kernels/core/ops.def") * 4 * 2 * 2 ))"
 finish

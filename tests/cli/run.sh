@@ -10,7 +10,7 @@ for op in $(grep -v 'block of' out.txt | grep -o '^[a-z_0-9]*:' | tr -d :); do
 	n_out=$(python3 -c "import json,sys; h=[json.loads(l) for l in open('$op.atf')]; print(sum(1 for r in h[1:] if r['phase']=='fwd'))")
 	[ "$n_out" -ge 1 ] || fail "$op: no output records"
 done
-expect_eq "one run per op" "$(sql all.db 'SELECT count(*) FROM run')" "$(grep -c '^OP(' "$SRCROOT/kernels/ops.def")"
+expect_eq "one run per op" "$(sql all.db 'SELECT count(*) FROM run')" "$(grep -c '^OP(' "$SRCROOT/kernels/core/ops.def")"
 
 # same seed, same modes -> identical trace bytes; another seed -> other digests
 "$ALIGN" run swiglu --seed 7 --steps 2 --trace s1.atf >/dev/null

@@ -1,4 +1,4 @@
-/* bench-digest.cu: bandwidth of the GPU tree digest (align_digest_cuda, kernels/digest.cu) against a
+/* bench-digest.cu: bandwidth of the GPU tree digest (align_digest_cuda, kernels/cuda/digest.cu) against a
  * device-to-device cudaMemcpy measured in the same run, on an input larger than L2 (default 4 GiB of
  * counter-RNG bytes, 16-byte aligned).
  *

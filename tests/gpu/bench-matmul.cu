@@ -21,7 +21,7 @@
  *      build directory carried to a GPU machine runs there; without the library the cuBLAS columns
  *      read n/a.
  * Method: one stream, CUDA events around each call, 3 warm-up calls, then 15 timed calls per row;
- * median, min and max. Inputs: counter-RNG normal-ish values (kernels/rng.h), generated on the device.
+ * median, min and max. Inputs: counter-RNG normal-ish values (kernels/core/rng.h), generated on the device.
  * Exit status: 0 done, 1 a result changed between calls, 2 CUDA or host error, 77 skip (no CUDA device).
  * Run: build/tests/gpu/bench-gpu-matmul (meson test -C build --benchmark --suite gpu). */
 #include <dlfcn.h>

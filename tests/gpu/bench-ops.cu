@@ -1,4 +1,4 @@
-/* bench-ops.cu: time of every CUDA twin of the registry (kernels/ops_cuda.h) at DSv4-Flash sizes, against a
+/* bench-ops.cu: time of every CUDA twin of the registry (kernels/cuda/ops_cuda.h) at DSv4-Flash sizes, against a
  * device-to-device cudaMemcpy measured in the same run.
  *
  * Sizes (DSv4-Flash: hidden 4096, 16384 tokens; specs/dsv4-numerics.md): rmsnorm T=16384 D=4096; qnorm

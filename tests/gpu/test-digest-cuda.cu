@@ -1,5 +1,5 @@
-/* test-digest-cuda.cu: the GPU tree digest (kernels/digest.cu, align_digest_cuda) against the CPU one
- * (harness/digest.c, digest_xxh3t64 on libxxhash), bit for bit, on random bytes:
+/* test-digest-cuda.cu: the GPU tree digest (kernels/cuda/digest.cu, align_digest_cuda) against the CPU one
+ * (harness/core/digest.c, digest_xxh3t64 on libxxhash), bit for bit, on random bytes:
  *   - every length class of a leaf and of the root: 0, 1..16, 17, 128, 129, 240, 241, 1023..1025,
  *     65535..65537, 30 and 31 leaves (root of 240 / 248 bytes), 128 and 129 leaves (root of one
  *     block / one block + a stripe), ...; random sizes up to 64 MiB; 1 GiB;

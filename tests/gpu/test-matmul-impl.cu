@@ -1,5 +1,5 @@
-/* test-matmul-impl.cu: the GPU-only engines of the matmul op, MATMUL_IMPL=tc, cublas and cublas_pinned (kernels/matmul.cu,
- * semantics in kernels/matmul.h "Engines"), called through matmul_fwd_cuda like `align run --device cuda`.
+/* test-matmul-impl.cu: the GPU-only engines of the matmul op, MATMUL_IMPL=tc, cublas and cublas_pinned (kernels/ops/matmul.cu,
+ * semantics in kernels/ops/matmul.h "Engines"), called through matmul_fwd_cuda like `align run --device cuda`.
  * For every shape below and every engine x MATMUL_OPERAND x MATMUL_OUT x input dtype (bf16 or f32 tensors)
  * combination (the two DSv4 shapes run a subset), into outputs with GUARD bytes on both sides:
  *   1. determinism: 3 runs at T = Tmax into outputs pre-filled with 3 different bytes give identical bytes;
@@ -28,7 +28,7 @@
  *   5. refusals (status 4, nothing written): tc, cublas and cublas_pinned with MATMUL_ACCUM=split16 or fp64,
  *      MATMUL_FMA=on; tc and cublas_pinned with MATMUL_OPERAND=fp32 or tf32; a wrong output dtype gives 2; the enum matmul_impl order is the
  *      MATMUL_IMPL value order of modes.def.
- * Inputs: counter-RNG normal-ish values (kernels/rng.h), a scaled by 2^(row % 9 - 4) per row (rows of different
+ * Inputs: counter-RNG normal-ish values (kernels/core/rng.h), a scaled by 2^(row % 9 - 4) per row (rows of different
  * magnitudes), row 0 of a all zeros, b at scale 1/16; the bf16 inputs are the f32 ones rounded to nearest even.
  * Every fill is cudaMemsetAsync on the test's cudaStreamNonBlocking stream and every copy back follows
  * cudaStreamSynchronize (a plain cudaMemset / cudaMemcpy on the legacy stream is not ordered with it).

@@ -1,4 +1,4 @@
-/* test-matmul-tc.cu: the batch-invariant tensor-core matmul (kernels/matmul_tc.cu, matmul_tc_fwd_cuda) is
+/* test-matmul-tc.cu: the batch-invariant tensor-core matmul (kernels/ops/matmul_tc.cu, matmul_tc_fwd_cuda) is
  *   1. deterministic: three runs of y = a[:8192] @ b^T give the same bytes;
  *   2. batch invariant: for every M of a sample of 1..8192 (all of 1..9, both sides of every power of
  *      two from 16 to 8192, and a few others), y = a[:M] @ b^T equals the first M rows of the M = 8192
@@ -19,7 +19,7 @@
  * ordered with the kernel (the race that made tests/gpu/bench-matmul.cu report "CHANGED between calls").
  * Shapes (N, K): (1024, 1024), (1000, 7168) (N not a multiple of 8 or of the 256-column tile: scalar
  * stores), (264, 200) (K not a multiple of the 64-deep K tile). Inputs: bf16 of counter-RNG normal-ish
- * values (kernels/rng.h), a at scale 1, b at scale 1/16.
+ * values (kernels/core/rng.h), a at scale 1, b at scale 1/16.
  * Exit status: 0 pass, 1 a check failed, 2 CUDA or host error, 77 skip (no CUDA device).
  * Run: build/tests/gpu/test-gpu-matmul-tc (meson test -C build --suite gpu). */
 #include <math.h>

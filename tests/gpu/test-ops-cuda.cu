@@ -1,4 +1,4 @@
-/* test-ops-cuda.cu: every CUDA twin of the registry (kernels/ops_cuda.h) against its C twin, byte for byte.
+/* test-ops-cuda.cu: every CUDA twin of the registry (kernels/cuda/ops_cuda.h) against its C twin, byte for byte.
  * For each op of ops.def that has a twin (the others are listed as "no CUDA twin"), each parameter
  * variant, dims (the op's defaults; T=37 with the feature dims D, F made ragged (+3); T=1), modes (the
  * defaults, every profile, every value of every switch the op reads), fill case (float inputs drawn as
@@ -26,7 +26,7 @@
  * [--seed HEX] [--jobs N] [--variant K]. --variant K: only parameter variant K (to split a long op over
  * calls). Without --op the ops run in parallel worker processes (--jobs, default the number of CPUs up to
  * the number of ops; each worker has its own CUDA context), outputs in op order. Without a GPU:
- * tests/gpu/emu/run-emu.sh runs it against the kernels' logic on the host. */
+ * tests/emu/run-emu.sh runs it against the kernels' logic on the host. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

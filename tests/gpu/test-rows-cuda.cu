@@ -1,4 +1,4 @@
-/* test-rows-cuda.cu: the block-level reduction orders of kernels/rows_cuda.cuh (rows_reduce, used by the
+/* test-rows-cuda.cu: the block-level reduction orders of kernels/cuda/rows_cuda.cuh (rows_reduce, used by the
  * row-wise CUDA twins) against reduce.h's align_reduce, bit for bit, with binary32 sums as output so that
  * an association difference cannot hide behind a bf16 rounding (the op-level test can miss one).
  * Values: random signs and magnitudes over 2^-20 .. 2^20 (every association gives different bits), plus
@@ -9,7 +9,7 @@
  * 8 up to 16384; G = 32, 64, 96, 128, 256, 512 with LPT = rows_regs_lpt(n, G)), and every thread of the
  * group must return the same bits (the broadcast).
  * Exit status: 0 pass, 1 mismatch, 2 CUDA error, 77 skip (no CUDA device).
- * Run: build-cu2/tests/gpu/test-gpu-rows-cuda (or tests/gpu/emu/run-emu.sh ... test-rows-cuda). */
+ * Run: build-cu2/tests/gpu/test-gpu-rows-cuda (or tests/emu/run-emu.sh ... test-rows-cuda). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* test-swiglu-table.cu: the SwiGLU CUDA twin on every bf16 pattern of g (all 65536, so every table
- * slot and both closed-form ranges of kernels/swiglu.cu are hit), for every MATH_IMPL the GPU has
+ * slot and both closed-form ranges of kernels/ops/swiglu.cu are hit), for every MATH_IMPL the GPU has
  * (portable, cuda, cuda_fast), both silu formulas (SWIGLU_SILU div / mul), both clamp settings (routed
  * expert with limit 10; shared expert, no clamp) and two layouts (F = 256: 16-byte path; F = 1: the
  * scalar path). Checks, byte for byte:

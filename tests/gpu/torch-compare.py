@@ -16,7 +16,7 @@ Profiles: megatron-cuda and deepseek-ref-cuda (GPU only: the framework-mimic mod
 ROUTER_TOPK_ORDER=torch, ROUTER_SUM=torch, MHC_SUM_ORDER=torch on top of megatron / deepseek-ref) are the
 verdict rows: they must be bitwise equal to PyTorch. The portable megatron and deepseek-ref profiles are
 run as well, for contrast (their differences are expected: portable numerics are not CUDA's).
-Cases (contracts in kernels/swiglu.h, router.h, mhc_pre.h):
+Cases (contracts in kernels/ops/swiglu.h, router.h, mhc_pre.h):
   swiglu   clamp(u,-10,10), min(g,10), silu, * u in fp32; megatron: R(F(R(a)) * p) (two
            roundings, SWIGLU_ROUND=double); deepseek-ref: R(a * p) (one rounding).
   router   D=2 logits that are exact in fp32 whatever the GEMM order (so only the score, top-k and
@@ -601,7 +601,7 @@ def tree_lanes(x, w, decreasing):
     return lane[0]
 
 
-def model_sum_lastdim(x, decreasing=True):  # kernels/torch_order.h torch_sum_lastdim
+def model_sum_lastdim(x, decreasing=True):  # kernels/core/torch_order.h torch_sum_lastdim
     n, w = len(x), 1
     while w * 2 <= n and w < 32:
         w *= 2

@@ -1,4 +1,4 @@
-/* test-nan-host.c: the host NaN model of kernels/nan_host.h against this CPU's own arithmetic.
+/* test-nan-host.c: the host NaN model of kernels/core/nan_host.h against this CPU's own arithmetic.
  * The CUDA twins use hn_add / hn_mul / ... so that a NaN result has the bits the C twin gets on the host;
  * here the model is forced on (ALIGN_NAN_HOST_EMULATE) and every result, NaN or not, must equal the
  * plain operator's bits for operands drawn from: quiet and signalling NaNs of both signs with several

@@ -1,10 +1,10 @@
-/* test-xxh3.c: kernels/xxh3.h (our XXH3-64, written from the specification, shared with the GPU
+/* test-xxh3.c: kernels/core/xxh3.h (our XXH3-64, written from the specification, shared with the GPU
  * digest) against libxxhash, bit for bit:
  *   1. every length 0..4096, each with seed 0 and two random seeds, at a random misalignment;
  *   2. random lengths up to 300000 and every block / stripe / class boundary (+-1) in that range,
  *      with seed 0 and a random seed;
  *   3. the portable 64x64->128 fold against the compiler's 128-bit product (and the edge values);
- *   4. the xxh3t64 tree digest built from xxh3.h against harness/digest.c's digest_xxh3t64.
+ *   4. the xxh3t64 tree digest built from xxh3.h against harness/core/digest.c's digest_xxh3t64.
  * Data are random bytes from a splitmix64 stream; the seed is argv[1] (hex) or a fixed default and is
  * printed with every failure. Exit status 0 = pass.
  * Run: meson test -C build kernels-xxh3   (or build/tests/kernels/test-kernels-xxh3 [seed]) */

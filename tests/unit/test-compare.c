@@ -1,4 +1,4 @@
-/* test-compare: every branch of the per-pair verdict (harness/compare.c) with inputs whose answer is
+/* test-compare: every branch of the per-pair verdict (harness/report/compare.c) with inputs whose answer is
  * known exactly: bits in fp32/fp64/bf16 with their ULP distances, NaN, +-0, inf, printed intervals,
  * md5 against bits both ways, digests, missing values. Exit status is the verdict. */
 #include "compare.h"

@@ -1,4 +1,4 @@
-/* emu.cpp (emulator): the host implementation behind tests/gpu/emu/cuda_runtime_api.h and cuda-emu.h.
+/* emu.cpp (emulator): the host implementation behind tests/emu/cuda_runtime_api.h and cuda-emu.h.
  * Blocks run one after another; the threads of a block are ucontext fibers scheduled round robin, each
  * running until it finishes or waits at a barrier (__syncthreads, __syncwarp, a shuffle). A round in which
  * every live fiber is waiting and no barrier opens is a deadlock (a barrier not reached by every thread):

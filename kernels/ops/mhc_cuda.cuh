@@ -1,5 +1,5 @@
-/* mhc_cuda.cuh: device pieces shared by the CUDA twins of mhc_pre and mhc_head (kernels/mhc_pre.cu,
- * kernels/mhc_head.cu); the C twins' contract is in mhc_pre.h / mhc_head.h. Include from .cu only.
+/* mhc_cuda.cuh: device pieces shared by the CUDA twins of mhc_pre and mhc_head (kernels/ops/mhc_pre.cu,
+ * kernels/ops/mhc_head.cu); the C twins' contract is in mhc_pre.h / mhc_head.h. Include from .cu only.
  *
  *   mhc_cuda_project   the mapping GEMM mix[T, R] = dot(x32[t], fn_r) on the portable tiled GEMM
  *                      (matmul_cuda.h), with the C twin's operand roundings and K order;

@@ -5,7 +5,7 @@
 
 #include <stdarg.h>
 
-/* shared with kernels/ops.h: whichever is included first defines it */
+/* shared with kernels/core/ops.h: whichever is included first defines it */
 #ifndef ALIGN_STATUS_DEFINED
 #define ALIGN_STATUS_DEFINED
 enum align_status {

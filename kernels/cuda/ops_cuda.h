@@ -1,4 +1,4 @@
-/* ops_cuda.h: the calling convention of the CUDA twins and their registry (kernels/ops_cuda.cu).
+/* ops_cuda.h: the calling convention of the CUDA twins and their registry (kernels/cuda/ops_cuda.cu).
  * Include from C or CUDA.
  *
  * A CUDA twin `<op>_fwd_cuda` (kernels/<op>.cu, C linkage) takes the same params, modes and tensor
@@ -19,7 +19,7 @@
  *
  * Registry: ops_cuda_fwd(op) is the op's twin or NULL. Adding a twin: write kernels/<op>.cu defining
  * <op>_fwd_cuda (declared below for every row of ops.def), add one row to ops_cuda_rows[] in
- * kernels/ops_cuda.cu and one line `kernels_cuda_src += files('<op>.cu')` to kernels/meson.build.
+ * kernels/cuda/ops_cuda.cu and one line `kernels_cuda_src += files('<op>.cu')` to kernels/meson.build.
  */
 #ifndef ALIGN_OPS_CUDA_H
 #define ALIGN_OPS_CUDA_H

@@ -9,7 +9,7 @@
  * Two kernels per call:
  *   1. the mapping GEMM mix[T, R] (R = (2+N)N) on the portable tiled GEMM (mhc_cuda_project): each
  *      (token, row) dot walks k = 0..ND-1 in the C twin's order (seq, or 16 chunks then the chunk
- *      sums), same operand roundings, no FMA; see kernels/matmul.cu for why it is bitwise equal;
+ *      sums), same operand roundings, no FMA; see kernels/ops/matmul.cu for why it is bitwise equal;
  *   2. one CTA (256 threads by default) per token (mhc_pre_token_kernel):
  *      - rs: parallel pairwise sum of squares (mhc_block_sumsq, the C twin's order exactly), then
  *        the C twin's RMS formula;

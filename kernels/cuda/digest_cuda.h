@@ -1,4 +1,4 @@
-/* digest_cuda.h: the ATF v1 tensor digest "xxh3t64" (harness/digest.h has the definition) computed
+/* digest_cuda.h: the ATF v1 tensor digest "xxh3t64" (harness/core/digest.h has the definition) computed
  * on a CUDA device, bit-identical to the CPU's digest_xxh3t64. C linkage; include from C or CUDA.
  * The algorithm, its napkin maths and the launch layout are at the top of kernels/digest.cu.
  *

@@ -38,7 +38,7 @@
  * lose to wave quantization: the tile is fixed by design. bench: tests/gpu/bench-matmul.cu.
  *
  * Requirements: K % 8 == 0 and a, b, y 16-byte aligned (cp.async 16-byte chunks); M, N any.
- * Without a GPU: compiled as C++ with tests/gpu/emu/cuda-emu.h (ALIGN_CUDA_EMU), the PTX wrappers
+ * Without a GPU: compiled as C++ with tests/emu/cuda-emu.h (ALIGN_CUDA_EMU), the PTX wrappers
  * below become host emulations, so the fragment layouts, swizzle, pipeline and epilogue can be
  * checked against a binary64 reference on a CPU (not the tensor cores' rounding, not speed).
  */

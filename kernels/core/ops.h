@@ -22,7 +22,7 @@
 #include "modes.h"
 #include "numerics.h"
 
-/* shared with harness/err.h (the exit-code classes): whichever is included first defines it */
+/* shared with harness/core/err.h (the exit-code classes): whichever is included first defines it */
 #ifndef ALIGN_STATUS_DEFINED
 #define ALIGN_STATUS_DEFINED
 enum align_status {

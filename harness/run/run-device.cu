@@ -1,5 +1,5 @@
 /* run-device: host side of `align run --device cuda`: device buffers for every input and output, the
- * op's CUDA twin from the registry (kernels/ops_cuda.cu) with its default launch, one synchronise and
+ * op's CUDA twin from the registry (kernels/cuda/ops_cuda.cu) with its default launch, one synchronise and
  * error check after the op, outputs copied back to the host tensors. */
 #include "ops_cuda.h"
 #include "run-device.h"

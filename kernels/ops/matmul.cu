@@ -1,5 +1,5 @@
 /* matmul.cu: CUDA twin of the matmul op, y[T,F] = a[T,D] @ b[F,D]^T, bitwise equal to the C twin
- * (kernels/matmul.c, contract in kernels/matmul.h) in every mode of the portable engine
+ * (kernels/ops/matmul.c, contract in kernels/ops/matmul.h) in every mode of the portable engine
  * (MATMUL_IMPL=portable; the GPU-only engines tc, cublas, cublas_pinned are at the bottom); also the shared
  * portable GEMM (matmul_cuda.h) that the mapping GEMMs of mhc_pre / mhc_head run on.
  *
@@ -76,7 +76,7 @@
 #include "matmul_dev.cuh"
 #include "ops_cuda.h"
 /* The GPU-only engines. The emulator (tests/gpu/emu) has no cuBLAS and refuses cublas (status 4); it
- * refuses tc too unless built with ALIGN_EMU_MATMUL_TC (then kernels/matmul_tc.cu must be linked). */
+ * refuses tc too unless built with ALIGN_EMU_MATMUL_TC (then kernels/ops/matmul_tc.cu must be linked). */
 #if !defined(ALIGN_CUDA_EMU) || defined(ALIGN_EMU_MATMUL_TC)
 #define MM_HAVE_TC 1
 #include "matmul_tc.h"

@@ -1,15 +1,15 @@
 /* matmul_cuda.h: the portable (bitwise == C twin) tiled GEMM on a CUDA device, shared by the matmul
- * op (kernels/matmul.cu) and the mapping GEMMs of mhc_pre / mhc_head (kernels/mhc_*.cu).
+ * op (kernels/ops/matmul.cu) and the mapping GEMMs of mhc_pre / mhc_head (kernels/mhc_*.cu).
  *
  *   y[i, j] = dot(opd_a(a[i, :]), opd_b(b[j, :]))   i < m, j < n, over k = 0..K-1
  *
  * with the dot in the order of `accum` (enum matmul_accum) and `fma`, exactly matmul_dot of
- * kernels/matmul.h (the contract and its proof of equality are at the top of kernels/matmul.cu).
+ * kernels/ops/matmul.h (the contract and its proof of equality are at the top of kernels/ops/matmul.cu).
  * a and b are row-major with their K elements contiguous (torch Linear layout), f32 or bf16; y is
  * row-major f32 or bf16 (one rounding R(.) of the binary32 result). Device pointers.
  * Every tile configuration gives the same bits; `tile` only picks the speed.
  * This is the portable engine only (MATMUL_IMPL=portable). The matmul op's GPU-only engines, tc and
- * cublas, are reached through matmul_fwd_cuda (kernels/matmul.cu; semantics in matmul.h "Engines"), never
+ * cublas, are reached through matmul_fwd_cuda (kernels/ops/matmul.cu; semantics in matmul.h "Engines"), never
  * from here: the router and mHC GEMMs always run this one.
  *
  * NaN results carry the host's NaN bits (nan_host.h): NaN is sticky through +, * and fmaf, so an

@@ -1,5 +1,5 @@
 /* digest.cu: the ATF v1 tensor digest "xxh3t64" on a CUDA device (API in digest_cuda.h; definition in
- * harness/digest.h; the CPU twin is harness/digest.c on libxxhash, and kernels/xxh3.h is the XXH3-64
+ * harness/core/digest.h; the CPU twin is harness/core/digest.c on libxxhash, and kernels/core/xxh3.h is the XXH3-64
  * shared by both sides of the check).
  *   digest = XXH3_64bits_withSeed(LE u64 leaf digests, seed = byte count),
  *   leaf_i = XXH3_64bits(bytes [65536 i, min(65536 (i + 1), N)))
@@ -57,7 +57,7 @@
 #include "digest_cuda.h"
 #include "xxh3.h"
 
-#define DIGEST_LEAF_BYTES_CU 65536u /* = DIGEST_LEAF_BYTES of harness/digest.h */
+#define DIGEST_LEAF_BYTES_CU 65536u /* = DIGEST_LEAF_BYTES of harness/core/digest.h */
 #define DIGEST_GROUP 4              /* threads per hashed input: thread j owns accumulators 2j, 2j+1 */
 #define DIGEST_LEAF_CTA 256         /* threads per CTA of the leaf kernel (64 leaves) */
 #define DIGEST_ROOT_CTA 256         /* threads of the single root CTA */

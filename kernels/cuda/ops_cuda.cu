@@ -8,15 +8,15 @@ static const struct ops_cuda_row {
 	int op;			   /* enum align_op_id */
 	align_fwd_cuda_fn fwd;	   /* the CUDA twin */
 } ops_cuda_rows[] = {
-	{ALIGN_OP_matmul, matmul_fwd_cuda},   /* kernels/matmul.cu */
-	{ALIGN_OP_rmsnorm, rmsnorm_fwd_cuda}, /* kernels/rmsnorm.cu */
-	{ALIGN_OP_qnorm, qnorm_fwd_cuda},     /* kernels/qnorm.cu */
-	{ALIGN_OP_swiglu, swiglu_fwd_cuda},   /* kernels/swiglu.cu */
-	{ALIGN_OP_router, router_fwd_cuda},   /* kernels/router.cu */
-	{ALIGN_OP_mhc_post, mhc_post_fwd_cuda}, /* kernels/mhc_post.cu */
-	{ALIGN_OP_moe_combine, moe_combine_fwd_cuda}, /* kernels/moe_combine.cu */
-	{ALIGN_OP_mhc_pre, mhc_pre_fwd_cuda},   /* kernels/mhc_pre.cu */
-	{ALIGN_OP_mhc_head, mhc_head_fwd_cuda}, /* kernels/mhc_head.cu */
+	{ALIGN_OP_matmul, matmul_fwd_cuda},   /* kernels/ops/matmul.cu */
+	{ALIGN_OP_rmsnorm, rmsnorm_fwd_cuda}, /* kernels/ops/rmsnorm.cu */
+	{ALIGN_OP_qnorm, qnorm_fwd_cuda},     /* kernels/ops/qnorm.cu */
+	{ALIGN_OP_swiglu, swiglu_fwd_cuda},   /* kernels/ops/swiglu.cu */
+	{ALIGN_OP_router, router_fwd_cuda},   /* kernels/ops/router.cu */
+	{ALIGN_OP_mhc_post, mhc_post_fwd_cuda}, /* kernels/ops/mhc_post.cu */
+	{ALIGN_OP_moe_combine, moe_combine_fwd_cuda}, /* kernels/ops/moe_combine.cu */
+	{ALIGN_OP_mhc_pre, mhc_pre_fwd_cuda},   /* kernels/ops/mhc_pre.cu */
+	{ALIGN_OP_mhc_head, mhc_head_fwd_cuda}, /* kernels/ops/mhc_head.cu */
 };
 
 extern "C" align_fwd_cuda_fn ops_cuda_fwd(const struct align_op *op)

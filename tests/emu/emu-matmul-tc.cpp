@@ -1,4 +1,4 @@
-/* emu-matmul-tc.cpp: the tensor-core matmul's logic (kernels/matmul_tc.cu compiled for the host emulator,
+/* emu-matmul-tc.cpp: the tensor-core matmul's logic (kernels/ops/matmul_tc.cu compiled for the host emulator,
  * tests/gpu/emu: fibers for threads, host emulations of cp.async / ldmatrix / mma.sync) checked on a machine
  * without a GPU: for y = a[:M] @ b^T with the given N, K and M,
  *   - every element of the M-row result within 2^-8 |ref| + (K/16 + 2) 2^-23 S of a binary64 reference
@@ -8,7 +8,7 @@
  *     byte for byte and nothing is written past row M' - 1.
  * It proves indexing, swizzle, fragment layouts, the cp.async pipeline and the epilogue; not the tensor
  * cores' rounding, not speed (tests/gpu/test-matmul-tc.cu on a GPU does that).
- * Run: tests/gpu/run-emu-matmul-tc.sh [N K M]   (default 264 200 260: ~3 min on one core).
+ * Run: tests/emu/run-emu-matmul-tc.sh [N K M]   (default 264 200 260: ~3 min on one core).
  * Exit status: 0 pass, 1 fail, 2 error. */
 #include <math.h>
 #include <stdio.h>

@@ -14,7 +14,7 @@
  *
  * Layout: row-major, K contiguous in a and b (torch Linear), device pointers, 16-byte aligned,
  * K a multiple of 8; any M >= 0, N >= 0. Algorithm and napkin maths: kernels/matmul_tc.cu.
- * The matmul op (kernels/matmul.cu, MATMUL_IMPL=tc) stages operands that miss these requirements.
+ * The matmul op (kernels/ops/matmul.cu, MATMUL_IMPL=tc) stages operands that miss these requirements.
  * Returns 0, 2 (bad arguments; message on stderr) or 3 (CUDA error with call, file and line).
  * Asynchronous on `stream`: read y only after synchronizing `stream` (or from work queued on it); with a
  * cudaStreamNonBlocking stream a plain cudaMemcpy / cudaMemset (legacy default stream) is NOT ordered

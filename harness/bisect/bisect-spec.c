@@ -3,7 +3,7 @@
  * ENV_SPEC is one of
  *   KEY=VALUE,KEY=VALUE    a comma-separated list (a value cannot hold a comma: use @FILE)
  *   @FILE                  one KEY=VALUE per line; blank lines and lines starting with '#' skipped
- *   profile:NAME           the environment of an align numeric-mode profile (kernels/modes.h)
+ *   profile:NAME           the environment of an align numeric-mode profile (kernels/core/modes.h)
  *   (empty)                no keys
  * Specs given by repeating --good or --bad are merged in order; a later value wins per key. A key absent
  * on one side counts as unset there: the trial removes it from the inherited environment. */
@@ -181,7 +181,7 @@ static int parse_file(const char *opt, const char *path, struct bisect_env *e)
 	return rc;
 }
 
-/* The environment of profile NAME: every numeric mode of the registry (kernels/modes.def) at the value
+/* The environment of profile NAME: every numeric mode of the registry (kernels/core/modes.def) at the value
  * the profile resolves it to (default < profile), as ALIGN_<BLOCK>_<CHOICE>=value. All modes are set,
  * not only those the profile names, so that two profiles differ exactly where their resolved modes do. */
 static int profile_env(const char *opt, const char *name, struct bisect_env *e)

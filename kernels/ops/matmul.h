@@ -21,8 +21,8 @@
  *
  * Engines (MATMUL_IMPL, enum matmul_impl; read by the matmul op only: the GEMMs inside router and mhc
  * always run the order above). Everything above describes `portable`, the only engine of the C twin.
- *   portable: steps 1-3, bitwise equal on CPU and GPU (kernels/matmul.c, kernels/matmul.cu).
- *   tc (GPU only; kernels/matmul_tc.cu): the batch-invariant bf16 tensor-core GEMM.
+ *   portable: steps 1-3, bitwise equal on CPU and GPU (kernels/ops/matmul.c, kernels/ops/matmul.cu).
+ *   tc (GPU only; kernels/ops/matmul_tc.cu): the batch-invariant bf16 tensor-core GEMM.
  *     1. operands as step 1 with MATMUL_OPERAND=bf16: a bf16 tensor as is, an f32 tensor rounded to
  *        bf16 (round to nearest even) by a staging pass. Operands that the kernel cannot read in place
  *        (f32, D % 8 != 0, not 16-byte aligned) are staged as bf16 rows of ceil(D/8)*8 elements,

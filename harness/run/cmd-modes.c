@@ -1,5 +1,5 @@
 /* cmd-modes: align modes [--profile P] [--mode K=V]... [--format text|json|md] [--diff P1 P2]
- * Prints every numeric switch of kernels/modes.def with its resolved value and where the value came
+ * Prints every numeric switch of kernels/core/modes.def with its resolved value and where the value came
  * from (default < profile < environment < --mode), or the switches on which two profiles differ.
  * `--format md` is the README's modes table (a test keeps the README equal to it). */
 #include "cmd.h"

@@ -1,15 +1,15 @@
 #!/bin/sh
 # run-emu.sh: build tests/gpu/test-ops-cuda.c against the CUDA twins compiled as host C++ through the
-# emulator (tests/gpu/emu: fibers for threads, barriers for __syncthreads and shuffles) and run it.
+# emulator (tests/emu: fibers for threads, barriers for __syncthreads and shuffles) and run it.
 # For a machine without a GPU: it checks the kernels' index arithmetic, barriers and reduction trees
 # against the C twins; it does not check the GPU's arithmetic (run the real test on a GPU for that).
-# Usage: [EMU_TEST=test-ops-cuda] tests/gpu/emu/run-emu.sh [OUTDIR] [-- test arguments]
+# Usage: [EMU_TEST=test-ops-cuda] tests/emu/run-emu.sh [OUTDIR] [-- test arguments]
 # Without `--` the test runs with --quick; `--` alone runs it in full.
 # EMU_TEST names the test source tests/gpu/$EMU_TEST.cu (test-ops-cuda, test-rows-cuda).
 # Twins compiled in: EMU_TWINS (default: every kernels/<op>.cu that uses rows_cuda.cuh or
 # ALIGN_CUDA_LAUNCH); the others answer "not built into the emulator" (status 4).
 set -eu
-root=$(cd "$(dirname "$0")/../../.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:-/tmp/align-emu}
 [ $# -gt 0 ] && shift
 if [ "${1:-}" = "--" ]; then
@@ -19,19 +19,19 @@ else
 fi
 mkdir -p "$out"
 k="$root/kernels"
-emu="$root/tests/gpu/emu"
-cflags="-O2 -g -ffp-contract=off -fno-fast-math -D_GNU_SOURCE -I$k -I$emu"
+emu="$root/tests/emu"
+cflags="-O2 -g -ffp-contract=off -fno-fast-math -D_GNU_SOURCE -I$k/core -I$k/cuda -I$k/ops -I$emu"
 printf '#define ALIGN_HAVE_CUDA 0\n#define ALIGN_HAVE_NCCL 0\n#define ALIGN_VERSION "emu"\n' >"$out/align-config.h"
-twins=${EMU_TWINS:-$(cd "$k" && grep -l ALIGN_CUDA_LAUNCH ./*.cu | sed 's|^\./||')}
+twins=${EMU_TWINS:-$(cd "$k/ops" && grep -l ALIGN_CUDA_LAUNCH ./*.cu | sed 's|^\./||')}
 objs=""
-for c in modes.c ops.c matmul.c rmsnorm.c qnorm.c swiglu.c router.c mhc_pre.c mhc_post.c mhc_head.c moe_combine.c; do
-	gcc -std=c11 $cflags -I"$out" -c "$k/$c" -o "$out/${c%.c}.o"
-	objs="$objs $out/${c%.c}.o"
+for c in core/modes.c core/ops.c ops/matmul.c ops/rmsnorm.c ops/qnorm.c ops/swiglu.c ops/router.c ops/mhc_pre.c ops/mhc_post.c ops/mhc_head.c ops/moe_combine.c; do
+	gcc -std=c11 $cflags -I"$out" -c "$k/$c" -o "$out/$(basename "${c%.c}").o"
+	objs="$objs $out/$(basename "${c%.c}").o"
 done
-for cu in ops_cuda.cu $twins; do
+for cu in cuda/ops_cuda.cu $(for t in $twins; do echo "ops/$t"; done); do
 	g++ -std=c++17 $cflags -DALIGN_NAN_HOST_EMULATE -x c++ -include "$emu/cuda-emu.h" -c "$k/$cu" \
-		-o "$out/${cu%.cu}.cu.o"
-	objs="$objs $out/${cu%.cu}.cu.o"
+		-o "$out/$(basename "${cu%.cu}").cu.o"
+	objs="$objs $out/$(basename "${cu%.cu}").cu.o"
 done
 g++ -std=c++17 $cflags -c "$emu/emu.cpp" -o "$out/emu.o"
 t=${EMU_TEST:-test-ops-cuda}
