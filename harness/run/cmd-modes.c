@@ -72,9 +72,10 @@ static void print_md(void)
 	printf("| switch | values (* GPU only) | default | meaning | mimics |\n| --- | --- | --- | --- | --- |\n");
 	for (int id = 0; id < MODE_COUNT; id++) {
 		const struct align_mode_info *in = modes_info(id);
-		char vals[256];
+		char vals[256], mimics[1024];
 		values_marked(id, vals, sizeof vals);
-		printf("| `%s` | %s | `%s` | %s | %s |\n", in->env, vals, in->def, in->meaning, in->mimics);
+		printf("| `%s` | %s | `%s` | %s | %s |\n", in->env, vals, modes_default_name(id), in->meaning,
+		       modes_mimics_text(id, mimics, sizeof mimics));
 	}
 }
 
@@ -83,9 +84,11 @@ static void print_json(const struct align_modes *m)
 	json_t *arr = json_array();
 	for (int id = 0; id < MODE_COUNT; id++) {
 		const struct align_mode_info *in = modes_info(id);
+		char vals[256];
 		json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "id", in->id, "env", in->env,
 		                                     "value", modes_value_name(id, m->v[id]), "from", modes_src_name(m->src[id]),
-		                                     "values", in->values, "default", in->def, "meaning", in->meaning));
+		                                     "values", modes_values_text(id, vals, sizeof vals), "default",
+		                                     modes_default_name(id), "meaning", in->meaning));
 	}
 	json_t *root = json_pack("{s:s?, s:o}", "profile", m->profile[0] ? m->profile : NULL, "modes", arr);
 	char *s = json_dumps(root, JSON_INDENT(2));

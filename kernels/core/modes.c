@@ -1,48 +1,71 @@
 /* modes.c: lookups over the modes.def / profiles.def tables and the resolution of a mode set
- * (default < profile < environment < command line). Pure functions over constant tables: the
- * only state is the caller's struct align_modes. modes_value_name returns NUL-terminated names
- * from name_pool, a constant list of every value token (C cannot split the "a|b|c" literals at
- * compile time, and a lazily built table would be global mutable state); test-modes proves the
- * pool covers every token of modes.def. */
+ * (default < profile < environment < command line). Pure functions over constant tables generated
+ * from modes.def (one row per value): the only state is the caller's struct align_modes. */
 #include "modes.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
-static const struct align_mode_info mode_rows[MODE_COUNT] = {
-#define MODE(id, env, def, values, meaning, mimics) {#id, env, def, values, meaning, mimics},
+/* the value table: every VALUE row of modes.def in order */
+static const struct align_mode_value value_rows[] = {
+#define MODE_BEGIN(id, env, def, meaning)
+#define VALUE(mode, tok, name, where, mimics) {MODE_##mode, ALIGN_##mode##_##tok, name, MODE_WHERE_##where, mimics},
+#define MODE_END(id)
 #include "modes.def"
-#undef MODE
+#undef MODE_BEGIN
+#undef VALUE
+#undef MODE_END
 };
+
+/* each switch's first row: the sum of the value counts of the switches before it */
+enum mode_first_row {
+#define MODE_BEGIN(id, env, def, meaning) FIRST_##id, FIRST_##id##_END = FIRST_##id + ALIGN_##id##__COUNT - 1,
+#define VALUE(mode, tok, name, where, mimics)
+#define MODE_END(id)
+#include "modes.def"
+#undef MODE_BEGIN
+#undef VALUE
+#undef MODE_END
+	VALUE_ROWS_TOTAL
+};
+
+static const struct align_mode_info mode_rows[MODE_COUNT] = {
+#define MODE_BEGIN(id, env, def, meaning) {#id, env, ALIGN_##id##_##def, meaning, FIRST_##id, ALIGN_##id##__COUNT},
+#define VALUE(mode, tok, name, where, mimics)
+#define MODE_END(id)
+#include "modes.def"
+#undef MODE_BEGIN
+#undef VALUE
+#undef MODE_END
+};
+
+/* the counts agree: every VALUE row was counted once, and each switch fits struct align_modes users */
+_Static_assert(sizeof value_rows / sizeof value_rows[0] == VALUE_ROWS_TOTAL, "modes.def: value rows miscounted");
+#define MODE_BEGIN(id, env, def, meaning)
+#define VALUE(mode, tok, name, where, mimics)
+#define MODE_END(id)                                                                                                  \
+	_Static_assert(ALIGN_##id##__COUNT >= 1 && ALIGN_##id##__COUNT <= MODES_MAX_VALUES, #id ": 1 to 8 values");
+#include "modes.def"
+#undef MODE_BEGIN
+#undef VALUE
+#undef MODE_END
 
 struct profile_row {
 	const char *profile;
-	int id;		   /* -1: a PROFILE_BASE row, value names the base profile */
-	const char *value;
+	int id;		   /* -1: a PROFILE_BASE row, base names the base profile */
+	int v;		   /* the value (ALIGN_<ID>_<TOKEN>) */
+	const char *base;
 };
 
 static const struct profile_row profile_rows[] = {
 #define PROFILE_NAME(name, meaning)
-#define PROFILE_BASE(name, base) {name, -1, base},
-#define PROFILE(name, id, value) {name, MODE_##id, value},
+#define PROFILE_BASE(name, base) {name, -1, 0, base},
+#define PROFILE(name, id, tok) {name, MODE_##id, ALIGN_##id##_##tok, NULL},
 #include "profiles.def"
 #undef PROFILE
 #undef PROFILE_BASE
 #undef PROFILE_NAME
-};
-
-struct gpu_only_row {
-	int id;
-	const char *value;
-};
-
-static const struct gpu_only_row gpu_only_rows[] = {
-#define MODE(id, env, def, values, meaning, mimics)
-#define GPU_ONLY(id, value) {MODE_##id, value},
-#include "modes.def"
-#undef GPU_ONLY
-#undef MODE
 };
 
 static const char *const profile_names[] = {
@@ -72,70 +95,70 @@ const struct align_mode_info *modes_info(int id)
 	return id >= 0 && id < MODE_COUNT ? &mode_rows[id] : NULL;
 }
 
-/* start offset and length of value v of row id; -1 when out of range */
-static int value_span(int id, int v, size_t *len)
+const struct align_mode_value *modes_value(int id, int v)
 {
-	if (id < 0 || id >= MODE_COUNT || v < 0)
-		return -1;
-	const char *s = mode_rows[id].values;
-	int start = 0, k = 0;
-	for (int i = 0;; i++) {
-		if (s[i] == '|' || s[i] == '\0') {
-			if (k == v) {
-				*len = (size_t)(i - start);
-				return start;
-			}
-			if (s[i] == '\0')
-				return -1;
-			k++;
-			start = i + 1;
-		}
-	}
+	if (id < 0 || id >= MODE_COUNT || v < 0 || v >= mode_rows[id].count)
+		return NULL;
+	return &value_rows[mode_rows[id].first + v];
 }
 
 int modes_value_count(int id)
 {
-	if (id < 0 || id >= MODE_COUNT)
-		return 0;
-	int n = 1;
-	for (const char *s = mode_rows[id].values; *s; s++)
-		n += *s == '|';
-	return n;
+	return id >= 0 && id < MODE_COUNT ? mode_rows[id].count : 0;
 }
-
-/* Value names must be NUL-terminated strings: they live in name_pool, a constant table of every
- * distinct value token of modes.def (checked complete by test-modes). */
-static const char *const name_pool[] = {
-	"portable", "libm", "fp32", "bf16", "after_weight", "before_weight", "rn", "div", "approx",
-	"seq", "pairwise", "warp32", "fp64", "1e-6", "1e-5", "bf16_eager", "fp32_fused", "factor_bf16",
-	"fp32_out", "off", "on", "before_w2", "after_w2", "single", "double", "mul", "bf16w", "tf32",
-	"none", "1e-20", "sorted", "index", "neginf", "zero", "table", "placeholder", "c1", "c0", "c0p",
-	"rsqrt", "inv_rms", "split16", "comb_first", "post_first", "exp", "exp2", "expert", "slot", "cuda",
-	"cuda_fast", "torch", "tc", "cublas", "cublas_pinned", NULL};
 
 const char *modes_value_name(int id, int v)
 {
-	size_t len;
-	int off = value_span(id, v, &len);
-	if (off < 0)
-		return NULL;
-	const char *tok = mode_rows[id].values + off;
-	for (int i = 0; name_pool[i]; i++)
-		if (strlen(name_pool[i]) == len && memcmp(name_pool[i], tok, len) == 0)
-			return name_pool[i];
-	return NULL; /* a token missing from name_pool: test-modes fails on it */
+	const struct align_mode_value *r = modes_value(id, v);
+	return r ? r->name : NULL;
+}
+
+const char *modes_default_name(int id)
+{
+	return id >= 0 && id < MODE_COUNT ? modes_value_name(id, mode_rows[id].def) : NULL;
 }
 
 int modes_value_index(int id, const char *name)
 {
-	int n = modes_value_count(id);
-	for (int v = 0; v < n; v++) {
-		size_t len;
-		int off = value_span(id, v, &len);
-		if (strlen(name) == len && memcmp(mode_rows[id].values + off, name, len) == 0)
+	for (int v = 0; v < modes_value_count(id); v++)
+		if (strcmp(modes_value_name(id, v), name) == 0)
 			return v;
-	}
 	return -1;
+}
+
+/* append s to buf (truncating, always NUL-terminated) */
+static void buf_cat(char *buf, size_t len, const char *s)
+{
+	size_t used = strlen(buf);
+	if (used + 1 >= len)
+		return;
+	snprintf(buf + used, len - used, "%s", s);
+}
+
+const char *modes_values_text(int id, char *buf, size_t len)
+{
+	if (!len)
+		return buf;
+	buf[0] = '\0';
+	for (int v = 0; v < modes_value_count(id); v++) {
+		buf_cat(buf, len, v ? "|" : "");
+		buf_cat(buf, len, modes_value_name(id, v));
+	}
+	return buf;
+}
+
+const char *modes_mimics_text(int id, char *buf, size_t len)
+{
+	if (!len)
+		return buf;
+	buf[0] = '\0';
+	for (int v = 0; v < modes_value_count(id); v++) {
+		buf_cat(buf, len, v ? "," : "");
+		buf_cat(buf, len, modes_value_name(id, v));
+		buf_cat(buf, len, "=");
+		buf_cat(buf, len, modes_value(id, v)->mimics);
+	}
+	return buf;
 }
 
 static int streq_nocase(const char *a, const char *b)
@@ -173,8 +196,7 @@ void modes_init_default(struct align_modes *m)
 {
 	memset(m, 0, sizeof *m);
 	for (int i = 0; i < MODE_COUNT; i++) {
-		int v = modes_value_index(i, mode_rows[i].def);
-		m->v[i] = v < 0 ? 0 : v; /* test-modes proves every default is a valid value */
+		m->v[i] = mode_rows[i].def;
 		m->src[i] = MODE_SRC_DEFAULT;
 	}
 }
@@ -192,14 +214,7 @@ const char *modes_profile_meaning(const char *profile)
 	return NULL;
 }
 
-/* append s to err (truncating, always NUL-terminated) */
-static void err_cat(char *err, size_t errlen, const char *s)
-{
-	size_t used = strlen(err);
-	if (used + 1 >= errlen)
-		return;
-	snprintf(err + used, errlen - used, "%s", s);
-}
+#define err_cat buf_cat
 
 static void list_values(char *err, size_t errlen, int id)
 {
@@ -212,18 +227,26 @@ static void list_values(char *err, size_t errlen, int id)
 
 int modes_value_gpu_only(int id, int v)
 {
-	const char *name = modes_value_name(id, v);
-	for (size_t r = 0; name && r < sizeof gpu_only_rows / sizeof gpu_only_rows[0]; r++)
-		if (gpu_only_rows[r].id == id && strcmp(gpu_only_rows[r].value, name) == 0)
-			return 1;
-	return 0;
+	const struct align_mode_value *r = modes_value(id, v);
+	return r && r->where == MODE_WHERE_GPU_ONLY;
+}
+
+int modes_value_refused_on(int id, int v, enum align_device dev)
+{
+	const struct align_mode_value *r = modes_value(id, v);
+	return r && r->where == (dev == ALIGN_DEVICE_CPU ? MODE_WHERE_GPU_ONLY : MODE_WHERE_CPU_ONLY);
 }
 
 int modes_gpu_only_in(const struct align_modes *m, const int *ids)
 {
+	return modes_refused_on(m, ids, ALIGN_DEVICE_CPU);
+}
+
+int modes_refused_on(const struct align_modes *m, const int *ids, enum align_device dev)
+{
 	for (int i = 0; ids ? ids[i] >= 0 : i < MODE_COUNT; i++) {
 		int id = ids ? ids[i] : i;
-		if (modes_value_gpu_only(id, m->v[id]))
+		if (modes_value_refused_on(id, m->v[id], dev))
 			return id;
 	}
 	return -1;
@@ -258,25 +281,18 @@ static int apply_profile_rows(struct align_modes *m, const char *profile, int de
 		if (strcmp(profile_rows[r].profile, profile) != 0)
 			continue;
 		if (profile_rows[r].id < 0) {
-			if (depth >= 4 || modes_profile_meaning(profile_rows[r].value) == NULL) {
+			if (depth >= 4 || modes_profile_meaning(profile_rows[r].base) == NULL) {
 				if (err && errlen)
 					snprintf(err, errlen, "profile '%s': bad base profile '%s'", profile,
-						 profile_rows[r].value);
+						 profile_rows[r].base);
 				return 2;
 			}
-			int rc = apply_profile_rows(m, profile_rows[r].value, depth + 1, err, errlen);
+			int rc = apply_profile_rows(m, profile_rows[r].base, depth + 1, err, errlen);
 			if (rc)
 				return rc;
 			continue;
 		}
-		int v = modes_value_index(profile_rows[r].id, profile_rows[r].value);
-		if (v < 0) {
-			if (err && errlen)
-				snprintf(err, errlen, "profile '%s': invalid value '%s' for %s", profile,
-					 profile_rows[r].value, mode_rows[profile_rows[r].id].env);
-			return 2;
-		}
-		m->v[profile_rows[r].id] = v;
+		m->v[profile_rows[r].id] = profile_rows[r].v;
 		m->src[profile_rows[r].id] = MODE_SRC_PROFILE;
 	}
 	return 0;

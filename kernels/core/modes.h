@@ -5,8 +5,8 @@
  * value came from (src). An unknown ALIGN_* variable, switch or value is an error (return 2 with
  * a message that lists the valid names), never a silent default. ALIGN_* variables that are not
  * numeric modes (ALIGN_TRACE, ALIGN_DB) are ignored by modes_apply_env.
- * Values are indices into the row's "v1|v2|..." list; ops compare against them through
- * modes_is(m, MODE_X, "name")-style checks resolved once per call (see ops).
+ * Values are the per-switch enums generated from modes.def (ALIGN_SWIGLU_ROUND_DOUBLE); ops compare
+ * m->v[MODE_SWIGLU_ROUND] == ALIGN_SWIGLU_ROUND_DOUBLE, never a number.
  */
 #ifndef ALIGN_MODES_H
 #define ALIGN_MODES_H
@@ -14,22 +14,52 @@
 #include <stddef.h>
 
 enum align_mode_id {
-#define MODE(id, env, def, values, meaning, mimics) MODE_##id,
+#define MODE_BEGIN(id, env, def, meaning) MODE_##id,
+#define VALUE(mode, tok, name, where, mimics)
+#define MODE_END(id)
 #include "modes.def"
-#undef MODE
+#undef MODE_BEGIN
+#undef VALUE
+#undef MODE_END
 	MODE_COUNT
 };
+
+/* One enum per switch: its values, numbered from 0 in modes.def row order (ALIGN_<ID>_<TOKEN>), and
+ * ALIGN_<ID>__COUNT. struct align_modes holds these numbers; compare them only by name. */
+#define MODE_BEGIN(id, env, def, meaning) enum align_##id##_value {
+#define VALUE(mode, tok, name, where, mimics) ALIGN_##mode##_##tok,
+#define MODE_END(id) ALIGN_##id##__COUNT };
+#include "modes.def"
+#undef MODE_BEGIN
+#undef VALUE
+#undef MODE_END
+
+/* which twins can run a value (modes.def WHERE column) */
+enum align_mode_where { MODE_WHERE_ANY, MODE_WHERE_GPU_ONLY, MODE_WHERE_CPU_ONLY };
+
+/* the device a mode set is checked for (modes_refused_on) */
+enum align_device { ALIGN_DEVICE_CPU, ALIGN_DEVICE_CUDA };
 
 enum align_mode_src { MODE_SRC_DEFAULT, MODE_SRC_PROFILE, MODE_SRC_ENV, MODE_SRC_CLI };
 
 struct align_mode_info {
 	const char *id;	     /* "RMSNORM_WEIGHT" */
 	const char *env;     /* "ALIGN_RMSNORM_WEIGHT" */
-	const char *def;     /* default value name */
-	const char *values;  /* "fp32|bf16" */
+	int def;	     /* default value (index) */
 	const char *meaning; /* one line */
-	const char *mimics;  /* "fp32=deepseek-ref,bf16=megatron/paddle" */
+	int first;	     /* index of its first row in the value table */
+	int count;	     /* number of values */
 };
+
+struct align_mode_value {
+	int mode;	     /* enum align_mode_id */
+	int v;		     /* its index within the switch (ALIGN_<ID>_<TOKEN>) */
+	const char *name;    /* "bf16" */
+	int where;	     /* enum align_mode_where */
+	const char *mimics;  /* who the value mimics */
+};
+
+#define MODES_MAX_VALUES 8
 
 struct align_modes {
 	int v[MODE_COUNT];		       /* index into the value list */
@@ -37,10 +67,14 @@ struct align_modes {
 	char profile[32];		       /* applied profile name, "" when none */
 };
 
-#define MODES_MAX_VALUES 8
-
 const struct align_mode_info *modes_info(int id);	/* NULL when out of range */
+/* value v of switch id (its row of modes.def), NULL when out of range */
+const struct align_mode_value *modes_value(int id, int v);
 int modes_value_count(int id);
+const char *modes_default_name(int id);			/* the default value's name */
+/* "v1|v2|..." and "v1=who,v2=who" of switch id into buf (the `align modes` columns); returns buf */
+const char *modes_values_text(int id, char *buf, size_t len);
+const char *modes_mimics_text(int id, char *buf, size_t len);
 const char *modes_value_name(int id, int v);		/* NULL when out of range */
 int modes_value_index(int id, const char *name);	/* -1 when not a value of id */
 int modes_find(const char *env_or_id);			/* -1 when unknown; id is case-insensitive */
@@ -55,8 +89,12 @@ int modes_apply_env(struct align_modes *m, char *const *envp, char *err, size_t 
 int modes_apply_kv(struct align_modes *m, const char *key_eq_value, char *err, size_t errlen);
 /* 1 when value v of switch id exists only in the CUDA twins (GPU_ONLY rows of modes.def) */
 int modes_value_gpu_only(int id, int v);
+/* 1 when value v of switch id cannot run on device dev (GPU_ONLY on the CPU, CPU_ONLY on CUDA) */
+int modes_value_refused_on(int id, int v, enum align_device dev);
 /* the first switch among ids (-1 terminated; NULL = all) whose value in m is GPU-only, else -1 */
 int modes_gpu_only_in(const struct align_modes *m, const int *ids);
+/* the first switch among ids (-1 terminated; NULL = all) whose value cannot run on dev, else -1 */
+int modes_refused_on(const struct align_modes *m, const int *ids, enum align_device dev);
 const char *const *modes_profiles(void); /* NULL-terminated, profiles.def order */
 const char *modes_profile_meaning(const char *profile); /* NULL when unknown */
 /* "ID=value" pairs separated by ',' in registry order; returns the length snprintf would write */

@@ -27,7 +27,7 @@ int matmul_fwd_cpu(const struct matmul_params *p, const struct align_modes *m, c
 		return ALIGN_ERR_INPUT;
 	int64_t T = a->shape[0], D = a->shape[1], F = b->shape[0];
 	int64_t oshape[2] = {T, F};
-	int odt = m->v[MODE_MATMUL_OUT] == 0 ? ALIGN_DT_BF16 : ALIGN_DT_F32;
+	int odt = m->v[MODE_MATMUL_OUT] == ALIGN_MATMUL_OUT_BF16 ? ALIGN_DT_BF16 : ALIGN_DT_F32;
 	if (ops_check(&out[0], odt, 2, oshape))
 		return ALIGN_ERR_INPUT;
 	int operand = m->v[MODE_MATMUL_OPERAND], accum = m->v[MODE_MATMUL_ACCUM], fma = m->v[MODE_MATMUL_FMA];
@@ -64,7 +64,7 @@ static int fwd(const void *params, const struct align_modes *m, const struct ali
 
 static int out_dtype(const struct align_modes *m, int i)
 {
-	return m->v[MODE_MATMUL_OUT] == 0 ? ALIGN_DT_BF16 : ALIGN_DT_F32;
+	return m->v[MODE_MATMUL_OUT] == ALIGN_MATMUL_OUT_BF16 ? ALIGN_DT_BF16 : ALIGN_DT_F32;
 }
 
 static const struct align_tensor_spec in_specs[] = {

@@ -497,7 +497,7 @@ static int mm_engine_check(const struct align_modes *m, int impl)
 		return ops_cuda_bad_input("matmul", "unknown MATMUL_IMPL value");
 	if (m->v[MODE_MATMUL_ACCUM] != MATMUL_ACC_SEQ)
 		return mm_refuse(m, MODE_MATMUL_ACCUM, "the engine sums in its own order; only the default is accepted");
-	if (m->v[MODE_MATMUL_FMA] != 0)
+	if (m->v[MODE_MATMUL_FMA] != ALIGN_MATMUL_FMA_OFF)
 		return mm_refuse(m, MODE_MATMUL_FMA, "the engine sums in its own order; only the default is accepted");
 	if (impl == MATMUL_IMPL_TC && m->v[MODE_MATMUL_OPERAND] != MATMUL_OPD_BF16)
 		return mm_refuse(m, MODE_MATMUL_OPERAND, "the tensor-core kernel takes bf16 operands");
@@ -884,7 +884,7 @@ extern "C" int matmul_fwd_cuda(const void *params, const struct align_modes *m, 
 		return ops_cuda_bad_input("matmul", "a and b must be 2-d f32/bf16 with the same number of columns");
 	int64_t T = a->shape[0], D = a->shape[1], F = b->shape[0];
 	int64_t oshape[2] = {T, F};
-	int odt = m->v[MODE_MATMUL_OUT] == 0 ? ALIGN_DT_BF16 : ALIGN_DT_F32;
+	int odt = m->v[MODE_MATMUL_OUT] == ALIGN_MATMUL_OUT_BF16 ? ALIGN_DT_BF16 : ALIGN_DT_F32;
 	if (ops_check(&out[0], odt, 2, oshape))
 		return ops_cuda_bad_input("matmul", "y must be [T,F] in the dtype MATMUL_OUT selects");
 	if (launch && (launch->block < 0 || launch->rows_per_block < 0 || launch->grid_cap < 0 || launch->serial < 0))
@@ -908,7 +908,7 @@ extern "C" int matmul_fwd_cuda(const void *params, const struct align_modes *m, 
 	g.opd_a = m->v[MODE_MATMUL_OPERAND];
 	g.opd_b = m->v[MODE_MATMUL_OPERAND];
 	g.accum = m->v[MODE_MATMUL_ACCUM];
-	g.fma = m->v[MODE_MATMUL_FMA] == 1;
+	g.fma = m->v[MODE_MATMUL_FMA] == ALIGN_MATMUL_FMA_ON;
 	g.tile = mm_pick_tile(launch, T, F);
 	g.grid_cap = launch ? launch->grid_cap : 0;
 	g.serial_block = launch && launch->serial ? (launch->block > 0 ? launch->block : 128) : 0;

@@ -112,7 +112,7 @@ __device__ __forceinline__ float mhc_dev_rms(float ss, long long k, int inv_rms,
 /* the e() mode word of the kernels: bit 0 = MHC_EXP=exp2, bits 1.. = MATH_IMPL value */
 static inline int mhc_emode(const struct align_modes *m)
 {
-	return (m->v[MODE_MHC_EXP] == 1) | (m->v[MODE_MATH_IMPL] << 1);
+	return (m->v[MODE_MHC_EXP] == ALIGN_MHC_EXP_EXP2) | (m->v[MODE_MATH_IMPL] << 1);
 }
 
 /* mhc_exp of mhc_pre.c: exp(x), or exp2(x * log2e) with a binary32 product; portable numerics.h

@@ -20,7 +20,7 @@ int mhc_head_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, co
 	if (!buf)
 		return ALIGN_ERR_INTERNAL;
 	float *fn = buf, *x32 = fn + N * K, *scratch = x32 + K;
-	int pb = m->v[MODE_MHC_PARAM] == 1, fma = m->v[MODE_MHC_COMPUTEH_FMA] == 1;
+	int pb = m->v[MODE_MHC_PARAM] == ALIGN_MHC_PARAM_BF16, fma = m->v[MODE_MHC_COMPUTEH_FMA] == ALIGN_MHC_COMPUTEH_FMA_ON;
 	const float *fn_in = in[1].data, *base_in = in[2].data;
 	for (int64_t i = 0; i < N * K; i++)
 		fn[i] = pb ? align_round_bf16(fn_in[i]) : fn_in[i];
@@ -31,11 +31,11 @@ int mhc_head_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, co
 	for (int64_t t = 0; t < T; t++) {
 		for (int64_t i = 0; i < K; i++)
 			x32[i] = ops_ld(&in[0], t * K + i);
-		float rs = mhc_rms_factor(x32, K, m->v[MODE_MHC_RMS_FORM] == 1, p->norm_eps);
+		float rs = mhc_rms_factor(x32, K, m->v[MODE_MHC_RMS_FORM] == ALIGN_MHC_RMS_FORM_INV_RMS, p->norm_eps);
 		mhc_project(m, x32, fn, N, K, scratch, mix);
 		for (int64_t i = 0; i < N; i++) {
 			pre[i] = mhc_sigmoid(m, mhc_compute_h(mix[i], rs, scale, base[i], fma)) + p->hc_eps;
-			if (m->v[MODE_MHC_COEF] == 1)
+			if (m->v[MODE_MHC_COEF] == ALIGN_MHC_COEF_BF16)
 				pre[i] = align_round_bf16(pre[i]);
 		}
 		for (int64_t d = 0; d < D; d++) {

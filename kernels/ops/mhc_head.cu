@@ -120,7 +120,7 @@ extern "C" int mhc_head_fwd_cuda(const void *params, const struct align_modes *m
 	int rc = mhc_launch_resolve("mhc_head", launch, &L);
 	if (rc)
 		return rc;
-	if (m->v[MODE_MATH_IMPL] == 1)
+	if (m->v[MODE_MATH_IMPL] == ALIGN_MATH_IMPL_LIBM)
 		return ops_cuda_unsupported("mhc_head", m, MODE_MATH_IMPL);
 	if (T == 0)
 		return 0;
@@ -138,11 +138,11 @@ extern "C" int mhc_head_fwd_cuda(const void *params, const struct align_modes *m
 	a.rows = L.rows;
 	a.hc_eps = p->hc_eps;
 	a.norm_eps = p->norm_eps;
-	a.inv_rms = m->v[MODE_MHC_RMS_FORM] == 1;
+	a.inv_rms = m->v[MODE_MHC_RMS_FORM] == ALIGN_MHC_RMS_FORM_INV_RMS;
 	a.exp2 = mhc_emode(m); /* MHC_EXP and MATH_IMPL */
-	a.computeh_fma = m->v[MODE_MHC_COMPUTEH_FMA] == 1;
-	a.param_bf16 = m->v[MODE_MHC_PARAM] == 1;
-	a.coef_bf16 = m->v[MODE_MHC_COEF] == 1;
+	a.computeh_fma = m->v[MODE_MHC_COMPUTEH_FMA] == ALIGN_MHC_COMPUTEH_FMA_ON;
+	a.param_bf16 = m->v[MODE_MHC_PARAM] == ALIGN_MHC_PARAM_BF16;
+	a.coef_bf16 = m->v[MODE_MHC_COEF] == ALIGN_MHC_COEF_BF16;
 	a.gemm = m->v[MODE_MHC_PROJ_GEMM];
 	if (L.serial) {
 		ALIGN_CUDA_LAUNCH(mhc_head_serial_kernel, mhc_grid((T + L.threads - 1) / L.threads, L.grid_cap),

@@ -14,8 +14,8 @@ int mhc_post_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, co
 	    ops_check(&in[2], ALIGN_DT_F32, 2, ns) || ops_check(&in[3], ALIGN_DT_F32, 3, cs) ||
 	    ops_check(&out[0], ALIGN_DT_BF16, 3, xs))
 		return ALIGN_ERR_INPUT;
-	int transpose = m->v[MODE_MHC_HRES_TRANSPOSE] == 0, dbl = m->v[MODE_MHC_POST_ROUND] == 1;
-	int coef_bf16 = dbl || m->v[MODE_MHC_COEF] == 1, post_first = m->v[MODE_MHC_POST_ORDER] == 1;
+	int transpose = m->v[MODE_MHC_HRES_TRANSPOSE] == ALIGN_MHC_HRES_TRANSPOSE_ON, dbl = m->v[MODE_MHC_POST_ROUND] == ALIGN_MHC_POST_ROUND_DOUBLE;
+	int coef_bf16 = dbl || m->v[MODE_MHC_COEF] == ALIGN_MHC_COEF_BF16, post_first = m->v[MODE_MHC_POST_ORDER] == ALIGN_MHC_POST_ORDER_POST_FIRST;
 	const float *post = in[2].data, *comb = in[3].data;
 	for (int64_t t = 0; t < T; t++) {
 		float H[MHC_MAX_N * MHC_MAX_N], P[MHC_MAX_N];

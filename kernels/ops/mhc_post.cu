@@ -348,10 +348,10 @@ extern "C" int mhc_post_fwd_cuda(const void *params, const struct align_modes *m
 	a.T = T;
 	a.D = D;
 	a.N = (int)N;
-	a.transpose = m->v[MODE_MHC_HRES_TRANSPOSE] == 0;
-	a.dbl = m->v[MODE_MHC_POST_ROUND] == 1;
-	a.coef_bf16 = a.dbl || m->v[MODE_MHC_COEF] == 1;
-	a.post_first = m->v[MODE_MHC_POST_ORDER] == 1;
+	a.transpose = m->v[MODE_MHC_HRES_TRANSPOSE] == ALIGN_MHC_HRES_TRANSPOSE_ON;
+	a.dbl = m->v[MODE_MHC_POST_ROUND] == ALIGN_MHC_POST_ROUND_DOUBLE;
+	a.coef_bf16 = a.dbl || m->v[MODE_MHC_COEF] == ALIGN_MHC_COEF_BF16;
+	a.post_first = m->v[MODE_MHC_POST_ORDER] == ALIGN_MHC_POST_ORDER_POST_FIRST;
 	a.rpb = 1;
 	a.vec = D % 8 == 0 && rows_al16(a.x) && rows_al16(a.f) && rows_al16(a.y);
 	if (T <= 0 || N <= 0 || D <= 0)

@@ -8,7 +8,7 @@
 
 float mhc_exp(const struct align_modes *m, float x)
 {
-	return m->v[MODE_MHC_EXP] == 1 ? mimic_exp_via_exp2f(x) : ops_expf(m, x);
+	return m->v[MODE_MHC_EXP] == ALIGN_MHC_EXP_EXP2 ? mimic_exp_via_exp2f(x) : ops_expf(m, x);
 }
 
 float mhc_sigmoid(const struct align_modes *m, float z)
@@ -54,7 +54,7 @@ static float col_sum(const float *M, int n, int k, int torch)
 
 static void sinkhorn(const struct mhc_params *p, const struct align_modes *m, float *M, int n)
 {
-	int contract = m->v[MODE_MHC_SINKHORN], torch = m->v[MODE_MHC_SUM_ORDER] == 1;
+	int contract = m->v[MODE_MHC_SINKHORN], torch = m->v[MODE_MHC_SUM_ORDER] == ALIGN_MHC_SUM_ORDER_TORCH;
 	float eps = p->hc_eps;
 	for (int j = 0; j < n; j++) {
 		float mx = M[j * n];
@@ -110,7 +110,7 @@ int mhc_pre_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, con
 	if (!buf)
 		return ALIGN_ERR_INTERNAL;
 	float *fn = buf, *x32 = fn + R * K, *scratch = x32 + K;
-	int pb = m->v[MODE_MHC_PARAM] == 1, fma = m->v[MODE_MHC_COMPUTEH_FMA] == 1;
+	int pb = m->v[MODE_MHC_PARAM] == ALIGN_MHC_PARAM_BF16, fma = m->v[MODE_MHC_COMPUTEH_FMA] == ALIGN_MHC_COMPUTEH_FMA_ON;
 	const float *fn_in = in[1].data, *base_in = in[2].data, *scale_in = in[3].data;
 	for (int64_t i = 0; i < R * K; i++)
 		fn[i] = pb ? align_round_bf16(fn_in[i]) : fn_in[i];
@@ -123,14 +123,14 @@ int mhc_pre_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, con
 	for (int64_t t = 0; t < T; t++) {
 		for (int64_t i = 0; i < K; i++)
 			x32[i] = ops_ld(&in[0], t * K + i);
-		float rs = mhc_rms_factor(x32, K, m->v[MODE_MHC_RMS_FORM] == 1, p->norm_eps);
+		float rs = mhc_rms_factor(x32, K, m->v[MODE_MHC_RMS_FORM] == ALIGN_MHC_RMS_FORM_INV_RMS, p->norm_eps);
 		mhc_project(m, x32, fn, R, K, scratch, mix);
 		for (int64_t r = 0; r < R; r++)
 			h[r] = mhc_compute_h(mix[r], rs, scale[r < N ? 0 : r < 2 * N ? 1 : 2], base[r], fma);
 		for (int64_t i = 0; i < N; i++) {
 			float sp = mhc_sigmoid(m, h[i]), so = mhc_sigmoid(m, h[N + i]);
-			pre[t * N + i] = m->v[MODE_MHC_HPRE_EPS] == 0 ? sp + p->hc_eps : sp;
-			post[t * N + i] = m->v[MODE_MHC_HPOST_EPS] == 0 ? 2.0f * so : 2.0f * (so + p->hc_eps);
+			pre[t * N + i] = m->v[MODE_MHC_HPRE_EPS] == ALIGN_MHC_HPRE_EPS_ON ? sp + p->hc_eps : sp;
+			post[t * N + i] = m->v[MODE_MHC_HPOST_EPS] == ALIGN_MHC_HPOST_EPS_OFF ? 2.0f * so : 2.0f * (so + p->hc_eps);
 		}
 		float *M = comb + t * N * N;
 		for (int64_t i = 0; i < N * N; i++)
@@ -140,7 +140,7 @@ int mhc_pre_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, con
 			float acc = 0.0f;
 			for (int64_t j = 0; j < N; j++) {
 				float c = pre[t * N + j];
-				if (m->v[MODE_MHC_COEF] == 1)
+				if (m->v[MODE_MHC_COEF] == ALIGN_MHC_COEF_BF16)
 					c = align_round_bf16(c);
 				acc = j ? acc + c * x32[j * D + d] : c * x32[j * D + d];
 			}

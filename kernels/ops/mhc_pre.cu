@@ -293,7 +293,7 @@ extern "C" int mhc_pre_fwd_cuda(const void *params, const struct align_modes *m,
 	struct mhc_launch L;
 	if ((rc = mhc_launch_resolve("mhc_pre", launch, &L)))
 		return rc;
-	if (m->v[MODE_MATH_IMPL] == 1)
+	if (m->v[MODE_MATH_IMPL] == ALIGN_MATH_IMPL_LIBM)
 		return ops_cuda_unsupported("mhc_pre", m, MODE_MATH_IMPL);
 	int64_t T = in[0].shape[0], N = in[0].shape[1], D = in[0].shape[2], K = N * D, R = (2 + N) * N;
 	if (T == 0)
@@ -316,15 +316,15 @@ extern "C" int mhc_pre_fwd_cuda(const void *params, const struct align_modes *m,
 	a.iters = p->sinkhorn_iters;
 	a.hc_eps = p->hc_eps;
 	a.norm_eps = p->norm_eps;
-	a.inv_rms = m->v[MODE_MHC_RMS_FORM] == 1;
+	a.inv_rms = m->v[MODE_MHC_RMS_FORM] == ALIGN_MHC_RMS_FORM_INV_RMS;
 	a.exp2 = mhc_emode(m); /* MHC_EXP and MATH_IMPL */
-	a.computeh_fma = m->v[MODE_MHC_COMPUTEH_FMA] == 1;
-	a.param_bf16 = m->v[MODE_MHC_PARAM] == 1;
-	a.coef_bf16 = m->v[MODE_MHC_COEF] == 1;
+	a.computeh_fma = m->v[MODE_MHC_COMPUTEH_FMA] == ALIGN_MHC_COMPUTEH_FMA_ON;
+	a.param_bf16 = m->v[MODE_MHC_PARAM] == ALIGN_MHC_PARAM_BF16;
+	a.coef_bf16 = m->v[MODE_MHC_COEF] == ALIGN_MHC_COEF_BF16;
 	a.hpre_eps = m->v[MODE_MHC_HPRE_EPS];
 	a.hpost_eps = m->v[MODE_MHC_HPOST_EPS];
 	a.contract = m->v[MODE_MHC_SINKHORN];
-	a.torch_sums = m->v[MODE_MHC_SUM_ORDER] == 1;
+	a.torch_sums = m->v[MODE_MHC_SUM_ORDER] == ALIGN_MHC_SUM_ORDER_TORCH;
 	a.gemm = m->v[MODE_MHC_PROJ_GEMM];
 	if (L.serial) {
 		ALIGN_CUDA_LAUNCH(mhc_pre_serial_kernel, mhc_grid((T + L.threads - 1) / L.threads, L.grid_cap), L.threads,

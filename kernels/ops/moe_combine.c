@@ -18,8 +18,8 @@ int moe_combine_fwd_cpu(const struct moe_combine_params *p, const struct align_m
 		return ALIGN_ERR_INPUT;
 	const int32_t *idx = in[1].data;
 	const float *w = in[2].data;
-	int bf16 = m->v[MODE_MOE_COMBINE_ACC] == 1, by_expert = m->v[MODE_MOE_COMBINE_ORDER] == 0;
-	int after = m->v[MODE_SWIGLU_PROBS] == 1;
+	int bf16 = m->v[MODE_MOE_COMBINE_ACC] == ALIGN_MOE_COMBINE_ACC_BF16, by_expert = m->v[MODE_MOE_COMBINE_ORDER] == ALIGN_MOE_COMBINE_ORDER_EXPERT;
+	int after = m->v[MODE_SWIGLU_PROBS] == ALIGN_SWIGLU_PROBS_AFTER_W2;
 	for (int64_t t = 0; t < T; t++) {
 		int order[MOE_MAX_K];
 		for (int s = 0; s < K; s++)

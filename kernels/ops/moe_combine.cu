@@ -233,9 +233,9 @@ extern "C" int moe_combine_fwd_cuda(const void *params, const struct align_modes
 	a.T = T;
 	a.K = K;
 	a.D = D;
-	a.bf16 = m->v[MODE_MOE_COMBINE_ACC] == 1;
-	a.by_expert = m->v[MODE_MOE_COMBINE_ORDER] == 0;
-	a.after = m->v[MODE_SWIGLU_PROBS] == 1;
+	a.bf16 = m->v[MODE_MOE_COMBINE_ACC] == ALIGN_MOE_COMBINE_ACC_BF16;
+	a.by_expert = m->v[MODE_MOE_COMBINE_ORDER] == ALIGN_MOE_COMBINE_ORDER_EXPERT;
+	a.after = m->v[MODE_SWIGLU_PROBS] == ALIGN_SWIGLU_PROBS_AFTER_W2;
 	a.rpb = 1;
 	a.vec = D % 8 == 0 && rows_al16(a.eo) && rows_al16(a.shared) && rows_al16(a.y);
 	if (T <= 0 || D <= 0)

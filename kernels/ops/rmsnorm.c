@@ -19,7 +19,7 @@ int rmsnorm_fwd_cpu(const struct rmsnorm_params *p, const struct align_modes *m,
 	if (!x32)
 		return ALIGN_ERR_INTERNAL;
 	const float *w = in[1].data;
-	int wbf16 = m->v[MODE_RMSNORM_WEIGHT] == 1, before = m->v[MODE_RMSNORM_CAST] == 1;
+	int wbf16 = m->v[MODE_RMSNORM_WEIGHT] == ALIGN_RMSNORM_WEIGHT_BF16, before = m->v[MODE_RMSNORM_CAST] == ALIGN_RMSNORM_CAST_BEFORE_WEIGHT;
 	float eps = rmsnorm_eps(m->v[MODE_RMSNORM_EPS]);
 	for (int64_t t = 0; t < T; t++) {
 		for (int64_t j = 0; j < D; j++)

@@ -228,8 +228,8 @@ extern "C" int rmsnorm_fwd_cuda(const void *params, const struct align_modes *m,
 	a.D = D;
 	a.order = rmsnorm_order(m->v[MODE_RMSNORM_REDUCE]);
 	a.rsqrt_v = m->v[MODE_RMSNORM_RSQRT];
-	a.wbf16 = m->v[MODE_RMSNORM_WEIGHT] == 1;
-	a.before = m->v[MODE_RMSNORM_CAST] == 1;
+	a.wbf16 = m->v[MODE_RMSNORM_WEIGHT] == ALIGN_RMSNORM_WEIGHT_BF16;
+	a.before = m->v[MODE_RMSNORM_CAST] == ALIGN_RMSNORM_CAST_BEFORE_WEIGHT;
 	a.eps = rmsnorm_eps(m->v[MODE_RMSNORM_EPS]);
 	a.rpb = 1;
 	a.vec = D % 8 == 0 && rows_al16(a.y) && rows_al16(a.w);

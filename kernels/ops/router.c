@@ -31,7 +31,7 @@ static void group_mask(const struct router_params *p, const struct align_modes *
 	float gscore[ROUTER_MAX_K] = {0};
 	int64_t G = p->n_groups, gs = E / G, per = K / p->topk_groups > 0 ? K / p->topk_groups : 1;
 	int32_t sel[ROUTER_MAX_K];
-	int torch = m->v[MODE_ROUTER_TOPK_ORDER] == 2;
+	int torch = m->v[MODE_ROUTER_TOPK_ORDER] == ALIGN_ROUTER_TOPK_ORDER_TORCH;
 	for (int64_t g = 0; g < G; g++) {
 		if (torch) { /* b.view(G, -1).topk(per).values.sum(-1) */
 			float v[ROUTER_MAX_K];
@@ -59,7 +59,7 @@ static void group_mask(const struct router_params *p, const struct align_modes *
 		if (kept)
 			continue;
 		for (int64_t e = g * gs; e < (g + 1) * gs; e++)
-			b[e] = m->v[MODE_ROUTER_GROUP_MASK] == 0 ? -1.0f / 0.0f : b[e] * 0.0f;
+			b[e] = m->v[MODE_ROUTER_GROUP_MASK] == ALIGN_ROUTER_GROUP_MASK_NEGINF ? -1.0f / 0.0f : b[e] * 0.0f;
 	}
 }
 
@@ -83,7 +83,7 @@ static void scores(const struct router_params *p, const struct align_modes *m, c
 			s[e] = ops_sigmoidf(m, l[e]);
 		} else {
 			float sp = ops_softplusf(m, l[e]);
-			if (m->v[MODE_ROUTER_SQRTSOFTPLUS_EPS] == 1)
+			if (m->v[MODE_ROUTER_SQRTSOFTPLUS_EPS] == ALIGN_ROUTER_SQRTSOFTPLUS_EPS_1E_20)
 				sp = sp + 1e-20f;
 			s[e] = align_sqrtf(sp);
 		}
@@ -119,7 +119,7 @@ static int route_token(const struct router_params *p, const struct align_modes *
 		if (id < 0 || id >= V)
 			return ALIGN_ERR_INPUT;
 		for (int64_t j = 0; j < K; j++) {
-			int32_t e = m->v[MODE_ROUTER_HASH_TABLE] == 0 ? ((const int32_t *)in[4].data)[id * K + j]
+			int32_t e = m->v[MODE_ROUTER_HASH_TABLE] == ALIGN_ROUTER_HASH_TABLE_TABLE ? ((const int32_t *)in[4].data)[id * K + j]
 								      : (int32_t)((id + j) % E);
 			if (e < 0 || e >= E)
 				return ALIGN_ERR_INPUT;
@@ -131,12 +131,12 @@ static int route_token(const struct router_params *p, const struct align_modes *
 			b[e] = s[e] + bias[e];
 		if (p->n_groups > 1)
 			group_mask(p, m, b, E, K, taken);
-		if (m->v[MODE_ROUTER_TOPK_ORDER] == 2)
+		if (m->v[MODE_ROUTER_TOPK_ORDER] == ALIGN_ROUTER_TOPK_ORDER_TORCH)
 			torch_topk(b, 1, E, K, sel, taken, 1);
 		else
 			topk(b, E, K, sel, taken);
 	}
-	if (m->v[MODE_ROUTER_TOPK_ORDER] == 1) /* ascending expert id */
+	if (m->v[MODE_ROUTER_TOPK_ORDER] == ALIGN_ROUTER_TOPK_ORDER_INDEX) /* ascending expert id */
 		for (int64_t j = 1; j < K; j++)
 			for (int64_t i = j; i > 0 && sel[i] < sel[i - 1]; i--) {
 				int32_t tmp = sel[i];
@@ -147,9 +147,9 @@ static int route_token(const struct router_params *p, const struct align_modes *
 		wt[j] = s[sel[j]];
 	if (p->score != ROUTER_SCORE_SOFTMAX) {
 		float sum;
-		if (m->v[MODE_ROUTER_SUM] == 2) {
+		if (m->v[MODE_ROUTER_SUM] == ALIGN_ROUTER_SUM_TORCH) {
 			sum = torch_sum_lastdim(wt, 1, K);
-		} else if (m->v[MODE_ROUTER_SUM] == 1) {
+		} else if (m->v[MODE_ROUTER_SUM] == ALIGN_ROUTER_SUM_FP64) {
 			double d = 0.0;
 			for (int64_t j = 0; j < K; j++)
 				d += (double)wt[j];
@@ -159,7 +159,7 @@ static int route_token(const struct router_params *p, const struct align_modes *
 			for (int64_t j = 1; j < K; j++)
 				sum = sum + wt[j];
 		}
-		if (m->v[MODE_ROUTER_NORM_EPS] == 1)
+		if (m->v[MODE_ROUTER_NORM_EPS] == ALIGN_ROUTER_NORM_EPS_1E_20)
 			sum = sum + 1e-20f;
 		for (int64_t j = 0; j < K; j++)
 			wt[j] = wt[j] / sum;

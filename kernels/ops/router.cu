@@ -411,7 +411,7 @@ extern "C" int router_fwd_cuda(const void *params, const struct align_modes *m, 
 	int rc = rt_check(p, in, n_in, out, n_out);
 	if (rc)
 		return rc;
-	if (m->v[MODE_MATH_IMPL] == 1)
+	if (m->v[MODE_MATH_IMPL] == ALIGN_MATH_IMPL_LIBM)
 		return ops_cuda_unsupported("router", m, MODE_MATH_IMPL);
 	struct align_launch none = {0, 0, 0, 0};
 	const struct align_launch *L = launch ? launch : &none;
@@ -437,15 +437,15 @@ extern "C" int router_fwd_cuda(const void *params, const struct align_modes *m, 
 	a.topk_groups = p->topk_groups;
 	a.hash = p->hash;
 	a.route_scale = p->route_scale;
-	a.sp_eps = m->v[MODE_ROUTER_SQRTSOFTPLUS_EPS] == 1;
-	a.norm_eps = m->v[MODE_ROUTER_NORM_EPS] == 1;
-	a.sum64 = m->v[MODE_ROUTER_SUM] == 1;
-	a.sum_torch = m->v[MODE_ROUTER_SUM] == 2;
-	a.index_order = m->v[MODE_ROUTER_TOPK_ORDER] == 1;
-	a.topk_torch = m->v[MODE_ROUTER_TOPK_ORDER] == 2;
+	a.sp_eps = m->v[MODE_ROUTER_SQRTSOFTPLUS_EPS] == ALIGN_ROUTER_SQRTSOFTPLUS_EPS_1E_20;
+	a.norm_eps = m->v[MODE_ROUTER_NORM_EPS] == ALIGN_ROUTER_NORM_EPS_1E_20;
+	a.sum64 = m->v[MODE_ROUTER_SUM] == ALIGN_ROUTER_SUM_FP64;
+	a.sum_torch = m->v[MODE_ROUTER_SUM] == ALIGN_ROUTER_SUM_TORCH;
+	a.index_order = m->v[MODE_ROUTER_TOPK_ORDER] == ALIGN_ROUTER_TOPK_ORDER_INDEX;
+	a.topk_torch = m->v[MODE_ROUTER_TOPK_ORDER] == ALIGN_ROUTER_TOPK_ORDER_TORCH;
 	a.math = m->v[MODE_MATH_IMPL];
-	a.mask_zero = m->v[MODE_ROUTER_GROUP_MASK] == 1;
-	a.placeholder = m->v[MODE_ROUTER_HASH_TABLE] == 1;
+	a.mask_zero = m->v[MODE_ROUTER_GROUP_MASK] == ALIGN_ROUTER_GROUP_MASK_ZERO;
+	a.placeholder = m->v[MODE_ROUTER_HASH_TABLE] == ALIGN_ROUTER_HASH_TABLE_PLACEHOLDER;
 	a.vec_x = a.D % 8 == 0 && rows_al16(a.x);
 	a.vec_w = a.D % 4 == 0 && rows_al16(a.w);
 	if (a.T <= 0 || a.E <= 0)

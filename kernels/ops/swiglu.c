@@ -14,9 +14,9 @@ int swiglu_fwd_cpu(const struct swiglu_params *p, const struct align_modes *m, c
 	    ops_check(&in[2], ALIGN_DT_F32, 1, ps) || ops_check(&out[0], ALIGN_DT_BF16, 2, gs))
 		return ALIGN_ERR_INPUT;
 	float L = p->limit;
-	int clamp = L > 0.0f && (!p->shared || m->v[MODE_SWIGLU_SHARED_CLAMP] == 1);
-	int after = m->v[MODE_SWIGLU_PROBS] == 1, dbl = m->v[MODE_SWIGLU_ROUND] == 1;
-	int scale_bf16 = m->v[MODE_SWIGLU_SCALE] == 1, mul = m->v[MODE_SWIGLU_SILU] == 1;
+	int clamp = L > 0.0f && (!p->shared || m->v[MODE_SWIGLU_SHARED_CLAMP] == ALIGN_SWIGLU_SHARED_CLAMP_ON);
+	int after = m->v[MODE_SWIGLU_PROBS] == ALIGN_SWIGLU_PROBS_AFTER_W2, dbl = m->v[MODE_SWIGLU_ROUND] == ALIGN_SWIGLU_ROUND_DOUBLE;
+	int scale_bf16 = m->v[MODE_SWIGLU_SCALE] == ALIGN_SWIGLU_SCALE_BF16, mul = m->v[MODE_SWIGLU_SILU] == ALIGN_SWIGLU_SILU_MUL;
 	const float *prob = in[2].data;
 	for (int64_t t = 0; t < T; t++) {
 		float q = scale_bf16 ? align_round_bf16(prob[t]) : prob[t];

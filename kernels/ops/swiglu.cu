@@ -147,7 +147,7 @@ extern "C" int swiglu_fwd_cuda(const void *params, const struct align_modes *m, 
 	    ops_check(&in[2], ALIGN_DT_F32, 1, ps) || ops_check(&out[0], ALIGN_DT_BF16, 2, gs))
 		return ops_cuda_bad_input("swiglu",
 		                          "shape or dtype mismatch (want g, u [T,F] bf16, p[T] f32, a[T,F] bf16)");
-	if (m->v[MODE_MATH_IMPL] == 1)
+	if (m->v[MODE_MATH_IMPL] == ALIGN_MATH_IMPL_LIBM)
 		return ops_cuda_unsupported("swiglu", m, MODE_MATH_IMPL);
 	struct align_launch none = {0, 0, 0, 0};
 	const struct align_launch *L = launch ? launch : &none;
@@ -162,11 +162,11 @@ extern "C" int swiglu_fwd_cuda(const void *params, const struct align_modes *m, 
 	a.T = T;
 	a.F = F;
 	a.L = p->limit;
-	a.clamp = p->limit > 0.0f && (!p->shared || m->v[MODE_SWIGLU_SHARED_CLAMP] == 1);
-	a.after = m->v[MODE_SWIGLU_PROBS] == 1;
-	a.dbl = m->v[MODE_SWIGLU_ROUND] == 1;
-	a.scale_bf16 = m->v[MODE_SWIGLU_SCALE] == 1;
-	a.mul = m->v[MODE_SWIGLU_SILU] == 1;
+	a.clamp = p->limit > 0.0f && (!p->shared || m->v[MODE_SWIGLU_SHARED_CLAMP] == ALIGN_SWIGLU_SHARED_CLAMP_ON);
+	a.after = m->v[MODE_SWIGLU_PROBS] == ALIGN_SWIGLU_PROBS_AFTER_W2;
+	a.dbl = m->v[MODE_SWIGLU_ROUND] == ALIGN_SWIGLU_ROUND_DOUBLE;
+	a.scale_bf16 = m->v[MODE_SWIGLU_SCALE] == ALIGN_SWIGLU_SCALE_BF16;
+	a.mul = m->v[MODE_SWIGLU_SILU] == ALIGN_SWIGLU_SILU_MUL;
 	a.math = m->v[MODE_MATH_IMPL];
 	a.vec = F % 8 == 0 && rows_al16(a.g) && rows_al16(a.u) && rows_al16(a.y);
 	if (T <= 0 || F <= 0)

@@ -5,7 +5,7 @@
 
 run_align 0 modes && expect_out "^ALIGN_SWIGLU_ROUND +[a-z]+ +default"
 n_rows=$("$ALIGN" modes --format json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["modes"]))')
-n_def=$(grep -c '^MODE(' "$SRCROOT/kernels/core/modes.def")
+n_def=$(grep -c '^MODE_BEGIN(' "$SRCROOT/kernels/core/modes.def")
 expect_eq "one row per registry entry" "$n_rows" "$n_def"
 
 # profile < env < --mode, each reported with its source
@@ -15,7 +15,6 @@ m={r["env"]:(r["value"],r["from"]) for r in json.load(sys.stdin)["modes"]}
 print("%s/%s" % m["ALIGN_SWIGLU_ROUND"])'; }
 prof=$(val --profile megatron)
 expect_eq "profile source" "${prof#*/}" "profile"
-other=$(grep -o '"[a-z_]*"' <<<"$(grep 'SWIGLU_ROUND' "$SRCROOT/kernels/core/modes.def" | head -1)" | sed -n 3p | tr -d '"')
 envv=$(ALIGN_SWIGLU_ROUND=single val --profile megatron)
 expect_eq "env beats profile" "$envv" "single/env"
 cliv=$(ALIGN_SWIGLU_ROUND=single val --profile megatron --mode ALIGN_SWIGLU_ROUND=double)

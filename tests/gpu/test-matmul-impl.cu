@@ -180,7 +180,7 @@ static int call_op(struct ctx *c, const struct align_modes *m, int in_bf16, int 
                    struct gbuf *g, int fill, size_t yoff, int *status, int *guards_ok)
 {
 	const int64_t D = c->sh->d, F = c->sh->f;
-	const int y_bf16 = m->v[MODE_MATMUL_OUT] == 0;
+	const int y_bf16 = m->v[MODE_MATMUL_OUT] == ALIGN_MATMUL_OUT_BF16;
 	const size_t ybytes = (size_t)(M * F) * (y_bf16 ? 2 : 4), total = ybytes + 2 * GUARD + yoff;
 	struct align_tensor in[2], y;
 	memset(in, 0, sizeof in);

@@ -26,20 +26,23 @@ static void check_rows(void)
 		const struct align_mode_info *r = modes_info(i);
 		CHECK(r && strncmp(r->env, "ALIGN_", 6) == 0, "row %d env", i);
 		CHECK(strcmp(r->env + 6, r->id) == 0, "%s: env must be ALIGN_<id>", r->id);
-		CHECK(modes_value_index(i, r->def) >= 0, "%s: default '%s' not a value", r->id, r->def);
+		CHECK(modes_default_name(i) && modes_value_index(i, modes_default_name(i)) == r->def,
+		      "%s: default %d not a value", r->id, r->def);
+		char mimics[1024];
+		modes_mimics_text(i, mimics, sizeof mimics);
 		CHECK(modes_value_count(i) >= 2 && modes_value_count(i) <= MODES_MAX_VALUES, "%s: value count", r->id);
 		CHECK(modes_find(r->env) == i && modes_find(r->id) == i, "%s: find", r->id);
-		CHECK(r->meaning[0] && r->mimics[0], "%s: meaning/mimics", r->id);
+		CHECK(r->meaning[0] && mimics[0], "%s: meaning/mimics", r->id);
 		for (int v = 0; v < modes_value_count(i); v++) {
 			const char *name = modes_value_name(i, v);
-			CHECK(name != NULL, "%s: value %d has no name (name_pool incomplete)", r->id, v);
+			CHECK(name != NULL, "%s: value %d has no name", r->id, v);
 			if (!name)
 				continue;
 			CHECK(modes_value_index(i, name) == v, "%s: value %s index", r->id, name);
 			char key[64];
 			snprintf(key, sizeof key, "%s=", name);
-			const char *p = strstr(r->mimics, key);
-			CHECK(p && (p == r->mimics || p[-1] == ','), "%s: mimics does not say who '%s' mimics", r->id,
+			const char *p = strstr(mimics, key);
+			CHECK(p && (p == mimics || p[-1] == ',') && modes_value(i, v)->mimics[0], "%s: mimics does not say who '%s' mimics", r->id,
 			      name);
 		}
 		for (int j = 0; j < i; j++)
@@ -112,19 +115,19 @@ static void check_resolution(void)
 	struct align_modes m;
 	char err[2048] = "";
 	modes_init_default(&m);
-	CHECK(m.v[MODE_RMSNORM_WEIGHT] == 0 && m.src[MODE_RMSNORM_WEIGHT] == MODE_SRC_DEFAULT, "default");
+	CHECK(m.v[MODE_RMSNORM_WEIGHT] == ALIGN_RMSNORM_WEIGHT_FP32 && m.src[MODE_RMSNORM_WEIGHT] == MODE_SRC_DEFAULT, "default");
 	CHECK(modes_apply_profile(&m, "megatron", err, sizeof err) == 0, "megatron");
-	CHECK(m.v[MODE_RMSNORM_WEIGHT] == 1 && m.src[MODE_RMSNORM_WEIGHT] == MODE_SRC_PROFILE, "profile wins");
+	CHECK(m.v[MODE_RMSNORM_WEIGHT] == ALIGN_RMSNORM_WEIGHT_BF16 && m.src[MODE_RMSNORM_WEIGHT] == MODE_SRC_PROFILE, "profile wins");
 	CHECK(m.src[MODE_MATMUL_FMA] == MODE_SRC_DEFAULT, "untouched stays default");
 	char *env[] = {"HOME=/x", "ALIGN_RMSNORM_WEIGHT=fp32", "ALIGN_TRACE=out.jsonl", "ALIGN_DB=a.db",
 		       "ALIGN_MHC_EXP=exp", NULL};
 	CHECK(modes_apply_env(&m, env, err, sizeof err) == 0, "env: %s", err);
-	CHECK(m.v[MODE_RMSNORM_WEIGHT] == 0 && m.src[MODE_RMSNORM_WEIGHT] == MODE_SRC_ENV, "env wins");
-	CHECK(m.v[MODE_MHC_EXP] == 0 && m.src[MODE_MHC_EXP] == MODE_SRC_ENV, "env over profile");
+	CHECK(m.v[MODE_RMSNORM_WEIGHT] == ALIGN_RMSNORM_WEIGHT_FP32 && m.src[MODE_RMSNORM_WEIGHT] == MODE_SRC_ENV, "env wins");
+	CHECK(m.v[MODE_MHC_EXP] == ALIGN_MHC_EXP_EXP && m.src[MODE_MHC_EXP] == MODE_SRC_ENV, "env over profile");
 	CHECK(modes_apply_kv(&m, "ALIGN_RMSNORM_WEIGHT=bf16", err, sizeof err) == 0, "kv env name");
-	CHECK(m.v[MODE_RMSNORM_WEIGHT] == 1 && m.src[MODE_RMSNORM_WEIGHT] == MODE_SRC_CLI, "cli wins");
+	CHECK(m.v[MODE_RMSNORM_WEIGHT] == ALIGN_RMSNORM_WEIGHT_BF16 && m.src[MODE_RMSNORM_WEIGHT] == MODE_SRC_CLI, "cli wins");
 	CHECK(modes_apply_kv(&m, "mhc_exp=exp2", err, sizeof err) == 0, "kv by id");
-	CHECK(m.v[MODE_MHC_EXP] == 1 && m.src[MODE_MHC_EXP] == MODE_SRC_CLI, "cli by id");
+	CHECK(m.v[MODE_MHC_EXP] == ALIGN_MHC_EXP_EXP2 && m.src[MODE_MHC_EXP] == MODE_SRC_CLI, "cli by id");
 
 	struct align_modes before = m;
 	char *bad_var[] = {"ALIGN_RMSNORM_WEIGHTS=fp32", NULL};

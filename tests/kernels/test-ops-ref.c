@@ -88,21 +88,21 @@ static void ref_matmul(struct ctx *c)
 
 static ld epsv(const struct ctx *c)
 {
-	return c->m->v[MODE_RMSNORM_EPS] == 1 ? (ld)1e-5f : (ld)1e-6f;
+	return c->m->v[MODE_RMSNORM_EPS] == ALIGN_RMSNORM_EPS_1E_5 ? (ld)1e-5f : (ld)1e-6f;
 }
 
 static void ref_rmsnorm(struct ctx *c)
 {
 	int64_t T = c->in[0].shape[0], D = c->in[0].shape[1];
 	const float *w = c->in[1].data;
-	int before = c->m->v[MODE_RMSNORM_CAST] == 1;
+	int before = c->m->v[MODE_RMSNORM_CAST] == ALIGN_RMSNORM_CAST_BEFORE_WEIGHT;
 	for (int64_t t = 0; t < T; t++) {
 		ld ss = 0;
 		for (int64_t j = 0; j < D; j++)
 			ss += ld_in(c, 0, t * D + j) * ld_in(c, 0, t * D + j);
 		ld r = 1.0L / sqrtl(ss / D + epsv(c));
 		for (int64_t j = 0; j < D; j++) {
-			ld wj = c->m->v[MODE_RMSNORM_WEIGHT] == 1 ? (ld)align_round_bf16(w[j]) : (ld)w[j];
+			ld wj = c->m->v[MODE_RMSNORM_WEIGHT] == ALIGN_RMSNORM_WEIGHT_BF16 ? (ld)align_round_bf16(w[j]) : (ld)w[j];
 			ld ref = wj * ld_in(c, 0, t * D + j) * r;
 			judge(c, t * D + j, ld_out(c, 0, t * D + j), ref, ((before ? 3 : 1) * UB + (D + 16) * U) * fabsl(ref) + 0x1p-133L);
 		}
@@ -132,9 +132,9 @@ static void ref_swiglu(struct ctx *c)
 	const struct swiglu_params *p = c->params;
 	int64_t T = c->in[0].shape[0], F = c->in[0].shape[1];
 	ld L = p->limit;
-	int clamp = L > 0 && (!p->shared || c->m->v[MODE_SWIGLU_SHARED_CLAMP] == 1);
-	int after = c->m->v[MODE_SWIGLU_PROBS] == 1;
-	int two = c->m->v[MODE_SWIGLU_ROUND] == 1 || c->m->v[MODE_SWIGLU_SCALE] == 1;
+	int clamp = L > 0 && (!p->shared || c->m->v[MODE_SWIGLU_SHARED_CLAMP] == ALIGN_SWIGLU_SHARED_CLAMP_ON);
+	int after = c->m->v[MODE_SWIGLU_PROBS] == ALIGN_SWIGLU_PROBS_AFTER_W2;
+	int two = c->m->v[MODE_SWIGLU_ROUND] == ALIGN_SWIGLU_ROUND_DOUBLE || c->m->v[MODE_SWIGLU_SCALE] == ALIGN_SWIGLU_SCALE_BF16;
 	const float *prob = c->in[2].data;
 	for (int64_t t = 0; t < T; t++)
 		for (int64_t f = 0; f < F; f++) {
@@ -154,7 +154,7 @@ static void ref_swiglu(struct ctx *c)
 static void ref_moe_combine(struct ctx *c)
 {
 	int64_t T = c->in[0].shape[0], K = c->in[0].shape[1], D = c->in[0].shape[2];
-	int after = c->m->v[MODE_SWIGLU_PROBS] == 1, bf16 = c->m->v[MODE_MOE_COMBINE_ACC] == 1;
+	int after = c->m->v[MODE_SWIGLU_PROBS] == ALIGN_SWIGLU_PROBS_AFTER_W2, bf16 = c->m->v[MODE_MOE_COMBINE_ACC] == ALIGN_MOE_COMBINE_ACC_BF16;
 	const float *w = c->in[2].data;
 	for (int64_t t = 0; t < T; t++)
 		for (int64_t d = 0; d < D; d++) {
@@ -174,8 +174,8 @@ static void ref_moe_combine(struct ctx *c)
 static void ref_mhc_post(struct ctx *c)
 {
 	int64_t T = c->in[0].shape[0], N = c->in[0].shape[1], D = c->in[0].shape[2];
-	int tr = c->m->v[MODE_MHC_HRES_TRANSPOSE] == 0, dbl = c->m->v[MODE_MHC_POST_ROUND] == 1;
-	int cb = dbl || c->m->v[MODE_MHC_COEF] == 1;
+	int tr = c->m->v[MODE_MHC_HRES_TRANSPOSE] == ALIGN_MHC_HRES_TRANSPOSE_ON, dbl = c->m->v[MODE_MHC_POST_ROUND] == ALIGN_MHC_POST_ROUND_DOUBLE;
+	int cb = dbl || c->m->v[MODE_MHC_COEF] == ALIGN_MHC_COEF_BF16;
 	const float *post = c->in[2].data, *comb = c->in[3].data;
 	for (int64_t t = 0; t < T; t++)
 		for (int64_t k = 0; k < N; k++)

@@ -185,7 +185,7 @@ static void ref_router(struct ctx *c)
 					s[e] = sigmoidl(l[e]);
 				} else {
 					ld sp = softplusl(l[e]);
-					if (m->v[MODE_ROUTER_SQRTSOFTPLUS_EPS] == 1)
+					if (m->v[MODE_ROUTER_SQRTSOFTPLUS_EPS] == ALIGN_ROUTER_SQRTSOFTPLUS_EPS_1E_20)
 						sp += (ld)1e-20f;
 					s[e] = sqrtl(sp);
 				}
@@ -199,15 +199,15 @@ static void ref_router(struct ctx *c)
 		ld idv = 0; /* ids violation */
 		if (p->hash) {
 			for (int64_t j = 0; j < K; j++) {
-				int32_t want = m->v[MODE_ROUTER_HASH_TABLE] == 0 ? tab[ids[t] * K + j]
+				int32_t want = m->v[MODE_ROUTER_HASH_TABLE] == ALIGN_ROUTER_HASH_TABLE_TABLE ? tab[ids[t] * K + j]
 										 : (int32_t)((ids[t] + j) % E);
-				if (m->v[MODE_ROUTER_TOPK_ORDER] == 0 && sel[j] != want)
+				if (m->v[MODE_ROUTER_TOPK_ORDER] == ALIGN_ROUTER_TOPK_ORDER_SORTED && sel[j] != want)
 					idv = INFINITY;
 			}
-			if (m->v[MODE_ROUTER_TOPK_ORDER] == 1) { /* the same set, ascending */
+			if (m->v[MODE_ROUTER_TOPK_ORDER] == ALIGN_ROUTER_TOPK_ORDER_INDEX) { /* the same set, ascending */
 				int32_t want[64];
 				for (int64_t j = 0; j < K; j++)
-					want[j] = m->v[MODE_ROUTER_HASH_TABLE] == 0 ? tab[ids[t] * K + j]
+					want[j] = m->v[MODE_ROUTER_HASH_TABLE] == ALIGN_ROUTER_HASH_TABLE_TABLE ? tab[ids[t] * K + j]
 										    : (int32_t)((ids[t] + j) % E);
 				if (!same_set(sel, want, K))
 					idv = INFINITY;
@@ -243,10 +243,10 @@ static void ref_router(struct ctx *c)
 					continue;
 				for (int64_t e = 0; e < E; e++) {
 					int kept = G == 1 || (mask >> (e / gs) & 1);
-					mb[e] = kept ? b[e] : m->v[MODE_ROUTER_GROUP_MASK] == 0 ? -INFINITY : b[e] * 0.0L;
+					mb[e] = kept ? b[e] : m->v[MODE_ROUTER_GROUP_MASK] == ALIGN_ROUTER_GROUP_MASK_NEGINF ? -INFINITY : b[e] * 0.0L;
 				}
 				ld v = set_violation(mb, E, sel, K);
-				if (m->v[MODE_ROUTER_TOPK_ORDER] == 0)
+				if (m->v[MODE_ROUTER_TOPK_ORDER] == ALIGN_ROUTER_TOPK_ORDER_SORTED)
 					for (int64_t j = 0; j + 1 < K; j++) {
 						ld a = mb[sel[j]], bb = mb[sel[j + 1]];
 						if (bb > a) {
@@ -271,7 +271,7 @@ static void ref_router(struct ctx *c)
 			if (!exact_match && best <= 1)
 				c->near_ties++;
 		}
-		if (m->v[MODE_ROUTER_TOPK_ORDER] == 1)
+		if (m->v[MODE_ROUTER_TOPK_ORDER] == ALIGN_ROUTER_TOPK_ORDER_INDEX)
 			for (int64_t j = 0; j + 1 < K; j++)
 				if (sel[j] >= sel[j + 1])
 					idv = INFINITY;
@@ -283,7 +283,7 @@ static void ref_router(struct ctx *c)
 		ld sum = 0;
 		for (int64_t j = 0; j < K; j++)
 			sum += s[sel[j]];
-		if (m->v[MODE_ROUTER_NORM_EPS] == 1)
+		if (m->v[MODE_ROUTER_NORM_EPS] == ALIGN_ROUTER_NORM_EPS_1E_20)
 			sum += (ld)1e-20f;
 		for (int64_t j = 0; j < K; j++) {
 			ld ref = p->score == ROUTER_SCORE_SOFTMAX ? s[sel[j]] : s[sel[j]] / sum;
@@ -310,7 +310,7 @@ static void mhc_h(const struct ctx *c, int64_t t, int64_t R, int64_t N, struct m
 {
 	const struct mhc_params *p = c->params;
 	int64_t D = c->in[0].shape[2], K = N * D;
-	int pb = c->m->v[MODE_MHC_PARAM] == 1, tf = c->m->v[MODE_MHC_PROJ_GEMM] == 2;
+	int pb = c->m->v[MODE_MHC_PARAM] == ALIGN_MHC_PARAM_BF16, tf = c->m->v[MODE_MHC_PROJ_GEMM] == ALIGN_MHC_PROJ_GEMM_TF32;
 	const float *fn = c->in[1].data, *base = c->in[2].data, *scale = c->in[3].data;
 	ld ss = 0;
 	for (int64_t i = 0; i < K; i++) {
@@ -319,7 +319,7 @@ static void mhc_h(const struct ctx *c, int64_t t, int64_t R, int64_t N, struct m
 	}
 	k->dom = ss < (ld)FLT_MAX && ss / K > (ld)FLT_MIN;
 	ld eps = (ld)p->norm_eps;
-	ld rs = c->m->v[MODE_MHC_RMS_FORM] == 1 ? 1.0L / (sqrtl(ss / K) + eps) : 1.0L / sqrtl(ss / K + eps);
+	ld rs = c->m->v[MODE_MHC_RMS_FORM] == ALIGN_MHC_RMS_FORM_INV_RMS ? 1.0L / (sqrtl(ss / K) + eps) : 1.0L / sqrtl(ss / K + eps);
 	for (int64_t r = 0; r < R; r++) {
 		ld mix = 0;
 		for (int64_t i = 0; i < K; i++) {
@@ -348,7 +348,7 @@ static void mhc_h(const struct ctx *c, int64_t t, int64_t R, int64_t N, struct m
 static void mhc_y(struct ctx *c, int o, int64_t t, int64_t N, const ld *pre, const struct mhc_tok *k)
 {
 	int64_t D = c->in[0].shape[2];
-	int cb = c->m->v[MODE_MHC_COEF] == 1;
+	int cb = c->m->v[MODE_MHC_COEF] == ALIGN_MHC_COEF_BF16;
 	ld coef[MHC_MAX_N], amb[MHC_MAX_N];
 	for (int64_t j = 0; j < N; j++) {
 		coef[j] = pre[j];
@@ -417,9 +417,9 @@ static void ref_mhc_pre(struct ctx *c)
 		}
 		ld pre[MHC_MAX_N], M[MHC_MAX_N * MHC_MAX_N];
 		for (int64_t i = 0; i < N; i++) {
-			pre[i] = sigmoidl(tok.h[i]) + (c->m->v[MODE_MHC_HPRE_EPS] == 0 ? (ld)p->hc_eps : 0);
+			pre[i] = sigmoidl(tok.h[i]) + (c->m->v[MODE_MHC_HPRE_EPS] == ALIGN_MHC_HPRE_EPS_ON ? (ld)p->hc_eps : 0);
 			ld so = sigmoidl(tok.h[N + i]);
-			ld post = c->m->v[MODE_MHC_HPOST_EPS] == 0 ? 2 * so : 2 * (so + (ld)p->hc_eps);
+			ld post = c->m->v[MODE_MHC_HPOST_EPS] == ALIGN_MHC_HPOST_EPS_OFF ? 2 * so : 2 * (so + (ld)p->hc_eps);
 			judge(c, 1, t * N + i, ld_out(c, 1, t * N + i), pre[i], MP_ABS);
 			judge(c, 2, t * N + i, ld_out(c, 2, t * N + i), post, MP_ABS);
 		}
