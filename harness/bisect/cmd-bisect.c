@@ -6,6 +6,7 @@
  * environment changes nothing, 2 usage or input error (nothing written), 3 internal error. */
 #include "bisect.h"
 #include "cmd.h"
+#include "ctx.h"
 #include "err.h"
 #include "store.h"
 
@@ -302,7 +303,7 @@ static int prepare(struct bisect *b, struct bisect_opts *o)
 	return ALIGN_OK;
 }
 
-int cmd_bisect(int argc, char **argv)
+int cmd_bisect(struct align_ctx *ctx, int argc, char **argv)
 {
 	struct bisect b = {.jobs = 1, .lock_fd = -1};
 	struct bisect_opts o = {.format = BISECT_TEXT};

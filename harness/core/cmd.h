@@ -5,7 +5,9 @@
 #define ALIGN_DEFAULT_DB "align.db"
 #define ALIGN_BUSY_MS 5000
 
-#define COMMAND(name, fn, summary) int fn(int argc, char **argv);
+struct align_ctx;
+
+#define COMMAND(name, fn, summary) int fn(struct align_ctx *ctx, int argc, char **argv);
 #include "commands.def"
 #undef COMMAND
 

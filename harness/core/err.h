@@ -1,29 +1,26 @@
-/* err: one message at the point of failure, worded like git's; functions return the exit code class.
- * ALIGN_OK 0, ALIGN_DIFF 1 (differences found), ALIGN_EINPUT 2 (usage or input), ALIGN_EINTERNAL 3. */
+/* err.h: the harness side of the error model (status.h): one message at the point of failure, worded
+ * like git's (lower case, what failed, the subject in quotes, file:line: for input), kept in the
+ * context's error record (struct align_ctx.err, or a module's pointer to it) and printed once by main.
+ * Functions return the status they were given. */
 #ifndef ALIGN_ERR_H
 #define ALIGN_ERR_H
 
 #include <stdarg.h>
 
-/* shared with kernels/core/ops.h: whichever is included first defines it */
-#ifndef ALIGN_STATUS_DEFINED
-#define ALIGN_STATUS_DEFINED
-enum align_status {
-	ALIGN_OK = 0,
-	ALIGN_ERR_INPUT = 2,	   /* bad shape, dtype, parameter */
-	ALIGN_ERR_INTERNAL = 3,	   /* allocation failure, bug */
-	ALIGN_ERR_UNSUPPORTED = 4, /* the requested mode cannot run here (never substituted) */
-};
-#endif
-enum { ALIGN_DIFF = 1, ALIGN_EINPUT = 2, ALIGN_EINTERNAL = 3 };
+#include "status.h"
 
-/* Print "error: <msg>" on stderr and return ALIGN_EINPUT. */
-int err_input(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Print "error: <msg>" on stderr and return ALIGN_EINTERNAL. */
-int err_internal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Print "warning: <msg>" on stderr. */
+/* Set the message of e (the first one wins) and return ALIGN_ERR_INPUT. */
+int fail_input(struct align_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Set the message of e and return ALIGN_ERR_INTERNAL. */
+int fail_internal(struct align_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Print "warning: <msg>" on stderr now (warnings are not failures and are not kept). */
 void warn_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Format into a caller buffer (helpers that report upward instead of printing). */
+/* Print the error record once: "error: <msg>", then its trace when ALIGN_TRACE_ERRORS=1 (debug builds). */
+void err_print(const struct align_err *e);
+
+/* TRANSITIONAL (removed once every module reports through struct align_err): print at once. */
+int err_input(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int err_internal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void err_fmt(char *buf, unsigned long len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -1,6 +1,7 @@
 /* main: dispatch to the subcommand named by argv[1]; the only place that calls exit. */
 #include "align-config.h"
 #include "cmd.h"
+#include "ctx.h"
 #include "err.h"
 
 #include <stdio.h>
@@ -8,7 +9,7 @@
 
 struct command {
 	const char *name;
-	int (*fn)(int argc, char **argv);
+	int (*fn)(struct align_ctx *ctx, int argc, char **argv);
 	const char *summary;
 };
 
@@ -27,6 +28,21 @@ static void usage(FILE *out)
 	             " found, 2 usage or input error, 3 internal or device error.\n");
 }
 
+extern char **environ;
+
+/* Run one command with a fresh context; print its error once; map the status to the exit code. */
+static int run_command(const struct command *c, int argc, char **argv)
+{
+	struct align_ctx ctx;
+	ctx_init(&ctx, environ);
+	int rc = c->fn(&ctx, argc, argv);
+	ctx_close(&ctx);
+	err_print(&ctx.err);
+	if (rc == ALIGN_ERR_UNSUPPORTED)
+		rc = ALIGN_ERR_INPUT; /* the request cannot run here: a usage error for the caller */
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -43,7 +59,7 @@ int main(int argc, char **argv)
 	}
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
 		if (!strcmp(argv[1], commands[i].name))
-			return commands[i].fn(argc - 1, argv + 1);
+			return run_command(&commands[i], argc - 1, argv + 1);
 	err_input("'%s' is not an align command (see 'align --help')", argv[1]);
 	return ALIGN_EINPUT;
 }

@@ -1,6 +1,7 @@
 /* cmd-ingest: align ingest [--db PATH] [--as NAME] [--append] [--format F] [--micro-batches N]
  *                          [--order main,mtp] [--quiet] FILE... */
 #include "cmd.h"
+#include "ctx.h"
 #include "err.h"
 #include "ingest.h"
 #include "store.h"
@@ -53,7 +54,7 @@ static int parse_order(const char *text, struct ingest_opts *o)
 	return o->n_order ? ALIGN_OK : err_input("option '--order': empty list");
 }
 
-int cmd_ingest(int argc, char **argv)
+int cmd_ingest(struct align_ctx *ctx, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"db", required_argument, 0, 'd'},     {"as", required_argument, 0, 'a'},

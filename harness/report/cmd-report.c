@@ -3,6 +3,7 @@
  * Exit: 0 nothing differs, 1 something differs (differ, incomparable, only in one run), 2 usage or
  * input error, 3 internal error. --out writes through a temporary file renamed into place. */
 #include "cmd.h"
+#include "ctx.h"
 #include "err.h"
 #include "report.h"
 #include "store.h"
@@ -150,7 +151,7 @@ static int report_main(const char *db_opt, const struct report_opts *ro, enum re
 	return rc;
 }
 
-int cmd_report(int argc, char **argv)
+int cmd_report(struct align_ctx *ctx, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"db", required_argument, 0, 'd'},     {"runs", required_argument, 0, 'r'},

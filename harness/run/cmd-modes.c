@@ -3,6 +3,7 @@
  * from (default < profile < environment < --mode), or the switches on which two profiles differ.
  * `--format md` is the README's modes table (a test keeps the README equal to it). */
 #include "cmd.h"
+#include "ctx.h"
 #include "err.h"
 #include "modes.h"
 
@@ -128,7 +129,7 @@ static int print_diff(const char *p1, const char *p2, const char *format)
 	return ALIGN_OK;
 }
 
-int cmd_modes(int argc, char **argv)
+int cmd_modes(struct align_ctx *ctx, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"profile", required_argument, 0, 'p'}, {"mode", required_argument, 0, 'm'},

@@ -8,6 +8,7 @@
  * The trace goes to --trace, else to $ALIGN_TRACE when set (align bisect sets it). */
 #include "align-config.h"
 #include "cmd.h"
+#include "ctx.h"
 #include "err.h"
 #include "ops.h"
 #include "run-trace.h"
@@ -311,7 +312,7 @@ static int run_op(const struct run_opts *o)
 	return rc;
 }
 
-int cmd_run(int argc, char **argv)
+int cmd_run(struct align_ctx *ctx, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"profile", required_argument, 0, 'p'}, {"mode", required_argument, 0, 'm'},

@@ -22,16 +22,7 @@
 #include "modes.h"
 #include "numerics.h"
 
-/* shared with harness/core/err.h (the exit-code classes): whichever is included first defines it */
-#ifndef ALIGN_STATUS_DEFINED
-#define ALIGN_STATUS_DEFINED
-enum align_status {
-	ALIGN_OK = 0,
-	ALIGN_ERR_INPUT = 2,	   /* bad shape, dtype, parameter */
-	ALIGN_ERR_INTERNAL = 3,	   /* allocation failure, bug */
-	ALIGN_ERR_UNSUPPORTED = 4, /* the requested mode cannot run here (never substituted) */
-};
-#endif
+#include "status.h"
 
 enum align_dtype { ALIGN_DT_F32, ALIGN_DT_BF16, ALIGN_DT_I32, ALIGN_DT_COUNT };
 
