@@ -3,8 +3,8 @@
  *
  * A CUDA twin `<op>_fwd_cuda` (kernels/<op>.cu, C linkage) takes the same params, modes and tensor
  * descriptors as the C twin `<op>_fwd_cpu` (ops.h), except that every tensor's data is a DEVICE pointer,
- * plus launch knobs and a stream. It checks shapes and dtypes like the C twin, enqueues its work on
- * `stream` and returns without waiting (a twin may wait if it must; its .cu says so). Return values:
+ * plus launch knobs and the device context (dev.h: its stream, handles, workspace, properties). It checks
+ * shapes and dtypes like the C twin, enqueues its work on dev->stream and returns without waiting (a twin may wait if it must; its .cu says so). Return values:
  *   0 ALIGN_OK
  *   2 ALIGN_ERR_INPUT        bad shape, dtype, parameter or launch knob (message names it)
  *   3 ALIGN_ERR_INTERNAL     a CUDA call failed (message: the call, its error, file:line)
@@ -44,6 +44,7 @@ float mimic_libm_expf(float x);
 float mimic_libm_log1pf(float x);
 #endif
 #include "ops.h"
+#include "dev.h"
 
 /* Launch configuration knobs; 0 = the op's default. Results never depend on them. */
 struct align_launch {
@@ -55,13 +56,13 @@ struct align_launch {
 
 typedef int (*align_fwd_cuda_fn)(const void *params, const struct align_modes *m, const struct align_tensor *in,
                                  int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
-                                 cudaStream_t stream);
+                                 struct align_dev *dev);
 
 /* <op>_fwd_cuda for every op of ops.def (only those in the registry need to exist) */
 #define OP(name, desc, inputs)                                                                                         \
 	int name##_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in, int n_in,  \
 	                    struct align_tensor *out, int n_out, const struct align_launch *launch,                    \
-	                    cudaStream_t stream);
+	                    struct align_dev *dev);
 #include "ops.def"
 #undef OP
 

@@ -873,8 +873,9 @@ static int mm_fwd_engine(const struct align_modes *m, int impl, const struct ali
 
 extern "C" int matmul_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,
 			       int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
-			       cudaStream_t stream)
+			       struct align_dev *dev)
 {
+	cudaStream_t stream = (cudaStream_t)dev->stream;
 	(void)params; /* struct matmul_params has no field that matters */
 	if (!m || !in || !out || n_in != 2 || n_out != 1)
 		return ops_cuda_bad_input("matmul", "expects a[T,D], b[F,D] -> y[T,F]");

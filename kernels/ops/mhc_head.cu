@@ -101,8 +101,9 @@ __global__ void mhc_head_serial_kernel(const struct mhc_head_args a)
 
 extern "C" int mhc_head_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,
 				 int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
-				 cudaStream_t stream)
+				 struct align_dev *dev)
 {
+	cudaStream_t stream = (cudaStream_t)dev->stream;
 	const struct mhc_params *p = (const struct mhc_params *)params;
 	if (!p || !m || !in || !out)
 		return ops_cuda_bad_input("mhc_head", "NULL argument");

@@ -326,8 +326,9 @@ static void mp_pick(const mp_args &a, int G, void (**k)(mp_args), size_t *row_sm
 
 extern "C" int mhc_post_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,
                                  int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
-                                 cudaStream_t stream)
+                                 struct align_dev *dev)
 {
+	cudaStream_t stream = (cudaStream_t)dev->stream;
 	(void)params; /* hc_post reads no field of struct mhc_params */
 	if (!m || !in || !out || n_in != 4 || n_out != 1 || in[0].ndim != 3)
 		return ops_cuda_bad_input("mhc_post", "want x[T,N,D], f[T,D], post[T,N], comb[T,N,N] -> x_new[T,N,D]");

@@ -212,8 +212,9 @@ static void mc_pick(const mc_args &a, int G, void (**k)(mc_args), size_t *row_sm
 
 extern "C" int moe_combine_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,
                                     int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
-                                    cudaStream_t stream)
+                                    struct align_dev *dev)
 {
+	cudaStream_t stream = (cudaStream_t)dev->stream;
 	(void)params; /* struct moe_combine_params has no field the kernel reads */
 	if (!m || !in || !out || n_in != 4 || n_out != 1 || in[0].ndim != 3)
 		return ops_cuda_bad_input("moe_combine", "want eo[T,K,D], idx[T,K], w[T,K], shared[T,D] -> y[T,D]");

@@ -241,8 +241,9 @@ static void qn_pick(const qn_args &a, int G, void (**k)(qn_args), size_t *row_sm
 
 extern "C" int qnorm_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in, int n_in,
                               struct align_tensor *out, int n_out, const struct align_launch *launch,
-                              cudaStream_t stream)
+                              struct align_dev *dev)
 {
+	cudaStream_t stream = (cudaStream_t)dev->stream;
 	(void)params; /* struct qnorm_params has no field the kernel reads */
 	if (!m || !in || !out || n_in != 1 || n_out != 1 || in[0].ndim != 3)
 		return ops_cuda_bad_input("qnorm", "want input q[T,H,D] bf16 and output y[T,H,D]");

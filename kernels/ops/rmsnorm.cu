@@ -209,8 +209,9 @@ static void rms_pick(const rms_args &a, int G, void (**k)(rms_args), size_t *row
 
 extern "C" int rmsnorm_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,
                                 int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
-                                cudaStream_t stream)
+                                struct align_dev *dev)
 {
+	cudaStream_t stream = (cudaStream_t)dev->stream;
 	(void)params; /* struct rmsnorm_params has no field the kernel reads */
 	if (!m || !in || !out || n_in != 2 || n_out != 1 || in[0].ndim != 2)
 		return ops_cuda_bad_input("rmsnorm", "want inputs x[T,D] bf16, w[D] f32 and output y[T,D] bf16");

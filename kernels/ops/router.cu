@@ -403,8 +403,9 @@ static int rt_launch(const rt_args &a, const struct align_launch *L, cudaStream_
 
 extern "C" int router_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in, int n_in,
                                struct align_tensor *out, int n_out, const struct align_launch *launch,
-                               cudaStream_t stream)
+                               struct align_dev *dev)
 {
+	cudaStream_t stream = (cudaStream_t)dev->stream;
 	const struct router_params *p = (const struct router_params *)params;
 	if (!p || !m || !in || !out)
 		return ops_cuda_bad_input("router", "NULL argument");

@@ -135,8 +135,9 @@ __global__ void swiglu_serial_kernel(sw_args a)
 
 extern "C" int swiglu_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in, int n_in,
                                struct align_tensor *out, int n_out, const struct align_launch *launch,
-                               cudaStream_t stream)
+                               struct align_dev *dev)
 {
+	cudaStream_t stream = (cudaStream_t)dev->stream;
 	const struct swiglu_params *p = (const struct swiglu_params *)params;
 	if (!p || !m || !in || !out || n_in != 3 || n_out != 1 || in[0].ndim != 2)
 		return ops_cuda_bad_input("swiglu",
