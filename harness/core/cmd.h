@@ -13,7 +13,13 @@ struct align_ctx;
 
 /* Resolve the database path: --db wins, then $ALIGN_DB, then align.db in the working directory. */
 const char *cmd_db_path(const char *opt);
-/* Parse a non-negative integer option value; returns 0 or prints and returns ALIGN_EINPUT. */
+struct align_err;
+
+/* Parse an integer option value in [min, max]; returns 0, or sets the message in e and returns
+ * ALIGN_EINPUT. */
+int cmd_parse_int_err(const char *opt, const char *text, long long min, long long max, long long *out,
+		      struct align_err *e);
+/* TRANSITIONAL: cmd_parse_int_err(..., NULL) (prints the message at once). */
 int cmd_parse_int(const char *opt, const char *text, long long min, long long max, long long *out);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #define CHUNK (1u << 18)
@@ -23,20 +24,22 @@ struct reader {
 	uint64_t bytes;     /* decompressed bytes read so far */
 	EVP_MD_CTX *sha;
 	char *slurp;        /* whole content after reader_slurp */
+	struct align_err *e; /* where failures go (NULL: printed at once, the transitional reader_open) */
 };
 
-int reader_open(const char *path, struct reader **out)
+int reader_open_err(const char *path, struct align_err *e, struct reader **out)
 {
 	*out = NULL;
 	FILE *f = fopen(path, "rb");
 	if (!f)
-		return err_input("cannot open '%s': %s", path, strerror(errno));
+		return fail_input(e, "cannot open '%s': %s", path, strerror(errno));
 	unsigned char magic[2] = {0, 0};
 	size_t got = fread(magic, 1, 2, f);
 	fclose(f);
 	struct reader *r = calloc(1, sizeof *r);
 	if (!r)
-		return err_internal("out of memory");
+		return fail_internal(e, "out of memory");
+	r->e = e;
 	r->gzip = got == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
 	r->path = strdup(path);
 	r->cap = READER_MAX_LINE + 2 * CHUNK;
@@ -44,7 +47,7 @@ int reader_open(const char *path, struct reader **out)
 	r->sha = EVP_MD_CTX_new();
 	r->gz = gzopen(path, "rb");
 	if (!r->path || !r->buf || !r->sha || !r->gz || !EVP_DigestInit_ex(r->sha, EVP_sha256(), NULL)) {
-		int rc = r->gz ? err_internal("out of memory") : err_input("cannot open '%s': %s", path, strerror(errno));
+		int rc = r->gz ? fail_internal(e, "out of memory") : fail_input(e, "cannot open '%s': %s", path, strerror(errno));
 		reader_close(r);
 		return rc;
 	}
@@ -52,6 +55,8 @@ int reader_open(const char *path, struct reader **out)
 	*out = r;
 	return ALIGN_OK;
 }
+
+int reader_open(const char *path, struct reader **out) { return reader_open_err(path, NULL, out); }
 
 void reader_close(struct reader *r)
 {
@@ -83,12 +88,12 @@ static int fill(struct reader *r)
 	int zerr = 0;
 	const char *zmsg = gzerror(r->gz, &zerr);
 	if (n < 0 || (zerr != Z_OK && zerr != Z_BUF_ERROR))
-		return err_input("%s: corrupt gzip data after %llu bytes: %s", r->path,
+		return fail_input(r->e, "%s: corrupt gzip data after %llu bytes: %s", r->path,
 		                 (unsigned long long)r->bytes, zmsg);
 	if (n == 0) {
 		/* Z_BUF_ERROR at the end means the gzip stream stopped before its trailer */
 		if (zerr == Z_BUF_ERROR)
-			return err_input("%s: truncated gzip file (unexpected end after %llu bytes)", r->path,
+			return fail_input(r->e, "%s: truncated gzip file (unexpected end after %llu bytes)", r->path,
 			                 (unsigned long long)r->bytes);
 		r->eof = 1;
 		return ALIGN_OK;
@@ -124,10 +129,10 @@ int reader_next_line(struct reader *r, char **line, size_t *len, int *terminated
 			size_t n = nl ? (size_t)(nl - p) : avail;
 			r->lineno++;
 			if (n > READER_MAX_LINE)
-				return err_input("%s:%lld: line longer than 1 MiB (%zu bytes)", r->path,
+				return fail_input(r->e, "%s:%lld: line longer than 1 MiB (%zu bytes)", r->path,
 				                 (long long)r->lineno, n);
 			if (memchr(p, '\0', n))
-				return err_input("%s:%lld: binary data (NUL byte) in a text line", r->path,
+				return fail_input(r->e, "%s:%lld: binary data (NUL byte) in a text line", r->path,
 				                 (long long)r->lineno);
 			p[n] = '\0'; /* overwrites the '\n', or the spare byte after a last line */
 			*line = p;
@@ -140,11 +145,24 @@ int reader_next_line(struct reader *r, char **line, size_t *len, int *terminated
 			return 0;
 		scanned = avail;
 		if (avail > READER_MAX_LINE)
-			return err_input("%s:%lld: line longer than 1 MiB", r->path, (long long)r->lineno + 1);
+			return fail_input(r->e, "%s:%lld: line longer than 1 MiB", r->path, (long long)r->lineno + 1);
 		int rc = fill(r);
 		if (rc)
 			return rc;
 	}
+}
+
+static int too_large(struct reader *r)
+{
+	return fail_input(r->e, "%s: file too large to read whole (over 2 GiB)", r->path);
+}
+
+int reader_check_whole(struct reader *r)
+{
+	struct stat st;
+	if (!r->gzip && stat(r->path, &st) == 0 && (unsigned long long)st.st_size > READER_MAX_SLURP)
+		return too_large(r);
+	return ALIGN_OK;
 }
 
 int reader_slurp(struct reader *r, char **buf, size_t *len)
@@ -152,7 +170,7 @@ int reader_slurp(struct reader *r, char **buf, size_t *len)
 	size_t cap = (r->end - r->start) + CHUNK, n = r->end - r->start;
 	char *out = malloc(cap + 1);
 	if (!out)
-		return err_internal("out of memory");
+		return fail_internal(r->e, "out of memory");
 	memcpy(out, r->buf + r->start, n);
 	r->start = r->end = 0;
 	while (!r->eof) {
@@ -161,16 +179,19 @@ int reader_slurp(struct reader *r, char **buf, size_t *len)
 			free(out);
 			return rc;
 		}
-		if (n + (r->end - r->start) + 1 > cap) {
-			cap = 2 * cap + (r->end - r->start);
-			if (cap > READER_MAX_SLURP) {
-				free(out);
-				return err_input("%s: file too large to read whole (over 2 GiB)", r->path);
-			}
+		size_t more = r->end - r->start;
+		if (n + more > READER_MAX_SLURP) { /* the content, not the buffer's capacity, is limited */
+			free(out);
+			return too_large(r);
+		}
+		if (n + more + 1 > cap) {
+			cap = 2 * cap + more;
+			if (cap > READER_MAX_SLURP)
+				cap = READER_MAX_SLURP;
 			char *grown = realloc(out, cap + 1);
 			if (!grown) {
 				free(out);
-				return err_internal("out of memory");
+				return fail_internal(r->e, "out of memory");
 			}
 			out = grown;
 		}
@@ -181,12 +202,24 @@ int reader_slurp(struct reader *r, char **buf, size_t *len)
 	out[n] = '\0';
 	if (memchr(out, '\0', n)) {
 		free(out);
-		return err_input("%s: binary data (NUL byte) in a text file", r->path);
+		return fail_input(r->e, "%s: binary data (NUL byte) in a text file", r->path);
 	}
 	free(r->slurp);
 	r->slurp = out;
 	*buf = out;
 	*len = n;
+	return ALIGN_OK;
+}
+
+int reader_drain(struct reader *r)
+{
+	while (!r->eof) {
+		r->start = r->end = 0; /* nothing is kept: the bytes only feed the count and the hash */
+		int rc = fill(r);
+		if (rc)
+			return rc;
+	}
+	r->start = r->end = 0;
 	return ALIGN_OK;
 }
 

@@ -36,20 +36,20 @@ static const char *to_st(const char *al)
 	return NULL;
 }
 
-static int read_all(const char *path, unsigned char **buf, size_t *len)
+static int read_all(const char *path, unsigned char **buf, size_t *len, struct align_err *e)
 {
 	FILE *f = fopen(path, "rb");
 	if (!f)
-		return err_input("cannot open '%s': %s", path, strerror(errno));
+		return fail_input(e, "cannot open '%s': %s", path, strerror(errno));
 	if (fseek(f, 0, SEEK_END) || (*len = (size_t)ftell(f), fseek(f, 0, SEEK_SET))) {
 		fclose(f);
-		return err_input("cannot read '%s': %s", path, strerror(errno));
+		return fail_input(e, "cannot read '%s': %s", path, strerror(errno));
 	}
 	*buf = malloc(*len ? *len : 1);
 	if (!*buf || fread(*buf, 1, *len, f) != *len) {
 		fclose(f);
 		free(*buf);
-		return err_input("cannot read '%s': %s", path, strerror(errno));
+		return fail_input(e, "cannot read '%s': %s", path, strerror(errno));
 	}
 	fclose(f);
 	return ALIGN_OK;
@@ -62,49 +62,49 @@ static int cmp_offset(const void *a, const void *b)
 }
 
 static int parse_entry(const char *path, const char *name, json_t *v, unsigned char *data, uint64_t dlen,
-                       struct st_tensor *t)
+                       struct st_tensor *t, struct align_err *e)
 {
 	json_t *dt = json_object_get(v, "dtype"), *shape = json_object_get(v, "shape");
 	json_t *off = json_object_get(v, "data_offsets");
 	if (!json_is_string(dt) || !json_is_array(shape) || !json_is_array(off) || json_array_size(off) != 2)
-		return err_input("%s: tensor '%s': needs dtype, shape and data_offsets [begin, end]", path, name);
+		return fail_input(e, "%s: tensor '%s': needs dtype, shape and data_offsets [begin, end]", path, name);
 	const char *al = to_align(json_string_value(dt));
 	if (!al)
-		return err_input("%s: tensor '%s': unsupported dtype '%s'", path, name, json_string_value(dt));
+		return fail_input(e, "%s: tensor '%s': unsupported dtype '%s'", path, name, json_string_value(dt));
 	if (strlen(name) >= sizeof t->name)
-		return err_input("%s: tensor name too long: '%.40s...'", path, name);
+		return fail_input(e, "%s: tensor name too long: '%.40s...'", path, name);
 	snprintf(t->name, sizeof t->name, "%s", name);
 	snprintf(t->dtype, sizeof t->dtype, "%s", al);
 	if (json_array_size(shape) > ST_MAX_DIMS)
-		return err_input("%s: tensor '%s': more than %d dimensions", path, name, ST_MAX_DIMS);
+		return fail_input(e, "%s: tensor '%s': more than %d dimensions", path, name, ST_MAX_DIMS);
 	t->ndim = (int)json_array_size(shape);
 	uint64_t count = 1;
 	for (int d = 0; d < t->ndim; d++) {
 		json_t *s = json_array_get(shape, (size_t)d);
 		if (!json_is_integer(s) || json_integer_value(s) < 0)
-			return err_input("%s: tensor '%s': shape[%d] is not a non-negative integer", path, name, d);
+			return fail_input(e, "%s: tensor '%s': shape[%d] is not a non-negative integer", path, name, d);
 		t->shape[d] = json_integer_value(s);
 		count *= (uint64_t)t->shape[d];
 	}
-	json_t *b = json_array_get(off, 0), *e = json_array_get(off, 1);
-	if (!json_is_integer(b) || !json_is_integer(e) || json_integer_value(b) < 0 ||
-	    json_integer_value(e) < json_integer_value(b) || (uint64_t)json_integer_value(e) > dlen)
-		return err_input("%s: tensor '%s': data_offsets outside the %llu data bytes", path, name,
+	json_t *b = json_array_get(off, 0), *end = json_array_get(off, 1);
+	if (!json_is_integer(b) || !json_is_integer(end) || json_integer_value(b) < 0 ||
+	    json_integer_value(end) < json_integer_value(b) || (uint64_t)json_integer_value(end) > dlen)
+		return fail_input(e, "%s: tensor '%s': data_offsets outside the %llu data bytes", path, name,
 		                 (unsigned long long)dlen);
-	t->bytes = (size_t)(json_integer_value(e) - json_integer_value(b));
+	t->bytes = (size_t)(json_integer_value(end) - json_integer_value(b));
 	if (t->bytes != count * dtype_size(al))
-		return err_input("%s: tensor '%s': %zu bytes, but %s x shape needs %llu", path, name, t->bytes, al,
+		return fail_input(e, "%s: tensor '%s': %zu bytes, but %s x shape needs %llu", path, name, t->bytes, al,
 		                 (unsigned long long)(count * dtype_size(al)));
 	t->data = data + json_integer_value(b);
 	return ALIGN_OK;
 }
 
-int safetensors_read(const char *path, struct st_file *out)
+int safetensors_read_err(const char *path, struct st_file *out, struct align_err *e)
 {
 	memset(out, 0, sizeof *out);
 	unsigned char *buf = NULL;
 	size_t len = 0;
-	int rc = read_all(path, &buf, &len);
+	int rc = read_all(path, &buf, &len, e);
 	if (rc)
 		return rc;
 	uint64_t hlen = 0;
@@ -112,7 +112,7 @@ int safetensors_read(const char *path, struct st_file *out)
 		hlen |= (uint64_t)buf[i] << (8 * i);
 	if (len < 8 || hlen > len - 8 || hlen > (100u << 20)) {
 		free(buf);
-		return err_input("%s: not a safetensors file (header length %llu, file %zu bytes)", path,
+		return fail_input(e, "%s: not a safetensors file (header length %llu, file %zu bytes)", path,
 		                 (unsigned long long)hlen, len);
 	}
 	json_error_t je;
@@ -120,7 +120,7 @@ int safetensors_read(const char *path, struct st_file *out)
 	if (!json_is_object(h)) {
 		json_decref(h);
 		free(buf);
-		return err_input("%s: safetensors header is not a JSON object: %s", path, je.text);
+		return fail_input(e, "%s: safetensors header is not a JSON object: %s", path, je.text);
 	}
 	out->blob = buf;
 	out->t = calloc(json_object_size(h) + 1, sizeof *out->t);
@@ -133,7 +133,7 @@ int safetensors_read(const char *path, struct st_file *out)
 			out->metadata = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
 			continue;
 		}
-		if ((rc = parse_entry(path, key, v, data, dlen, &out->t[out->n])))
+		if ((rc = parse_entry(path, key, v, data, dlen, &out->t[out->n], e)))
 			break;
 		out->n++;
 	}
@@ -142,7 +142,7 @@ int safetensors_read(const char *path, struct st_file *out)
 		qsort(out->t, out->n, sizeof *out->t, cmp_offset);
 		for (size_t i = 1; i < out->n; i++)
 			if ((char *)out->t[i - 1].data + out->t[i - 1].bytes > (char *)out->t[i].data) {
-				rc = err_input("%s: tensors '%s' and '%s' overlap", path, out->t[i - 1].name, out->t[i].name);
+				rc = fail_input(e, "%s: tensors '%s' and '%s' overlap", path, out->t[i - 1].name, out->t[i].name);
 				break;
 			}
 	}
@@ -167,7 +167,8 @@ void safetensors_free(struct st_file *f)
 	memset(f, 0, sizeof *f);
 }
 
-int safetensors_write(const char *path, const struct st_tensor *t, size_t n, const char *metadata_json)
+int safetensors_write_err(const char *path, const struct st_tensor *t, size_t n, const char *metadata_json,
+			  struct align_err *e)
 {
 	json_t *h = json_object();
 	uint64_t off = 0;
@@ -177,7 +178,7 @@ int safetensors_write(const char *path, const struct st_tensor *t, size_t n, con
 		if (!json_is_object(m)) {
 			json_decref(m);
 			json_decref(h);
-			return err_internal("safetensors metadata is not a JSON object");
+			return fail_internal(e, "safetensors metadata is not a JSON object");
 		}
 		json_object_set_new(h, "__metadata__", m);
 	}
@@ -185,7 +186,7 @@ int safetensors_write(const char *path, const struct st_tensor *t, size_t n, con
 		const char *st = to_st(t[i].dtype);
 		if (!st) {
 			json_decref(h);
-			return err_internal("dtype '%s' has no safetensors name", t[i].dtype);
+			return fail_internal(e, "dtype '%s' has no safetensors name", t[i].dtype);
 		}
 		json_t *shape = json_array();
 		for (int d = 0; d < t[i].ndim; d++)
@@ -203,7 +204,7 @@ int safetensors_write(const char *path, const struct st_tensor *t, size_t n, con
 	FILE *f = fopen(tmp, "wb");
 	if (!f) {
 		free(text);
-		return err_input("cannot write '%s': %s", tmp, strerror(errno));
+		return fail_input(e, "cannot write '%s': %s", tmp, strerror(errno));
 	}
 	unsigned char le[8];
 	for (int i = 0; i < 8; i++)
@@ -214,7 +215,15 @@ int safetensors_write(const char *path, const struct st_tensor *t, size_t n, con
 	free(text);
 	if (fclose(f) != 0 || !ok || rename(tmp, path) != 0) {
 		unlink(tmp);
-		return err_input("cannot write '%s': %s", path, strerror(errno));
+		return fail_input(e, "cannot write '%s': %s", path, strerror(errno));
 	}
 	return ALIGN_OK;
+}
+
+/* TRANSITIONAL wrappers for callers outside ingest (harness/run): the message is printed at once. */
+int safetensors_read(const char *path, struct st_file *out) { return safetensors_read_err(path, out, NULL); }
+
+int safetensors_write(const char *path, const struct st_tensor *t, size_t n, const char *metadata_json)
+{
+	return safetensors_write_err(path, t, n, metadata_json, NULL);
 }

@@ -28,12 +28,19 @@ struct st_file {
 	void *blob;             /* whole file contents (owned) */
 };
 
-/* Read path; returns an exit-code class (message printed). */
+struct align_err;
+
+/* Read path; returns an exit-code class, the message in e (NULL e: printed on stderr at once). */
+int safetensors_read_err(const char *path, struct st_file *out, struct align_err *e);
+/* TRANSITIONAL: safetensors_read_err(path, out, NULL), for callers not yet on struct align_err. */
 int safetensors_read(const char *path, struct st_file *out);
 /* Find a tensor by name, or NULL. */
 const struct st_tensor *safetensors_find(const struct st_file *f, const char *name);
 void safetensors_free(struct st_file *f);
-/* Write tensors (in the given order) with optional __metadata__ (JSON object text). */
+/* Write tensors (in the given order) with optional __metadata__ (JSON object text); message in e. */
+int safetensors_write_err(const char *path, const struct st_tensor *t, size_t n, const char *metadata_json,
+			  struct align_err *e);
+/* TRANSITIONAL: safetensors_write_err(..., NULL). */
 int safetensors_write(const char *path, const struct st_tensor *t, size_t n, const char *metadata_json);
 
 #endif
