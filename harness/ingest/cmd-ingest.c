@@ -1,107 +1,109 @@
 /* cmd-ingest: align ingest [--db PATH] [--as NAME] [--append] [--format F] [--micro-batches N]
- *                          [--order main,mtp] [--quiet] FILE... */
+ *                          [--order main,mtp] [--quiet] [--list-formats] FILE...
+ * The options are the table below (opts.h), which also prints --help. */
 #include "cmd.h"
 #include "ctx.h"
 #include "err.h"
 #include "ingest.h"
+#include "opts.h"
 #include "store.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
-static void ingest_usage(FILE *out)
-{
-	fprintf(out,
-	        "usage: align ingest [options] FILE...\n"
-	        "\n"
-	        "Read logs and traces (plain or gzip, detected by content) into the database, one transaction\n"
-	        "per file. Re-ingesting identical content does nothing.\n"
-	        "\n"
-	        "  --db PATH            database (default $ALIGN_DB or ./align.db)\n"
-	        "  --as NAME            ingest every FILE into one run NAME (per-rank files of one job)\n"
-	        "  --append             add FILEs to an existing run NAME\n"
-	        "  --format F           skip detection (see --list-formats)\n"
-	        "  --micro-batches N    anchors without step numbers: N micro-batches per step (default 1)\n"
-	        "  --order A,B          anchors: print order of the losses of one micro-batch (default main;\n"
-	        "                       PaddleFleet prints main,mtp, Megatron mtp,main)\n"
-	        "  --quiet              no warnings or progress on stderr\n"
-	        "  --list-formats       list the formats and exit\n"
-	        "  -h, --help           this text\n");
-}
+enum { OPT_DB = 'd', OPT_AS = 'a', OPT_APPEND = 'A', OPT_FORMAT = 'f', OPT_MB = 'm', OPT_ORDER = 'o', OPT_QUIET = 'q',
+       OPT_LIST = 'L' };
 
-static int list_formats(void)
-{
-	size_t n;
-	const struct ingest_format *const *f = ingest_formats(&n);
-	for (size_t i = 0; i < n; i++)
-		printf("%-16s %-10s %s\n", f[i]->name, f[i]->framework, f[i]->summary);
-	return ALIGN_OK;
-}
+static const struct cmd_opt ingest_opts_table[] = {
+	{"db", OPT_DB, "PATH", "database (default $ALIGN_DB or ./align.db)", 0},
+	{"as", OPT_AS, "NAME", "ingest every FILE into one run NAME (per-rank files of one job)", 0},
+	{"append", OPT_APPEND, NULL, "add FILEs to an existing run NAME", 0},
+	{"format", OPT_FORMAT, "F", "skip detection (see --list-formats)", 0},
+	{"micro-batches", OPT_MB, "N", "anchors without step numbers: N micro-batches per step (default 1)", 0},
+	{"order", OPT_ORDER, "A,B",
+	 "anchors: print order of the losses of one micro-batch (default main;\n"
+	 "PaddleFleet prints main,mtp, Megatron mtp,main)",
+	 0},
+	{"quiet", OPT_QUIET, NULL, "no warnings or progress on stderr", 0},
+	{"list-formats", OPT_LIST, NULL, "list the formats and exit", 0},
+	{NULL, 0, NULL, NULL, 0},
+};
 
-static int parse_order(const char *text, struct ingest_opts *o)
+static const struct cmd_spec ingest_spec = {
+	"usage: align ingest [options] FILE...",
+	"Read logs and traces (plain or gzip, detected by content) into the database, one transaction\n"
+	"per file. Re-ingesting identical content does nothing.",
+	ingest_opts_table,
+	NULL,
+};
+
+/* What the options set. */
+struct ingest_args {
+	struct align_ctx *ctx;
+	const char *db, *as, *format; /* --db, --as, --format (NULL: not given) */
+	int append;		      /* --append */
+	struct ingest_opts io;	      /* --micro-batches, --order, --quiet */
+};
+
+/* --order A,B: up to 8 names, each main or mtp[K] (ingest-anchor checks K and repeats). */
+static int parse_order(const char *text, struct ingest_opts *o, struct align_err *e)
 {
 	o->n_order = 0;
 	char buf[256];
 	snprintf(buf, sizeof buf, "%s", text);
 	for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		if (o->n_order == 8)
-			return err_input("option '--order': at most 8 names");
+			return fail_input(e, "option '--order': at most 8 names");
 		if (strcmp(tok, "main") && strncmp(tok, "mtp", 3))
-			return err_input("option '--order': '%s' is not 'main' or 'mtp[K]'", tok);
+			return fail_input(e, "option '--order': '%s' is not 'main' or 'mtp[K]'", tok);
 		snprintf(o->order[o->n_order++], sizeof o->order[0], "%s", tok);
 	}
-	return o->n_order ? ALIGN_OK : err_input("option '--order': empty list");
+	return o->n_order ? ALIGN_OK : fail_input(e, "option '--order': empty list");
+}
+
+/* One option (cmd_opt_fn). --list-formats prints the list and stops the parse (like --help). */
+static int on_opt(void *u, int key, const char *arg)
+{
+	struct ingest_args *a = u;
+	struct align_err *e = &a->ctx->err;
+	long long mb;
+	switch (key) {
+	case OPT_DB: a->db = arg; break;
+	case OPT_AS: a->as = arg; break;
+	case OPT_APPEND: a->append = 1; break;
+	case OPT_FORMAT: a->format = arg; break;
+	case OPT_MB:
+		ALIGN_TRY(e, cmd_parse_int_err("--micro-batches", arg, 1, 1 << 20, &mb, e));
+		a->io.micro_batches = (int)mb;
+		break;
+	case OPT_ORDER: return parse_order(arg, &a->io, e);
+	case OPT_QUIET: a->io.quiet = a->ctx->quiet = 1; break;
+	case OPT_LIST: ingest_formats_print(stdout); return OPTS_HELP;
+	default: return fail_internal(e, "option key %d has no handler", key);
+	}
+	return ALIGN_OK;
 }
 
 int cmd_ingest(struct align_ctx *ctx, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"db", required_argument, 0, 'd'},     {"as", required_argument, 0, 'a'},
-		{"append", no_argument, 0, 'A'},       {"format", required_argument, 0, 'f'},
-		{"micro-batches", required_argument, 0, 'm'}, {"order", required_argument, 0, 'o'},
-		{"quiet", no_argument, 0, 'q'},        {"list-formats", no_argument, 0, 'L'},
-		{"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
-	};
-	const char *db_opt = NULL, *as = NULL, *format = NULL;
-	int append = 0, c, rc;
-	long long mb;
-	struct ingest_opts io = {.micro_batches = 1, .n_order = 1, .order = {"main"}};
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'd': db_opt = optarg; break;
-		case 'a': as = optarg; break;
-		case 'A': append = 1; break;
-		case 'f': format = optarg; break;
-		case 'm':
-			if ((rc = cmd_parse_int("--micro-batches", optarg, 1, 1 << 20, &mb)))
-				return rc;
-			io.micro_batches = (int)mb;
-			break;
-		case 'o':
-			if ((rc = parse_order(optarg, &io)))
-				return rc;
-			break;
-		case 'q': io.quiet = 1; break;
-		case 'L': return list_formats();
-		case 'h': ingest_usage(stdout); return ALIGN_OK;
-		default: ingest_usage(stderr); return ALIGN_EINPUT;
-		}
+	struct ingest_args a = {.ctx = ctx, .io = {.micro_batches = 1, .n_order = 1, .order = {"main"}}};
+	struct align_err *e = &ctx->err;
+	int first = argc;
+	int rc = opts_parse(&ingest_spec, argc, argv, on_opt, &a, &first, e);
+	if (rc == OPTS_HELP)
+		return ALIGN_OK;
+	if (rc)
+		return rc; /* the message names the option and points at --help */
+	if (first >= argc) {
+		opts_usage(&ingest_spec, stderr);
+		return fail_input(e, "no input files");
 	}
-	if (optind >= argc) {
-		ingest_usage(stderr);
-		return err_input("no input files");
-	}
-	if (append && !as)
-		return err_input("--append needs --as NAME");
-	if (format && !ingest_format_find(format))
-		return err_input("unknown format '%s' (see 'align ingest --list-formats')", format);
-	const char *path = cmd_db_path(db_opt);
-	sqlite3 *db;
-	if ((rc = store_open(path, STORE_WRITE, ALIGN_BUSY_MS, &db)))
-		return rc;
-	rc = ingest_files(db, path, as, append, format, &io, argv + optind, argc - optind);
-	store_close(db);
-	return rc;
+	if (a.append && !a.as)
+		return fail_input(e, "--append needs --as NAME");
+	if (a.format && !ingest_format_find(a.format))
+		return fail_input(e, "unknown format '%s' (see 'align ingest --list-formats')", a.format);
+	ctx->db_path = cmd_db_path(a.db);
+	ALIGN_TRY(e, store_open_err(ctx->db_path, STORE_WRITE, ALIGN_BUSY_MS, &ctx->db, e));
+	/* the database is closed by ctx_close in main */
+	return ingest_files_err(ctx->db, ctx->db_path, a.as, a.append, a.format, &a.io, argv + first, argc - first, e);
 }

@@ -551,7 +551,7 @@ static int scan_one(struct ingest *ig, struct anchor_state *s, int t, const char
 		return rc;
 	struct anchor_rank *ar = rank_slot(s, rank);
 	if (!ar)
-		return err_internal("out of memory");
+		return fail_internal(ingest_err(ig), "out of memory");
 	if (ar->restart_from > 0 && (rc = apply_restart(ig, s, ar)))
 		return rc;
 	switch (tags[t].kind) {
@@ -577,7 +577,7 @@ int anchor_scan_line(struct ingest *ig, struct anchor_state *s, const char *line
 		if (s->scratch_cap < len + 1) {
 			char *g = realloc(s->scratch, len + 1);
 			if (!g)
-				return err_internal("out of memory");
+				return fail_internal(ingest_err(ig), "out of memory");
 			s->scratch = g, s->scratch_cap = len + 1;
 		}
 		len = anchor_strip_ansi(line, len, s->scratch);
@@ -629,11 +629,11 @@ int anchor_init(struct ingest *ig, struct anchor_state *s)
 	for (int i = 0; i < o->n_order && i < 8; i++) {
 		int k = order_kind(o->order[i]);
 		if (k < 0)
-			return err_input("option '--order': '%s' is not main, mtp or mtpK (K from 1 to %d)", o->order[i],
+			return fail_input(ingest_err(ig), "option '--order': '%s' is not main, mtp or mtpK (K from 1 to %d)", o->order[i],
 			                 ANCHOR_MAX_KINDS - 1);
 		for (int j = 0; j < i; j++)
 			if (s->order_kind[j] == k)
-				return err_input("option '--order': '%s' is listed twice", o->order[i]);
+				return fail_input(ingest_err(ig), "option '--order': '%s' is listed twice", o->order[i]);
 		s->order_kind[i] = k;
 	}
 	return ALIGN_OK;
@@ -769,10 +769,8 @@ static int anchor_parse(struct ingest *ig, struct reader *rd)
 	return anchor_finish(ig, &s);
 }
 
-const struct ingest_format ingest_format_anchor = {
-	.name = "anchor",
-	.framework = "anchor",
-	.summary = "alignment anchors: final_loss, per_token_loss, [LOSS_PATH_MD5], [MD5 Probe] (any framework)",
+/* name, framework and summary: the anchor row of formats.def */
+const struct ingest_parser ingest_parser_anchor = {
 	.detect = anchor_detect,
 	.parse = anchor_parse,
 };

@@ -280,10 +280,8 @@ static int atf_parse(struct ingest *ig, struct reader *rd)
 	return rc;
 }
 
-const struct ingest_format ingest_format_atf = {
-	.name = "atf",
-	.framework = "align",
-	.summary = "align trace v1 (JSON Lines, header + records)",
+/* name, framework and summary: the atf row of formats.def */
+const struct ingest_parser ingest_parser_atf = {
 	.detect = atf_detect,
 	.parse = atf_parse,
 };

@@ -1,6 +1,8 @@
-/* ingest-files: the per-file transaction: detect, create or extend the run, parse, hash, commit. */
+/* ingest-files: the per-file transaction: resolve the format (formats.def), refuse what cannot be
+ * read, skip content already ingested, create or extend the run, parse, hash, commit. */
 #include "err.h"
 #include "ingest-impl.h"
+#include "store-ingest.h"
 #include "store.h"
 
 #include <stdio.h>
@@ -9,50 +11,67 @@
 #include <time.h>
 #include <unistd.h>
 
-#define FORMAT(id, fw, summary) extern const struct ingest_format ingest_format_##id;
-#include "formats.def"
-#undef FORMAT
-
-static const struct ingest_format *const formats[] = {
-#define FORMAT(id, fw, summary) &ingest_format_##id,
+static const struct ingest_format formats[] = {
+#define FORMAT(id, name, framework, reads, summary) {name, framework, INGEST_READS_##reads, summary, &ingest_parser_##id},
 #include "formats.def"
 #undef FORMAT
 };
+#define N_FORMATS (sizeof formats / sizeof formats[0])
 
-const struct ingest_format *const *ingest_formats(size_t *count)
+const struct ingest_format *ingest_formats(size_t *count)
 {
-	*count = sizeof formats / sizeof formats[0];
+	*count = N_FORMATS;
 	return formats;
 }
 
 const struct ingest_format *ingest_format_find(const char *name)
 {
-	for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
-		if (!strcmp(formats[i]->name, name))
-			return formats[i];
+	for (size_t i = 0; i < N_FORMATS; i++)
+		if (!strcmp(formats[i].name, name))
+			return &formats[i];
 	return NULL;
 }
 
-static int detect(struct reader *r, const char *path, const struct ingest_format **out)
+void ingest_formats_print(FILE *out)
+{
+	for (size_t i = 0; i < N_FORMATS; i++)
+		fprintf(out, "%-16s %-10s %s\n", formats[i].name, formats[i].framework, formats[i].summary);
+}
+
+/* The format whose detect scores the first bytes highest (the first listed wins a tie). */
+static int detect(struct ingest *ig, const char *path, const struct ingest_format **out)
 {
 	const char *head;
 	size_t len;
-	int rc = reader_peek(r, &head, &len);
-	if (rc)
-		return rc;
+	ALIGN_TRY(ig->e, reader_peek(ig->r, &head, &len));
 	int best = 0;
 	*out = NULL;
-	for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
-		int score = formats[i]->detect(head, len, path);
+	for (size_t i = 0; i < N_FORMATS; i++) {
+		int score = formats[i].parser->detect(head, len, path);
 		if (score > best)
-			best = score, *out = formats[i];
+			best = score, *out = &formats[i];
 	}
-	if (!*out) {
-		if (len == 0)
-			return err_input("%s: empty file", path);
-		return err_input("%s: cannot detect the format (not one of: atf, megatron-log, megatron-golden, "
-		                 "paddle-log, paddle-metrics, anchor, torchtitan, xtuner); pass --format", path);
-	}
+	if (*out)
+		return ALIGN_OK;
+	if (len == 0)
+		return fail_input(ig->e, "%s: empty file", path);
+	char names[512] = "";
+	for (size_t i = 0, n = 0; i < N_FORMATS && n < sizeof names; i++)
+		n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "", formats[i].name);
+	return fail_input(ig->e, "%s: cannot detect the format (not one of: %s); pass --format", path, names);
+}
+
+/* ig->fmt: the named format, else the detected one; a whole-file format refuses a file known to be
+ * too large here, before anything is hashed or written. */
+static int resolve_format(struct ingest *ig, const char *path, const char *format)
+{
+	ig->fmt = format ? ingest_format_find(format) : NULL;
+	if (format && !ig->fmt)
+		return fail_input(ig->e, "unknown format '%s' (see 'align ingest --list-formats')", format);
+	if (!ig->fmt)
+		ALIGN_TRY(ig->e, detect(ig, path, &ig->fmt));
+	if (ig->fmt->reads == INGEST_READS_WHOLE)
+		ALIGN_TRY(ig->e, reader_check_whole(ig->r));
 	return ALIGN_OK;
 }
 
@@ -78,126 +97,6 @@ static void default_name(const char *path, char *out, size_t len)
 		*dot = '\0';
 }
 
-static int64_t run_lookup(sqlite3 *db, const char *name)
-{
-	sqlite3_stmt *st;
-	int64_t id = 0;
-	sqlite3_prepare_v2(db, "SELECT id FROM run WHERE name=?1", -1, &st, NULL);
-	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-	if (sqlite3_step(st) == SQLITE_ROW)
-		id = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	return id;
-}
-
-/* Name of the run that already holds this content, or NULL (caller frees). */
-static char *sha_owner(sqlite3 *db, const char *sha)
-{
-	sqlite3_stmt *st;
-	char *name = NULL;
-	sqlite3_prepare_v2(db, "SELECT run.name FROM source JOIN run ON run.id=source.run_id WHERE sha256=?1",
-	                   -1, &st, NULL);
-	sqlite3_bind_text(st, 1, sha, -1, SQLITE_STATIC);
-	if (sqlite3_step(st) == SQLITE_ROW)
-		name = strdup((const char *)sqlite3_column_text(st, 0));
-	sqlite3_finalize(st);
-	return name;
-}
-
-/* SHA-256 of a file's decompressed content (only needed before the run exists check). */
-static int hash_file(const char *path, char sha[65])
-{
-	struct reader *r;
-	int rc = reader_open(path, &r);
-	if (rc)
-		return rc;
-	char *buf;
-	size_t len;
-	rc = reader_slurp(r, &buf, &len);
-	if (rc == ALIGN_EINPUT) {
-		/* a NUL byte is fine for hashing purposes; re-read raw */
-		rc = ALIGN_OK;
-	}
-	if (!rc)
-		reader_sha256(r, sha);
-	reader_close(r);
-	return rc;
-}
-
-static int insert_run(struct ingest *ig, const char *name)
-{
-	char now[32];
-	utc_now(now);
-	sqlite3_stmt *st;
-	sqlite3_prepare_v2(ig->db, "INSERT INTO run(name, framework, format, created) VALUES (?1,?2,?3,?4)", -1, &st, NULL);
-	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, ig->fmt->framework, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, ig->fmt->name, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, now, -1, SQLITE_STATIC);
-	int rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return err_internal("cannot create run '%s': %s", name, sqlite3_errmsg(ig->db));
-	ig->run_id = sqlite3_last_insert_rowid(ig->db);
-	return ALIGN_OK;
-}
-
-static int insert_source(struct ingest *ig, const char *path)
-{
-	char now[32];
-	utc_now(now);
-	sqlite3_stmt *st;
-	sqlite3_prepare_v2(ig->db, "INSERT INTO source(run_id, path, sha256, format, bytes, records, ingested) "
-	                           "VALUES (?1,?2,'pending:'||?1||':'||?2,?3,0,0,?4)", -1, &st, NULL);
-	sqlite3_bind_int64(st, 1, ig->run_id);
-	sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, ig->fmt->name, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, now, -1, SQLITE_STATIC);
-	int rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return err_internal("cannot record source '%s': %s", path, sqlite3_errmsg(ig->db));
-	ig->source_id = sqlite3_last_insert_rowid(ig->db);
-	return ALIGN_OK;
-}
-
-static int finish_source(struct ingest *ig, const char *sha)
-{
-	sqlite3_stmt *st;
-	sqlite3_prepare_v2(ig->db, "UPDATE source SET sha256=?1, bytes=?2, records=?3, warnings=?4 WHERE id=?5", -1, &st, NULL);
-	sqlite3_bind_text(st, 1, sha, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, (int64_t)reader_bytes(ig->r));
-	sqlite3_bind_int64(st, 3, ig->n_records);
-	if (json_array_size(ig->warnings))
-		sqlite3_bind_text(st, 4, json_dumps(ig->warnings, JSON_COMPACT), -1, free);
-	else
-		sqlite3_bind_null(st, 4);
-	sqlite3_bind_int64(st, 5, ig->source_id);
-	int rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? ALIGN_OK : err_internal("sqlite: %s", sqlite3_errmsg(ig->db));
-}
-
-static int prepare(struct ingest *ig)
-{
-	if (sqlite3_prepare_v2(ig->db, ingest_insert_sql, -1, &ig->ins, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(ig->db, "SELECT count(*) FROM record WHERE run_id=?1 AND canon=?2 AND rank=?3 "
-	                               "AND step=?4 AND micro=?5 AND superseded=0", -1, &ig->occ_q, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(ig->db, "SELECT coalesce(max(seq)+1, 0) FROM record WHERE run_id=?1 AND rank=?2",
-	                       -1, &ig->seq_q, NULL) != SQLITE_OK)
-		return err_internal("sqlite: %s", sqlite3_errmsg(ig->db));
-	return ALIGN_OK;
-}
-
-static void finalize(struct ingest *ig)
-{
-	sqlite3_finalize(ig->ins);
-	sqlite3_finalize(ig->occ_q);
-	sqlite3_finalize(ig->seq_q);
-	ig->ins = ig->occ_q = ig->seq_q = NULL;
-	ingest_meta_reset(ig);
-}
-
 /* Counters saw rolled-back records: forget them; later files of the run ask the database. */
 static void reset_counters(struct ingest *ig)
 {
@@ -206,92 +105,141 @@ static void reset_counters(struct ingest *ig)
 	free(ig->steps), ig->steps = NULL, ig->steps_cap = ig->steps_used = 0;
 }
 
-/* One file in one transaction. *run_id carries the run between files of one invocation. */
-static int ingest_one(struct ingest *ig, const char *path, const char *name, int append, const char *format)
+/* SHA-256 of a file's decompressed content, read through once in constant memory (any size). */
+static int hash_file(struct ingest *ig, const char *path, char sha[65])
 {
-	char sha[65];
-	int64_t existing = ig->run_id ? ig->run_id : run_lookup(ig->db, name);
-	if (existing && !ig->run_id) {
-		int rc = hash_file(path, sha);
-		if (rc)
-			return rc;
-		char *owner = sha_owner(ig->db, sha);
-		if (owner) {
-			printf("%s: already ingested as run '%s' (sha256 %.16s): nothing to do\n", path, owner, sha);
-			free(owner);
-			return ALIGN_OK;
-		}
-		if (!append)
-			return err_input("run '%s' already exists (pass --append to add '%s' to it, or --as another name)",
-			                 name, path);
-	}
-	int rc = reader_open(path, &ig->r);
-	if (rc)
-		return rc;
-	ig->fmt = format ? ingest_format_find(format) : NULL;
-	if (format && !ig->fmt) {
-		reader_close(ig->r);
-		return err_input("unknown format '%s' (see 'align ingest --list-formats')", format);
-	}
-	if (!ig->fmt && (rc = detect(ig->r, path, &ig->fmt))) {
-		reader_close(ig->r);
-		return rc;
-	}
-	ig->file_rank = ingest_rank_from_path(path);
-	ig->warnings = json_array();
-	ig->n_records = ig->n_deduped = 0;
-	if ((rc = store_begin(ig->db, ig->db_path)))
-		goto out;
-	ig->run_preexisted = existing != 0;
-	if (existing)
-		ig->run_id = existing;
-	else if ((rc = insert_run(ig, name)))
-		goto out;
-	if ((rc = insert_source(ig, path)) || (rc = prepare(ig)))
-		goto out;
-	if ((rc = ig->fmt->parse(ig, ig->r)))
-		goto out;
-	reader_sha256(ig->r, sha);
-	char *owner = sha_owner(ig->db, sha);
+	struct reader *r;
+	ALIGN_TRY(ig->e, reader_open_err(path, ig->e, &r));
+	int rc = reader_drain(r);
+	if (!rc)
+		reader_sha256(r, sha);
+	reader_close(r);
+	return rc;
+}
+
+/* Print that path's content is already in run `owner`: nothing to do. */
+static void say_already(const char *path, const char *owner, const char *sha)
+{
+	printf("%s: already ingested as run '%s' (sha256 %.16s): nothing to do\n", path, owner, sha);
+}
+
+/* Before adding path to run `name`, which existed before this command: *done = 1 when its content is
+ * already ingested (said so); a run that exists is only extended with --append. */
+static int check_existing(struct ingest *ig, const char *path, const char *name, int append, int *done)
+{
+	char sha[65], *owner;
+	*done = 0;
+	ALIGN_TRY(ig->e, hash_file(ig, path, sha));
+	ALIGN_TRY(ig->e, store_find_sha_owner(ig->db, sha, &owner, ig->e));
 	if (owner) {
-		finalize(ig);
-		store_rollback(ig->db);
-		printf("%s: already ingested as run '%s' (sha256 %.16s): nothing to do\n", path, owner, sha);
+		say_already(path, owner, sha);
 		free(owner);
-		if (!existing)
-			ig->run_id = 0;
-		reset_counters(ig);
-		goto out_closed;
+		*done = 1;
+		return ALIGN_OK;
 	}
-	if ((rc = finish_source(ig, sha)) || (rc = ingest_flush_stepsum(ig)))
-		goto out;
-	finalize(ig);
-	if ((rc = store_commit(ig->db, ig->db_path)))
-		goto out;
-	if (!ig->opts->quiet && isatty(2))
-		fputc('\n', stderr);
-	printf("%s: %s, %lld records into run '%s'%s\n", path, ig->fmt->name, (long long)ig->n_records, name,
-	       json_array_size(ig->warnings) ? " (with warnings)" : "");
-	goto out_closed;
-out:
+	if (!append)
+		return fail_input(ig->e, "run '%s' already exists (pass --append to add '%s' to it, or --as another name)",
+				  name, path);
+	return ALIGN_OK;
+}
+
+/* Parse ig->r into run `name` inside the open transaction and finish its source row. *dup = 1 when
+ * the content turned out to be ingested already (said so; the caller rolls back). */
+static int parse_into_run(struct ingest *ig, const char *path, const char *name, int existing, int *dup)
+{
+	char now[32], sha[65], *owner;
+	utc_now(now);
+	*dup = 0;
+	ig->run_preexisted = existing != 0;
+	if (!existing)
+		ALIGN_TRY(ig->e, store_insert_run(ig->db, name, ig->fmt->framework, ig->fmt->name, now, &ig->run_id, ig->e));
+	ALIGN_TRY(ig->e, store_insert_source(ig->db, ig->run_id, path, ig->fmt->name, now, &ig->source_id, ig->e));
+	ALIGN_TRY(ig->e, store_ingest_open(&ig->st, ig->db, ig->e));
+	ALIGN_TRY(ig->e, ig->fmt->parser->parse(ig, ig->r));
+	reader_sha256(ig->r, sha);
+	ALIGN_TRY(ig->e, store_find_sha_owner(ig->db, sha, &owner, ig->e));
+	if (owner) {
+		say_already(path, owner, sha);
+		free(owner);
+		*dup = 1;
+		return ALIGN_OK;
+	}
+	char *warnings = json_array_size(ig->warnings) ? json_dumps(ig->warnings, JSON_COMPACT) : NULL;
+	int rc = store_finish_source(ig->db, ig->source_id, sha, (int64_t)reader_bytes(ig->r), ig->n_records, warnings,
+				     ig->e);
+	free(warnings);
+	ALIGN_TRY(ig->e, rc);
+	return ingest_flush_stepsum(ig);
+}
+
+/* Close the file's statements and forget its meta canons (before its transaction ends). */
+static void finalize(struct ingest *ig)
+{
+	store_ingest_close(&ig->st);
+	ingest_meta_reset(ig);
+}
+
+/* Undo the file's transaction; the run id only survives when the run preexisted. */
+static void roll_back(struct ingest *ig, int64_t existing)
+{
 	finalize(ig);
 	store_rollback(ig->db);
 	if (!existing)
 		ig->run_id = 0;
 	reset_counters(ig);
-out_closed:
-	json_decref(ig->warnings);
-	ig->warnings = NULL;
+}
+
+/* The transaction of one file (ig->r open, ig->fmt resolved): all of it is committed or none. */
+static int transact(struct ingest *ig, const char *path, const char *name, int64_t existing)
+{
+	ig->file_rank = ingest_rank_from_path(path);
+	ig->n_records = ig->n_deduped = 0;
+	ALIGN_TRY(ig->e, store_begin_err(ig->db, ig->db_path, ig->e));
+	if (existing)
+		ig->run_id = existing;
+	int dup = 0, rc = parse_into_run(ig, path, name, existing != 0, &dup);
+	if (rc || dup) {
+		roll_back(ig, existing);
+		return rc;
+	}
+	finalize(ig);
+	if ((rc = store_commit_err(ig->db, ig->db_path, ig->e))) {
+		roll_back(ig, existing);
+		return rc;
+	}
+	if (!ig->opts->quiet && isatty(2))
+		fputc('\n', stderr);
+	printf("%s: %s, %lld records into run '%s'%s\n", path, ig->fmt->name, (long long)ig->n_records, name,
+	       json_array_size(ig->warnings) ? " (with warnings)" : "");
+	return ALIGN_OK;
+}
+
+/* One file in one transaction. ig->run_id carries the run between files of one invocation. */
+static int ingest_one(struct ingest *ig, const char *path, const char *name, int append, const char *format)
+{
+	int64_t existing = ig->run_id;
+	if (!existing)
+		ALIGN_TRY(ig->e, store_find_run(ig->db, name, &existing, ig->e));
+	ALIGN_TRY(ig->e, reader_open_err(path, ig->e, &ig->r));
+	int done = 0, rc = resolve_format(ig, path, format);
+	if (!rc && existing && !ig->run_id)
+		rc = check_existing(ig, path, name, append, &done);
+	if (!rc && !done) {
+		ig->warnings = json_array();
+		rc = transact(ig, path, name, existing);
+		json_decref(ig->warnings);
+		ig->warnings = NULL;
+	}
 	reader_close(ig->r);
 	ig->r = NULL;
 	return rc;
 }
 
-int ingest_files(sqlite3 *db, const char *db_path, const char *as, int append, const char *format,
-                 const struct ingest_opts *opts, char **files, int n_files)
+int ingest_files_err(sqlite3 *db, const char *db_path, const char *as, int append, const char *format,
+		     const struct ingest_opts *opts, char **files, int n_files, struct align_err *e)
 {
 	int worst = ALIGN_OK;
-	struct ingest ig = {.db = db, .db_path = db_path, .opts = opts};
+	struct ingest ig = {.e = e, .db = db, .db_path = db_path, .opts = opts};
 	char name[256];
 	for (int i = 0; i < n_files; i++) {
 		if (!as) { /* every file is its own run */
@@ -304,8 +252,18 @@ int ingest_files(sqlite3 *db, const char *db_path, const char *as, int append, c
 		int rc = ingest_one(&ig, files[i], name, append || (as && ig.run_id), format);
 		if (rc > worst)
 			worst = rc;
+		if (rc && i + 1 < n_files && e) { /* the files are independent: report this one, go on */
+			err_print(e);
+			align_err_clear(e);
+		}
 	}
 	free(ig.occ);
 	free(ig.seq);
 	return worst;
+}
+
+int ingest_files(sqlite3 *db, const char *db_path, const char *as, int append, const char *format,
+                 const struct ingest_opts *opts, char **files, int n_files)
+{
+	return ingest_files_err(db, db_path, as, append, format, opts, files, n_files, NULL);
 }

@@ -3,6 +3,7 @@
 #define ALIGN_INGEST_IMPL_H
 
 #include "ingest.h"
+#include "store-ingest.h"
 
 #include <jansson.h>
 
@@ -28,6 +29,7 @@ struct seq_slot {
 };
 
 struct ingest {
+	struct align_err *e;          /* the command's error record: every failure's one message */
 	sqlite3 *db;
 	const char *db_path;
 	struct reader *r;
@@ -35,7 +37,7 @@ struct ingest {
 	const struct ingest_opts *opts;
 	int64_t run_id, source_id;
 	int run_preexisted;           /* occurrence and order counters must consult the database */
-	sqlite3_stmt *ins, *occ_q, *seq_q;
+	struct store_ingest st;       /* the file's statements, open during its transaction */
 	struct occ_slot *occ;
 	size_t occ_cap, occ_used;
 	struct step_slot *steps;      /* open addressing on (rank, step) */
@@ -50,7 +52,6 @@ struct ingest {
 	double progress_at;
 };
 
-extern const char ingest_insert_sql[];
 /* Rank from a file name (workerlog.N, rankN, _RANK_N_, globalrank-N), or -1. */
 int64_t ingest_rank_from_path(const char *path);
 /* Add this file's per-step summaries into the stepsum table (inside the file's transaction). */

@@ -152,7 +152,7 @@ static int push(struct golden *g, int64_t step, size_t metric, const struct span
 		size_t cap = g->cap ? 2 * g->cap : 256;
 		struct gval *grown = realloc(g->v, cap * sizeof *grown);
 		if (!grown)
-			return err_internal("out of memory");
+			return fail_internal(ingest_err(g->ig), "out of memory");
 		g->v = grown, g->cap = cap;
 	}
 	g->v[g->n++] = (struct gval){.step = step, .metric = metric, .tok = *tok};
@@ -249,11 +249,11 @@ static int collect_member(struct golden *g, const char *name, json_t *m, struct 
 		return ingest_error(g->ig, line, "metric '%s': \"values\" must be an object of steps or a list", name);
 	char **grown = realloc(g->names, (g->n_names + 1) * sizeof *grown);
 	if (!grown)
-		return err_internal("out of memory");
+		return fail_internal(ingest_err(g->ig), "out of memory");
 	g->names = grown;
 	size_t mi = g->n_names;
 	if (!(g->names[g->n_names++] = strdup(name)))
-		return err_internal("out of memory");
+		return fail_internal(ingest_err(g->ig), "out of memory");
 	/* walk the metric object's members to the "values" token */
 	struct span key, val;
 	enter(s, '{');
@@ -320,7 +320,7 @@ static int golden_walk(struct golden *g, json_t *doc, const char *buf, size_t le
 	while (!rc && next_member(&s, &key)) {
 		char *name = decode_key(&key);
 		if (!name)
-			return err_internal("cannot decode a key the JSON parser accepted");
+			return fail_internal(ingest_err(g->ig), "cannot decode a key the JSON parser accepted");
 		rc = collect_member(g, name, json_object_get(doc, name), &s, key.line);
 		free(name);
 	}
@@ -380,10 +380,8 @@ static int golden_detect(const char *head, size_t len, const char *path)
 	return has_values && has_interval ? 90 : 0;
 }
 
-const struct ingest_format ingest_format_megatron_golden = {
-	.name = "megatron-golden",
-	.framework = "megatron",
-	.summary = "Megatron functional-test golden values JSON (schema v1 and v2)",
+/* name, framework and summary: the megatron_golden row of formats.def */
+const struct ingest_parser ingest_parser_megatron_golden = {
 	.detect = golden_detect,
 	.parse = golden_parse,
 };

@@ -392,7 +392,7 @@ static int mlog_parse(struct ingest *ig, struct reader *rd)
 {
 	struct mlog_state *s = calloc(1, sizeof *s);
 	if (!s)
-		return err_internal("out of memory");
+		return fail_internal(ingest_err(ig), "out of memory");
 	s->last_it = -1;
 	char *line;
 	size_t len;
@@ -469,10 +469,8 @@ static int mlog_detect(const char *head, size_t len, const char *path)
 	return score;
 }
 
-const struct ingest_format ingest_format_megatron_log = {
-	.name = "megatron-log",
-	.framework = "megatron",
-	.summary = "Megatron-LM stdout: iteration and validation lines",
+/* name, framework and summary: the megatron_log row of formats.def */
+const struct ingest_parser ingest_parser_megatron_log = {
 	.detect = mlog_detect,
 	.parse = mlog_parse,
 };

@@ -397,7 +397,7 @@ struct plog {
 	int cont_lines;
 };
 
-static int grow(char **b, size_t *cap, size_t need)
+static int grow(struct ingest *ig, char **b, size_t *cap, size_t need)
 {
 	if (need <= *cap)
 		return ALIGN_OK;
@@ -406,7 +406,7 @@ static int grow(char **b, size_t *cap, size_t need)
 		c *= 2;
 	char *g = realloc(*b, c);
 	if (!g)
-		return err_internal("out of memory");
+		return fail_internal(ingest_err(ig), "out of memory");
 	*b = g, *cap = c;
 	return ALIGN_OK;
 }
@@ -480,7 +480,7 @@ static int segment(struct ingest *ig, struct plog *p, const char *s, size_t n, i
 	struct msg_pairs mp;
 	split_pairs(m, mn, &mp);
 	if (mp.open_tensor && is_train_or_eval(&mp)) { /* the value goes on over the next lines */
-		if ((rc = grow(&p->msg, &p->msg_cap, mn + 1)))
+		if ((rc = grow(ig, &p->msg, &p->msg_cap, mn + 1)))
 			return rc;
 		memcpy(p->msg, m, mn);
 		p->msg_len = mn, p->msg_line = line, p->cont_lines = 0;
@@ -501,7 +501,7 @@ static int flush_open(struct ingest *ig, struct plog *p, const char *where)
 /* A line that continues a message with an open Tensor( value. */
 static int continuation(struct ingest *ig, struct plog *p, const char *s, size_t n)
 {
-	int rc = grow(&p->msg, &p->msg_cap, p->msg_len + n + 2);
+	int rc = grow(ig, &p->msg, &p->msg_cap, p->msg_len + n + 2);
 	if (rc)
 		return rc;
 	p->msg[p->msg_len++] = ' ';
@@ -534,7 +534,7 @@ static int plog_lines(struct ingest *ig, struct reader *rd, struct plog *p)
 	size_t len;
 	int term, got, rc = ALIGN_OK;
 	while ((got = reader_next_line(rd, &line, &len, &term)) == 1) {
-		if ((rc = grow(&p->buf, &p->cap, len + 1)))
+		if ((rc = grow(ig, &p->buf, &p->cap, len + 1)))
 			return rc;
 		size_t n = anchor_strip_ansi(line, len, p->buf);
 		int64_t ln = ingest_current_line(ig);
@@ -603,10 +603,8 @@ static int plog_detect(const char *head, size_t len, const char *path)
 	return score;
 }
 
-const struct ingest_format ingest_format_paddle_log = {
-	.name = "paddle-log",
-	.framework = "paddle",
-	.summary = "PaddleFleet/PaddleFormers/PaddleNLP trainer stdout (workerlog.N), with anchors",
+/* name, framework and summary: the paddle_log row of formats.def */
+const struct ingest_parser ingest_parser_paddle_log = {
 	.detect = plog_detect,
 	.parse = plog_parse,
 };

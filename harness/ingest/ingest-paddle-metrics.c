@@ -332,7 +332,7 @@ static int pm_parse(struct ingest *ig, struct reader *rd)
 	size_t len;
 	int term, got, rc = ALIGN_OK;
 	if (!m)
-		return err_internal("out of memory");
+		return fail_internal(ingest_err(ig), "out of memory");
 	while (!rc && (got = reader_next_line(rd, &line, &len, &term)) == 1) {
 		if (strspn(line, " \t\r") == len)
 			continue;
@@ -370,10 +370,8 @@ static int pm_detect(const char *head, size_t len, const char *path)
 	return 0;
 }
 
-const struct ingest_format ingest_format_paddle_metrics = {
-	.name = "paddle-metrics",
-	.framework = "paddle",
-	.summary = "PaddleFormers/PaddleFleet metrics_rank{R}.json (json.dumps lines of the trainer dicts)",
+/* name, framework and summary: the paddle_metrics row of formats.def */
+const struct ingest_parser ingest_parser_paddle_metrics = {
 	.detect = pm_detect,
 	.parse = pm_parse,
 };

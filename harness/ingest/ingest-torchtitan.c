@@ -75,7 +75,7 @@ static int tt_line(struct ingest *ig, struct tt_step **seen, size_t *n, size_t *
 		size_t c = *cap ? 2 * *cap : 256;
 		struct tt_step *grown = realloc(*seen, c * sizeof *grown);
 		if (!grown)
-			return err_internal("out of memory");
+			return fail_internal(ingest_err(ig), "out of memory");
 		*seen = grown, *cap = c;
 	}
 	(*seen)[(*n)++] = (struct tt_step){step, lineno};
@@ -138,10 +138,8 @@ static int tt_detect(const char *head, size_t len, const char *path)
 	return good ? 80 : 0;
 }
 
-const struct ingest_format ingest_format_torchtitan = {
-	.name = "torchtitan",
-	.framework = "torchtitan",
-	.summary = "torchtitan loss baseline: '<step> <loss>' per line (float32 repr)",
+/* name, framework and summary: the torchtitan row of formats.def */
+const struct ingest_parser ingest_parser_torchtitan = {
 	.detect = tt_detect,
 	.parse = tt_parse,
 };

@@ -307,10 +307,8 @@ static int xt_detect(const char *head, size_t len, const char *path)
 	return fields ? (x.kind != XT_UNKNOWN ? 95 : 85) : 0;
 }
 
-const struct ingest_format ingest_format_xtuner = {
-	.name = "xtuner",
-	.framework = "xtuner",
-	.summary = "XTuner AccProber JSONL (Step_S_MicroIter_M_RANK_R_forward_records, STEP_S_RANK_R_*_clip_grad_norm)",
+/* name, framework and summary: the xtuner row of formats.def */
+const struct ingest_parser ingest_parser_xtuner = {
 	.detect = xt_detect,
 	.parse = xt_parse,
 };

@@ -3,6 +3,7 @@
 
 #include "err.h"
 #include "names.h"
+#include "store-ingest.h"
 #include "store.h"
 
 #include <jansson.h>
@@ -18,15 +19,11 @@
 
 #include "ingest-impl.h"
 
-const char ingest_insert_sql[] =
-	"INSERT INTO record(run_id, source_id, line, rank, step, micro, seq, occ, name, canon, phase, dtype, "
-	"shape, bits, value, text, digits, lo, hi, digest, digest_alg, stats, head, payload, missing, extra) "
-	"VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25,?26)";
-
 const char *ingest_path(const struct ingest *ig) { return reader_path(ig->r); }
 const struct ingest_opts *ingest_get_opts(const struct ingest *ig) { return ig->opts; }
 int64_t ingest_file_rank(const struct ingest *ig) { return ig->file_rank; }
 int64_t ingest_current_line(const struct ingest *ig) { return reader_lineno(ig->r); }
+struct align_err *ingest_err(struct ingest *ig) { return ig->e; }
 
 void ingest_warn(struct ingest *ig, int64_t line, const char *fmt, ...)
 {
@@ -48,7 +45,7 @@ int ingest_error(struct ingest *ig, int64_t line, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	return err_input("%s:%lld: %s", ingest_path(ig), (long long)(line ? line : reader_lineno(ig->r)), msg);
+	return fail_input(ig->e, "%s:%lld: %s", ingest_path(ig), (long long)(line ? line : reader_lineno(ig->r)), msg);
 }
 
 /* Rank from the file name: workerlog.N, rankN, RANK_N, globalrank-N, rank-N. */
@@ -68,40 +65,43 @@ int64_t ingest_rank_from_path(const char *path)
 	return -1;
 }
 
-static int64_t next_seq(struct ingest *ig, int64_t rank)
+/* *seq = the next seq of rank (counted on from the database's when the run preexisted). */
+static int next_seq(struct ingest *ig, int64_t rank, int64_t *seq)
 {
 	for (size_t i = 0; i < ig->n_seq; i++)
-		if (ig->seq[i].rank == rank)
-			return ig->seq[i].next++;
+		if (ig->seq[i].rank == rank) {
+			*seq = ig->seq[i].next++;
+			return ALIGN_OK;
+		}
 	if (ig->n_seq == ig->cap_seq) {
-		ig->cap_seq = ig->cap_seq ? 2 * ig->cap_seq : 16;
-		ig->seq = realloc(ig->seq, ig->cap_seq * sizeof *ig->seq);
+		size_t cap = ig->cap_seq ? 2 * ig->cap_seq : 16;
+		struct seq_slot *grown = realloc(ig->seq, cap * sizeof *grown);
+		if (!grown)
+			return fail_internal(ig->e, "out of memory");
+		ig->seq = grown, ig->cap_seq = cap;
 	}
 	int64_t start = 0;
-	if (ig->run_preexisted) {
-		sqlite3_bind_int64(ig->seq_q, 1, ig->run_id);
-		sqlite3_bind_int64(ig->seq_q, 2, rank);
-		if (sqlite3_step(ig->seq_q) == SQLITE_ROW)
-			start = sqlite3_column_int64(ig->seq_q, 0);
-		sqlite3_reset(ig->seq_q);
-	}
+	if (ig->run_preexisted)
+		ALIGN_TRY(ig->e, store_next_seq(&ig->st, ig->run_id, rank, &start));
 	ig->seq[ig->n_seq].rank = rank;
 	ig->seq[ig->n_seq].next = start + 1;
 	ig->n_seq++;
-	return start;
+	*seq = start;
+	return ALIGN_OK;
 }
 
 /* Explicit seq from a trace: keep the counter past it so later implicit ones do not collide. */
-static void note_seq(struct ingest *ig, int64_t rank, int64_t seq)
+static int note_seq(struct ingest *ig, int64_t rank, int64_t seq)
 {
 	for (size_t i = 0; i < ig->n_seq; i++)
 		if (ig->seq[i].rank == rank) {
 			if (ig->seq[i].next <= seq)
 				ig->seq[i].next = seq + 1;
-			return;
+			return ALIGN_OK;
 		}
-	(void)next_seq(ig, rank);
-	note_seq(ig, rank, seq);
+	int64_t unused;
+	ALIGN_TRY(ig->e, next_seq(ig, rank, &unused));
+	return note_seq(ig, rank, seq);
 }
 
 static struct occ_slot *occ_lookup(struct ingest *ig, uint64_t key)
@@ -170,35 +170,21 @@ static struct step_slot *step_lookup(struct ingest *ig, int64_t rank, int64_t st
 
 int ingest_flush_stepsum(struct ingest *ig)
 {
-	sqlite3_stmt *st;
-	const char *sql = "INSERT INTO stepsum(run_id, rank, step, n, n_exact, h) VALUES (?1,?2,?3,?4,?5,?6) "
-	                  "ON CONFLICT(run_id, rank, step) DO UPDATE SET n=n+excluded.n, n_exact=n_exact+excluded.n_exact, "
-	                  "h=(h+excluded.h)";
-	if (sqlite3_prepare_v2(ig->db, sql, -1, &st, NULL) != SQLITE_OK)
-		return err_internal("sqlite: %s", sqlite3_errmsg(ig->db));
-	int rc = SQLITE_DONE;
-	for (size_t i = 0; i < ig->steps_cap && rc == SQLITE_DONE; i++) {
+	int rc = ALIGN_OK;
+	for (size_t i = 0; i < ig->steps_cap && !rc; i++) {
 		struct step_slot *s = &ig->steps[i];
 		if (!s->used || s->n == 0)
 			continue;
-		sqlite3_bind_int64(st, 1, ig->run_id);
-		sqlite3_bind_int64(st, 2, s->rank);
-		sqlite3_bind_int64(st, 3, s->step);
-		sqlite3_bind_int64(st, 4, s->n);
-		sqlite3_bind_int64(st, 5, s->n_exact);
 		/* h is a sum mod 2^64; SQLite integer addition must not overflow, so store the high-bit-cleared
 		 * sum of 63-bit parts: add in unsigned space here, keep 62 bits per flush */
-		sqlite3_bind_int64(st, 6, (int64_t)(s->h & 0x3fffffffffffffffull));
-		rc = sqlite3_step(st);
-		sqlite3_reset(st);
+		rc = store_add_stepsum(&ig->st, ig->run_id, s->rank, s->step, s->n, s->n_exact,
+				       (int64_t)(s->h & 0x3fffffffffffffffull));
 	}
-	sqlite3_finalize(st);
 	free(ig->steps);
 	ig->steps = NULL;
 	ig->steps_cap = ig->steps_used = 0;
-	if (rc != SQLITE_DONE)
-		return err_internal("sqlite: %s", sqlite3_errmsg(ig->db));
-	return store_exec(ig->db, "UPDATE stepsum SET h = h & 4611686018427387903 WHERE h > 4611686018427387903");
+	ALIGN_TRY(ig->e, rc);
+	return store_mask_stepsum(ig->db, ig->e);
 }
 
 int ingest_supersede(struct ingest *ig, int64_t rank, int64_t from_step)
@@ -206,60 +192,36 @@ int ingest_supersede(struct ingest *ig, int64_t rank, int64_t from_step)
 	for (size_t i = 0; i < ig->steps_cap; i++)
 		if (ig->steps[i].used && ig->steps[i].rank == rank && ig->steps[i].step >= from_step)
 			ig->steps[i].n = ig->steps[i].n_exact = 0, ig->steps[i].h = 0;
-	char del[160];
-	snprintf(del, sizeof del, "DELETE FROM stepsum WHERE run_id=%lld AND rank=%lld AND step>=%lld",
-	         (long long)ig->run_id, (long long)rank, (long long)from_step);
-	if (store_exec(ig->db, del))
-		return ALIGN_EINTERNAL;
-
-	sqlite3_stmt *st;
-	const char *sql = "UPDATE record SET superseded=1 WHERE run_id=?1 AND rank=?2 AND step>=?3 AND superseded=0";
-	if (sqlite3_prepare_v2(ig->db, sql, -1, &st, NULL) != SQLITE_OK)
-		return err_internal("sqlite: %s", sqlite3_errmsg(ig->db));
-	sqlite3_bind_int64(st, 1, ig->run_id);
-	sqlite3_bind_int64(st, 2, rank);
-	sqlite3_bind_int64(st, 3, from_step);
-	int rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return err_internal("sqlite: %s", sqlite3_errmsg(ig->db));
 	for (size_t i = 0; i < ig->occ_cap; i++)
 		if (ig->occ[i].key && ig->occ[i].rank == rank && ig->occ[i].step >= from_step)
 			ig->occ[i].count = 0, ig->occ[i].value_hash = 0;
-	char upd[96];
-	snprintf(upd, sizeof upd, "UPDATE run SET resumed=1 WHERE id=%lld", (long long)ig->run_id);
-	return store_exec(ig->db, upd);
+	return store_supersede(ig->db, ig->run_id, rank, from_step, ig->e);
 }
 
 int ingest_set_header(struct ingest *ig, const char *json_text)
 {
-	json_error_t e;
-	json_t *add = json_loads(json_text, 0, &e);
+	json_error_t je;
+	json_t *add = json_loads(json_text, 0, &je);
 	if (!json_is_object(add)) {
 		json_decref(add);
-		return err_internal("run header is not a JSON object");
+		return fail_internal(ig->e, "run header is not a JSON object");
 	}
-	sqlite3_stmt *st;
-	sqlite3_prepare_v2(ig->db, "SELECT header FROM run WHERE id=?1", -1, &st, NULL);
-	sqlite3_bind_int64(st, 1, ig->run_id);
-	json_t *cur = NULL;
-	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
-		cur = json_loads((const char *)sqlite3_column_text(st, 0), 0, &e);
-	sqlite3_finalize(st);
+	char *old;
+	int rc = store_get_run_header(ig->db, ig->run_id, &old, ig->e);
+	json_t *cur = old ? json_loads(old, 0, &je) : NULL;
+	free(old);
 	if (!json_is_object(cur)) {
 		json_decref(cur);
 		cur = json_object();
 	}
 	json_object_update(cur, add);
 	json_decref(add);
-	char *text = json_dumps(cur, JSON_COMPACT | JSON_SORT_KEYS);
+	char *text = rc ? NULL : json_dumps(cur, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(cur);
-	sqlite3_prepare_v2(ig->db, "UPDATE run SET header=?1 WHERE id=?2", -1, &st, NULL);
-	sqlite3_bind_text(st, 1, text, -1, free);
-	sqlite3_bind_int64(st, 2, ig->run_id);
-	int rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? ALIGN_OK : err_internal("sqlite: %s", sqlite3_errmsg(ig->db));
+	if (!rc)
+		rc = text ? store_set_run_header(ig->db, ig->run_id, text, ig->e) : fail_internal(ig->e, "out of memory");
+	free(text);
+	return rc;
 }
 
 /* What a record's value is: the value columns derived from text/bits. */
@@ -357,29 +319,6 @@ static uint64_t value_hash(const struct rec *r, const struct classified *c)
 	return 1;
 }
 
-static void bind_text_or_null(sqlite3_stmt *st, int i, const char *s)
-{
-	if (s)
-		sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
-	else
-		sqlite3_bind_null(st, i);
-}
-
-static int64_t occ_from_db(struct ingest *ig, const char *canon, const struct rec *r)
-{
-	sqlite3_stmt *q = ig->occ_q;
-	sqlite3_bind_int64(q, 1, ig->run_id);
-	sqlite3_bind_text(q, 2, canon, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(q, 3, r->rank);
-	sqlite3_bind_int64(q, 4, r->step);
-	sqlite3_bind_int64(q, 5, r->micro);
-	int64_t n = 0;
-	if (sqlite3_step(q) == SQLITE_ROW)
-		n = sqlite3_column_int64(q, 0);
-	sqlite3_reset(q);
-	return n;
-}
-
 /* Add a record to its (rank, step) summary (see stepsum in schema/0001-init.sql). */
 static void step_add(struct ingest *ig, const struct rec *r, const char *canon, int64_t occ, uint64_t vh, int exact)
 {
@@ -415,20 +354,13 @@ static int note_meta(struct ingest *ig, const char *canon)
 		size_t cap = ig->cap_meta ? 2 * ig->cap_meta : 16;
 		char **grown = realloc(ig->meta, cap * sizeof *grown);
 		if (!grown)
-			return err_internal("out of memory");
+			return fail_internal(ig->e, "out of memory");
 		ig->meta = grown, ig->cap_meta = cap;
 	}
 	if (!(ig->meta[ig->n_meta] = strdup(canon)))
-		return err_internal("out of memory");
+		return fail_internal(ig->e, "out of memory");
 	ig->n_meta++;
-	sqlite3_stmt *st;
-	if (sqlite3_prepare_v2(ig->db, "INSERT OR IGNORE INTO meta_canon(run_id, canon) VALUES (?1, ?2)", -1, &st, NULL) != SQLITE_OK)
-		return err_internal("sqlite: %s", sqlite3_errmsg(ig->db));
-	sqlite3_bind_int64(st, 1, ig->run_id);
-	sqlite3_bind_text(st, 2, canon, -1, SQLITE_STATIC);
-	int rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? ALIGN_OK : err_internal("sqlite: %s", sqlite3_errmsg(ig->db));
+	return store_note_meta_canon(&ig->st, ig->run_id, canon);
 }
 
 static void progress(struct ingest *ig)
@@ -445,101 +377,108 @@ static void progress(struct ingest *ig)
 	        reader_bytes(ig->r) / 1e6);
 }
 
-int ingest_emit(struct ingest *ig, const struct rec *r)
+/* The occurrence of r's key in the run (counted on from the database's when the run preexisted);
+ * *dup = 1 when r is a global value another rank already printed with the same value (not stored). */
+static int count_occurrence(struct ingest *ig, const struct rec *r, const char *canon, uint64_t vh, int64_t *occ,
+			    int *dup)
 {
-	char canon[256];
-	struct classified c;
-	int rc = classify(ig, r, &c);
-	if (rc)
-		return rc;
-	names_canonical(r->name, canon, sizeof canon);
-	if (r->phase && !strcmp(r->phase, "eval") && !strcmp(canon, "loss"))
-		snprintf(canon, sizeof canon, "eval_loss");
 	uint64_t key = key_hash(canon, r->rank, r->step, r->micro);
-	uint64_t vh = value_hash(r, &c);
 	struct occ_slot *slot = occ_lookup(ig, key);
+	*dup = 0;
 	if (!slot->key) {
 		slot->key = key, slot->rank = r->rank, slot->step = r->step;
-		slot->count = ig->run_preexisted ? occ_from_db(ig, canon, r) : 0;
+		slot->count = 0;
 		ig->occ_used++;
+		if (ig->run_preexisted)
+			ALIGN_TRY(ig->e, store_count_key(&ig->st, ig->run_id, canon, r->rank, r->step, r->micro,
+							 &slot->count));
 	} else if (r->rank == ALIGN_NO_RANK && slot->count > 0 && slot->value_hash == vh) {
-		ig->n_deduped++; /* a global value printed again by another rank: keep one */
+		*dup = 1; /* a global value printed again by another rank: keep one */
 		return ALIGN_OK;
 	}
 	if (slot->count == 0)
 		slot->value_hash = vh;
-	int64_t occ = slot->count++;
-	int64_t seq = r->seq;
-	if (seq == ALIGN_NO_SEQ)
-		seq = next_seq(ig, r->rank);
-	else
-		note_seq(ig, r->rank, seq);
+	*occ = slot->count++;
+	return ALIGN_OK;
+}
 
-	sqlite3_stmt *st = ig->ins;
-	sqlite3_bind_int64(st, 1, ig->run_id);
-	sqlite3_bind_int64(st, 2, ig->source_id);
-	sqlite3_bind_int64(st, 3, r->line ? r->line : reader_lineno(ig->r));
-	sqlite3_bind_int64(st, 4, r->rank);
-	sqlite3_bind_int64(st, 5, r->step);
-	sqlite3_bind_int64(st, 6, r->micro);
-	sqlite3_bind_int64(st, 7, seq);
-	sqlite3_bind_int64(st, 8, occ);
-	sqlite3_bind_text(st, 9, r->name, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 10, canon, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 11, r->phase ? r->phase : "loss", -1, SQLITE_STATIC);
-	bind_text_or_null(st, 12, c.dtype);
-	bind_text_or_null(st, 13, r->shape);
-	if (c.has_bits)
-		sqlite3_bind_int64(st, 14, (int64_t)c.bits);
-	else
-		sqlite3_bind_null(st, 14);
-	if (c.has_value && !isnan(c.value))
-		sqlite3_bind_double(st, 15, c.value);
-	else
-		sqlite3_bind_null(st, 15);
-	if (r->text)
-		sqlite3_bind_text(st, 16, r->text, r->text_len ? (int)r->text_len : -1, SQLITE_STATIC);
-	else
-		sqlite3_bind_null(st, 16);
-	if (c.has_digits)
-		sqlite3_bind_int(st, 17, c.digits);
-	else
-		sqlite3_bind_null(st, 17);
-	if (c.has_interval) {
-		sqlite3_bind_double(st, 18, c.lo);
-		sqlite3_bind_double(st, 19, c.hi);
-	} else {
-		sqlite3_bind_null(st, 18);
-		sqlite3_bind_null(st, 19);
-	}
-	bind_text_or_null(st, 20, r->digest);
-	bind_text_or_null(st, 21, r->digest ? (r->digest_alg ? r->digest_alg : "xxh3t64") : NULL);
-	bind_text_or_null(st, 22, r->stats);
-	bind_text_or_null(st, 23, r->head);
+/* Bind the value columns of r's row (the key columns are bound by ingest_emit). */
+static int bind_values(struct ingest *ig, const struct rec *r, const struct classified *c)
+{
+	struct store_ingest *st = &ig->st;
 	if (r->payload && r->payload_len) {
 		uLongf zlen = compressBound(r->payload_len);
 		unsigned char *z = malloc(zlen);
 		if (!z || compress2(z, &zlen, r->payload, r->payload_len, 1) != Z_OK) {
 			free(z);
-			return err_internal("cannot compress the payload of '%s'", r->name);
+			return fail_internal(ig->e, "cannot compress the payload of '%s'", r->name);
 		}
-		sqlite3_bind_blob(st, 24, z, (int)zlen, free);
-	} else {
-		sqlite3_bind_null(st, 24);
+		store_rec_blob_owned(st, STORE_REC_payload, z, zlen);
 	}
-	bind_text_or_null(st, 25, r->missing);
-	bind_text_or_null(st, 26, r->extra);
-	rc = sqlite3_step(st);
-	sqlite3_reset(st);
-	if (rc != SQLITE_DONE) {
-		if ((rc & 0xff) == SQLITE_CONSTRAINT)
-			return ingest_error(ig, r->line, "duplicate record: rank %lld seq %lld appears twice ('%s')",
-			                    (long long)r->rank, (long long)seq, r->name);
-		return err_internal("sqlite: %s", sqlite3_errmsg(ig->db));
+	store_rec_text(st, STORE_REC_dtype, c->dtype, 0);
+	store_rec_text(st, STORE_REC_shape, r->shape, 0);
+	if (c->has_bits)
+		store_rec_int64(st, STORE_REC_bits, (int64_t)c->bits);
+	if (c->has_value && !isnan(c->value))
+		store_rec_double(st, STORE_REC_value, c->value);
+	store_rec_text(st, STORE_REC_text, r->text, r->text_len);
+	if (c->has_digits)
+		store_rec_int64(st, STORE_REC_digits, c->digits);
+	if (c->has_interval) {
+		store_rec_double(st, STORE_REC_lo, c->lo);
+		store_rec_double(st, STORE_REC_hi, c->hi);
 	}
+	store_rec_text(st, STORE_REC_digest, r->digest, 0);
+	store_rec_text(st, STORE_REC_digest_alg, r->digest ? (r->digest_alg ? r->digest_alg : "xxh3t64") : NULL, 0);
+	store_rec_text(st, STORE_REC_stats, r->stats, 0);
+	store_rec_text(st, STORE_REC_head, r->head, 0);
+	store_rec_text(st, STORE_REC_missing, r->missing, 0);
+	store_rec_text(st, STORE_REC_extra, r->extra, 0);
+	return ALIGN_OK;
+}
+
+int ingest_emit(struct ingest *ig, const struct rec *r)
+{
+	char canon[256];
+	struct classified c;
+	ALIGN_TRY(ig->e, classify(ig, r, &c));
+	names_canonical(r->name, canon, sizeof canon);
+	if (r->phase && !strcmp(r->phase, "eval") && !strcmp(canon, "loss"))
+		snprintf(canon, sizeof canon, "eval_loss");
+	uint64_t vh = value_hash(r, &c);
+	int64_t occ = 0, seq = r->seq;
+	int dup;
+	ALIGN_TRY(ig->e, count_occurrence(ig, r, canon, vh, &occ, &dup));
+	if (dup) {
+		ig->n_deduped++;
+		return ALIGN_OK;
+	}
+	if (seq == ALIGN_NO_SEQ)
+		ALIGN_TRY(ig->e, next_seq(ig, r->rank, &seq));
+	else
+		ALIGN_TRY(ig->e, note_seq(ig, r->rank, seq));
+
+	struct store_ingest *st = &ig->st;
+	ALIGN_TRY(ig->e, bind_values(ig, r, &c));
+	store_rec_int64(st, STORE_REC_run_id, ig->run_id);
+	store_rec_int64(st, STORE_REC_source_id, ig->source_id);
+	store_rec_int64(st, STORE_REC_line, r->line ? r->line : reader_lineno(ig->r));
+	store_rec_int64(st, STORE_REC_rank, r->rank);
+	store_rec_int64(st, STORE_REC_step, r->step);
+	store_rec_int64(st, STORE_REC_micro, r->micro);
+	store_rec_int64(st, STORE_REC_seq, seq);
+	store_rec_int64(st, STORE_REC_occ, occ);
+	store_rec_text(st, STORE_REC_name, r->name, 0);
+	store_rec_text(st, STORE_REC_canon, canon, 0);
+	store_rec_text(st, STORE_REC_phase, r->phase ? r->phase : "loss", 0);
+	int duplicate;
+	ALIGN_TRY(ig->e, store_rec_insert(st, &duplicate));
+	if (duplicate)
+		return ingest_error(ig, r->line, "duplicate record: rank %lld seq %lld appears twice ('%s')",
+				    (long long)r->rank, (long long)seq, r->name);
 	step_add(ig, r, canon, occ, vh, c.has_bits || r->digest);
-	if (r->phase && !strcmp(r->phase, "meta") && (rc = note_meta(ig, canon)))
-		return rc;
+	if (r->phase && !strcmp(r->phase, "meta"))
+		ALIGN_TRY(ig->e, note_meta(ig, canon));
 	ig->n_records++;
 	progress(ig);
 	return ALIGN_OK;

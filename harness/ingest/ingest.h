@@ -2,7 +2,8 @@
  * canonicalised, ordered and classified here so that parsers only say what they read.
  *
  * Parser contract: parse(ig, reader) reads the whole file, calls ingest_emit for each value, and
- * returns an exit-code class; an error must have been printed through ingest_error (file:line: what).
+ * returns an exit-code class; a failure has set its one message through ingest_error (file:line: what),
+ * fail_internal(ingest_err(ig), ...) or the reader (whose messages name the file).
  * Keys: rank -1 = a global value printed by any rank (deduplicated when equal); micro -1 = a step-level
  * value (not per micro-batch); step -1 = no step. */
 #ifndef ALIGN_INGEST_H
@@ -14,6 +15,7 @@
 #include <sqlite3.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define ALIGN_NO_RANK (-1)
 #define ALIGN_NO_MICRO (-1)
@@ -50,13 +52,15 @@ struct ingest_opts {
 };
 
 struct ingest;
+struct align_err;
 
 int ingest_emit(struct ingest *ig, const struct rec *r);
 /* A restart re-ran steps >= from_step on rank: earlier records there become superseded. */
 int ingest_supersede(struct ingest *ig, int64_t rank, int64_t from_step);
 /* Print "warning: file:line: what" and keep it in source.warnings. */
 void ingest_warn(struct ingest *ig, int64_t line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* Print "error: file:line: what"; returns ALIGN_EINPUT. line 0: the reader's current line. */
+/* Fail with "file:line: what" (the message goes to the command's error record); returns ALIGN_EINPUT.
+ * line 0: the reader's current line. */
 int ingest_error(struct ingest *ig, int64_t line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Merge a JSON object (environment, modes, world size, ...) into the run header. */
 int ingest_set_header(struct ingest *ig, const char *json_text);
@@ -64,21 +68,50 @@ int ingest_set_header(struct ingest *ig, const char *json_text);
 int64_t ingest_file_rank(const struct ingest *ig);
 const char *ingest_path(const struct ingest *ig);
 const struct ingest_opts *ingest_get_opts(const struct ingest *ig);
+/* The error record a parser's failures other than ingest_error go to (fail_internal(ingest_err(ig), ...)). */
+struct align_err *ingest_err(struct ingest *ig);
 int64_t ingest_current_line(const struct ingest *ig);
 
-/* A format: detect scores the first bytes (0 = not this format, 100 = certain). */
-struct ingest_format {
-	const char *name;
-	const char *framework;
-	const char *summary;
+/* What a parser provides: detect scores the first bytes (0 = not this format, 100 = certain); parse
+ * reads the whole file (parser contract above). */
+struct ingest_parser {
 	int (*detect)(const char *head, size_t len, const char *path);
 	int (*parse)(struct ingest *ig, struct reader *r);
 };
 
-const struct ingest_format *const *ingest_formats(size_t *count);
-const struct ingest_format *ingest_format_find(const char *name);
+/* How a format reads its file (formats.def column "reads"). */
+enum ingest_reads {
+	INGEST_READS_LINES, /* line by line: any size */
+	INGEST_READS_WHOLE, /* whole (reader_slurp): at most READER_MAX_SLURP bytes */
+};
 
-/* Ingest files into run `as` (NULL: named after the first file). Exit-code class. */
+/* A row of formats.def. */
+struct ingest_format {
+	const char *name;		    /* --format NAME, source.format, run.format */
+	const char *framework;		    /* run.framework */
+	enum ingest_reads reads;	    /* whole-file formats are size-checked before any work */
+	const char *summary;		    /* the --list-formats line */
+	const struct ingest_parser *parser; /* ingest-<id>.c */
+};
+
+#define FORMAT(id, name, framework, reads, summary) extern const struct ingest_parser ingest_parser_##id;
+#include "formats.def"
+#undef FORMAT
+
+/* The formats in formats.def order. */
+const struct ingest_format *ingest_formats(size_t *count);
+/* The format called name, or NULL. */
+const struct ingest_format *ingest_format_find(const char *name);
+/* Print "name framework summary" per format (align ingest --list-formats). */
+void ingest_formats_print(FILE *out);
+
+/* Ingest files into run `as` (NULL: each file into a run named after it), each file in its own
+ * transaction; returns the worst exit-code class of the files. A failing file's message goes to e; when
+ * more files follow, it is printed there and then (err_print) so that each failing file reports once
+ * and e holds the last one for the caller. */
+int ingest_files_err(sqlite3 *db, const char *db_path, const char *as, int append, const char *format,
+		     const struct ingest_opts *opts, char **files, int n_files, struct align_err *e);
+/* TRANSITIONAL (bisect): ingest_files_err(..., NULL): every message printed at once. */
 int ingest_files(sqlite3 *db, const char *db_path, const char *as, int append, const char *format,
                  const struct ingest_opts *opts, char **files, int n_files);
 

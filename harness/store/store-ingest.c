@@ -1,0 +1,291 @@
+/* store-ingest: the SQL of the ingest path (contracts in store-ingest.h). */
+#include "store-ingest.h"
+
+#include "err.h"
+#include "store.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define COLUMN_NAME(c) ", " #c
+#define COLUMN_PARAM(c) ", :" #c
+static const char record_sql[] = "INSERT INTO record(run_id" STORE_RECORD_COLUMNS(COLUMN_NAME) ") VALUES (:run_id"
+	STORE_RECORD_COLUMNS(COLUMN_PARAM) ")";
+static const char *const record_params[STORE_REC_N] = {
+	":run_id",
+#define X(c) ":" #c,
+	STORE_RECORD_COLUMNS(X)
+#undef X
+};
+
+/* Step st to its end: ALIGN_OK at SQLITE_DONE, else the SQLite message. Resets it for the next use. */
+static int step_done(sqlite3 *db, sqlite3_stmt *st, struct align_err *e)
+{
+	int rc = sqlite3_step(st);
+	int ret = rc == SQLITE_DONE ? ALIGN_OK : fail_internal(e, "sqlite: %s", sqlite3_errmsg(db));
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return ret;
+}
+
+/* Step st for one integer: *v = column 0 of the first row, or dflt when there is none. Resets it. */
+static int step_int64(sqlite3 *db, sqlite3_stmt *st, int64_t dflt, int64_t *v, struct align_err *e)
+{
+	int rc = sqlite3_step(st);
+	*v = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : dflt;
+	int ret = rc == SQLITE_ROW || rc == SQLITE_DONE ? ALIGN_OK : fail_internal(e, "sqlite: %s", sqlite3_errmsg(db));
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return ret;
+}
+
+/* Step st for one text: *out = a malloc'd copy of column 0 of the first row, or NULL (no row, or
+ * NULL there). Resets it. */
+static int step_text(sqlite3 *db, sqlite3_stmt *st, char **out, struct align_err *e)
+{
+	int rc = sqlite3_step(st), ret = ALIGN_OK;
+	*out = NULL;
+	if (rc == SQLITE_ROW && sqlite3_column_text(st, 0) &&
+	    !(*out = strdup((const char *)sqlite3_column_text(st, 0))))
+		ret = fail_internal(e, "out of memory");
+	else if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		ret = fail_internal(e, "sqlite: %s", sqlite3_errmsg(db));
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return ret;
+}
+
+int store_ingest_open(struct store_ingest *s, sqlite3 *db, struct align_err *e)
+{
+	memset(s, 0, sizeof *s);
+	s->db = db, s->e = e;
+	int rc;
+	if ((rc = store_prepare(db, "insert record", record_sql, &s->record, e)) ||
+	    (rc = store_prepare(db, "count key", "SELECT count(*) FROM record WHERE run_id=:run_id AND canon=:canon "
+						 "AND rank=:rank AND step=:step AND micro=:micro AND superseded=0",
+				&s->count_key, e)) ||
+	    (rc = store_prepare(db, "next seq",
+				"SELECT coalesce(max(seq)+1, 0) FROM record WHERE run_id=:run_id AND rank=:rank",
+				&s->next_seq, e)) ||
+	    (rc = store_prepare(db, "add stepsum",
+				"INSERT INTO stepsum(run_id, rank, step, n, n_exact, h) "
+				"VALUES (:run_id, :rank, :step, :n, :n_exact, :h) ON CONFLICT(run_id, rank, step) "
+				"DO UPDATE SET n=n+excluded.n, n_exact=n_exact+excluded.n_exact, h=(h+excluded.h)",
+				&s->stepsum, e)) ||
+	    (rc = store_prepare(db, "note meta canon",
+				"INSERT OR IGNORE INTO meta_canon(run_id, canon) VALUES (:run_id, :canon)", &s->meta, e))) {
+		store_ingest_close(s);
+		return rc;
+	}
+	for (int c = 0; c < STORE_REC_N; c++)
+		s->rec_param[c] = sqlite3_bind_parameter_index(s->record, record_params[c]);
+	return ALIGN_OK;
+}
+
+void store_ingest_close(struct store_ingest *s)
+{
+	sqlite3_finalize(s->record);
+	sqlite3_finalize(s->count_key);
+	sqlite3_finalize(s->next_seq);
+	sqlite3_finalize(s->stepsum);
+	sqlite3_finalize(s->meta);
+	s->record = s->count_key = s->next_seq = s->stepsum = s->meta = NULL;
+}
+
+void store_rec_int64(struct store_ingest *s, enum store_rec_col c, int64_t v)
+{
+	sqlite3_bind_int64(s->record, s->rec_param[c], v);
+}
+
+void store_rec_double(struct store_ingest *s, enum store_rec_col c, double v)
+{
+	sqlite3_bind_double(s->record, s->rec_param[c], v);
+}
+
+void store_rec_text(struct store_ingest *s, enum store_rec_col c, const char *text, size_t len)
+{
+	if (text)
+		sqlite3_bind_text(s->record, s->rec_param[c], text, len ? (int)len : -1, SQLITE_STATIC);
+}
+
+void store_rec_blob_owned(struct store_ingest *s, enum store_rec_col c, void *data, size_t len)
+{
+	sqlite3_bind_blob(s->record, s->rec_param[c], data, (int)len, free);
+}
+
+int store_rec_insert(struct store_ingest *s, int *duplicate)
+{
+	int rc = sqlite3_step(s->record), ret = ALIGN_OK;
+	*duplicate = 0;
+	if (rc != SQLITE_DONE) {
+		if ((rc & 0xff) == SQLITE_CONSTRAINT)
+			*duplicate = 1;
+		else
+			ret = fail_internal(s->e, "sqlite: %s", sqlite3_errmsg(s->db));
+	}
+	sqlite3_reset(s->record);
+	sqlite3_clear_bindings(s->record); /* unset columns of the next row are NULL */
+	return ret;
+}
+
+int store_count_key(struct store_ingest *s, int64_t run_id, const char *canon, int64_t rank, int64_t step,
+		    int64_t micro, int64_t *n)
+{
+	store_bind_int64(s->count_key, ":run_id", run_id);
+	store_bind_text(s->count_key, ":canon", canon);
+	store_bind_int64(s->count_key, ":rank", rank);
+	store_bind_int64(s->count_key, ":step", step);
+	store_bind_int64(s->count_key, ":micro", micro);
+	return step_int64(s->db, s->count_key, 0, n, s->e);
+}
+
+int store_next_seq(struct store_ingest *s, int64_t run_id, int64_t rank, int64_t *seq)
+{
+	store_bind_int64(s->next_seq, ":run_id", run_id);
+	store_bind_int64(s->next_seq, ":rank", rank);
+	return step_int64(s->db, s->next_seq, 0, seq, s->e);
+}
+
+int store_add_stepsum(struct store_ingest *s, int64_t run_id, int64_t rank, int64_t step, int64_t n, int64_t n_exact,
+		      int64_t h)
+{
+	store_bind_int64(s->stepsum, ":run_id", run_id);
+	store_bind_int64(s->stepsum, ":rank", rank);
+	store_bind_int64(s->stepsum, ":step", step);
+	store_bind_int64(s->stepsum, ":n", n);
+	store_bind_int64(s->stepsum, ":n_exact", n_exact);
+	store_bind_int64(s->stepsum, ":h", h);
+	return step_done(s->db, s->stepsum, s->e);
+}
+
+int store_mask_stepsum(sqlite3 *db, struct align_err *e)
+{
+	return store_exec_err(db, "UPDATE stepsum SET h = h & 4611686018427387903 WHERE h > 4611686018427387903", e);
+}
+
+int store_note_meta_canon(struct store_ingest *s, int64_t run_id, const char *canon)
+{
+	store_bind_int64(s->meta, ":run_id", run_id);
+	store_bind_text(s->meta, ":canon", canon);
+	return step_done(s->db, s->meta, s->e);
+}
+
+/* Finalize a statement used once (prepared with store_prepare) and pass rc on. */
+static int done_once(sqlite3_stmt *st, int rc)
+{
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int store_find_run(sqlite3 *db, const char *name, int64_t *id, struct align_err *e)
+{
+	sqlite3_stmt *st;
+	*id = 0;
+	ALIGN_TRY(e, store_prepare(db, "find run by name", "SELECT id FROM run WHERE name=:name", &st, e));
+	store_bind_text(st, ":name", name);
+	return done_once(st, step_int64(db, st, 0, id, e));
+}
+
+int store_find_sha_owner(sqlite3 *db, const char *sha, char **name, struct align_err *e)
+{
+	sqlite3_stmt *st;
+	*name = NULL;
+	ALIGN_TRY(e, store_prepare(db, "find run by content sha256",
+				  "SELECT run.name FROM source JOIN run ON run.id=source.run_id WHERE sha256=:sha256",
+				  &st, e));
+	store_bind_text(st, ":sha256", sha);
+	return done_once(st, step_text(db, st, name, e));
+}
+
+int store_insert_run(sqlite3 *db, const char *name, const char *framework, const char *format, const char *created,
+		     int64_t *id, struct align_err *e)
+{
+	sqlite3_stmt *st;
+	ALIGN_TRY(e, store_prepare(db, "insert run",
+				  "INSERT INTO run(name, framework, format, created) "
+				  "VALUES (:name, :framework, :format, :created)",
+				  &st, e));
+	store_bind_text(st, ":name", name);
+	store_bind_text(st, ":framework", framework);
+	store_bind_text(st, ":format", format);
+	store_bind_text(st, ":created", created);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return done_once(st, fail_internal(e, "cannot create run '%s': %s", name, sqlite3_errmsg(db)));
+	*id = sqlite3_last_insert_rowid(db);
+	return done_once(st, ALIGN_OK);
+}
+
+int store_insert_source(sqlite3 *db, int64_t run_id, const char *path, const char *format, const char *created,
+			int64_t *id, struct align_err *e)
+{
+	sqlite3_stmt *st;
+	ALIGN_TRY(e, store_prepare(db, "insert source",
+				  "INSERT INTO source(run_id, path, sha256, format, bytes, records, ingested) "
+				  "VALUES (:run_id, :path, 'pending:'||:run_id||':'||:path, :format, 0, 0, :created)",
+				  &st, e));
+	store_bind_int64(st, ":run_id", run_id);
+	store_bind_text(st, ":path", path);
+	store_bind_text(st, ":format", format);
+	store_bind_text(st, ":created", created);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		return done_once(st, fail_internal(e, "cannot record source '%s': %s", path, sqlite3_errmsg(db)));
+	*id = sqlite3_last_insert_rowid(db);
+	return done_once(st, ALIGN_OK);
+}
+
+int store_finish_source(sqlite3 *db, int64_t source_id, const char *sha, int64_t bytes, int64_t records,
+			const char *warnings, struct align_err *e)
+{
+	sqlite3_stmt *st;
+	ALIGN_TRY(e, store_prepare(db, "finish source",
+				  "UPDATE source SET sha256=:sha256, bytes=:bytes, records=:records, "
+				  "warnings=:warnings WHERE id=:id",
+				  &st, e));
+	store_bind_text(st, ":sha256", sha);
+	store_bind_int64(st, ":bytes", bytes);
+	store_bind_int64(st, ":records", records);
+	store_bind_text(st, ":warnings", warnings);
+	store_bind_int64(st, ":id", source_id);
+	return done_once(st, step_done(db, st, e));
+}
+
+int store_supersede(sqlite3 *db, int64_t run_id, int64_t rank, int64_t from_step, struct align_err *e)
+{
+	static const struct {
+		const char *what, *sql;
+	} steps[] = {
+		{"drop superseded stepsums", "DELETE FROM stepsum WHERE run_id=:run_id AND rank=:rank AND step>=:step"},
+		{"supersede records", "UPDATE record SET superseded=1 WHERE run_id=:run_id AND rank=:rank "
+				      "AND step>=:step AND superseded=0"},
+		{"mark run resumed", "UPDATE run SET resumed=1 WHERE id=:run_id"},
+	};
+	for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+		sqlite3_stmt *st;
+		ALIGN_TRY(e, store_prepare(db, steps[i].what, steps[i].sql, &st, e));
+		store_bind_int64(st, ":run_id", run_id);
+		if (sqlite3_bind_parameter_count(st) > 1) {
+			store_bind_int64(st, ":rank", rank);
+			store_bind_int64(st, ":step", from_step);
+		}
+		ALIGN_TRY(e, done_once(st, step_done(db, st, e)));
+	}
+	return ALIGN_OK;
+}
+
+int store_get_run_header(sqlite3 *db, int64_t run_id, char **json, struct align_err *e)
+{
+	sqlite3_stmt *st;
+	*json = NULL;
+	ALIGN_TRY(e, store_prepare(db, "get run header", "SELECT header FROM run WHERE id=:id", &st, e));
+	store_bind_int64(st, ":id", run_id);
+	return done_once(st, step_text(db, st, json, e));
+}
+
+int store_set_run_header(sqlite3 *db, int64_t run_id, const char *json, struct align_err *e)
+{
+	sqlite3_stmt *st;
+	ALIGN_TRY(e, store_prepare(db, "set run header", "UPDATE run SET header=:header WHERE id=:id", &st, e));
+	store_bind_text(st, ":header", json);
+	store_bind_int64(st, ":id", run_id);
+	return done_once(st, step_done(db, st, e));
+}
