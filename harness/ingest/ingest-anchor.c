@@ -236,9 +236,7 @@ static int scan_fields(struct ingest *ig, const char *tagname, const char *p, si
 		struct afield *f = &af->f[af->n];
 		if (w < n && p[w] == '=') {
 			size_t vl = 0;
-			int rc = scan_value(ig, tagname, p + i, w - i, p + w + 1, n - w - 1, af, &vl);
-			if (rc)
-				return rc;
+			ALIGN_TRY(ingest_err(ig), scan_value(ig, tagname, p + i, w - i, p + w + 1, n - w - 1, af, &vl));
 			*f = (struct afield){.key = p + i, .key_len = w - i, .val = p + w + 1, .val_len = vl};
 			i = w + 1 + vl;
 			keyed = 1;
@@ -475,8 +473,7 @@ static int do_loss_path(struct ingest *ig, struct anchor_state *s, struct anchor
 	int emitted = 0;
 	if (nm) {
 		const struct afield *md5 = field(af, "md5");
-		if ((rc = need(ig, tagname, md5, "md5=")))
-			return rc;
+		ALIGN_TRY(ingest_err(ig), need(ig, tagname, md5, "md5="));
 		snprintf(name, sizeof name, "loss_path.%.*s", (int)nm->val_len, nm->val);
 		if ((rc = emit(ig, &k, name, af->shape[0] && strcmp(af->shape, "[]") ? af->shape : NULL, NULL, md5, NULL)))
 			return rc;
@@ -593,9 +590,7 @@ int anchor_scan_line(struct ingest *ig, struct anchor_state *s, const char *line
 		}
 		if (next_tag(line, len, body, &nat) >= 0)
 			end = nat;
-		int rc = scan_one(ig, s, t, line + body, end - body);
-		if (rc)
-			return rc;
+		ALIGN_TRY(ingest_err(ig), scan_one(ig, s, t, line + body, end - body));
 		pos = end;
 	}
 	return ALIGN_OK;

@@ -238,11 +238,9 @@ static int atf_header(struct ingest *ig, struct atf_state *s, json_t *h)
 		return ingest_error(ig, 1, "unsupported ATF version %lld (this align reads version %d)",
 		                    (long long)json_integer_value(ver), ATF_VERSION);
 	int64_t rank = ingest_file_rank(ig) >= 0 ? ingest_file_rank(ig) : 0;
-	int rc = get_int(ig, h, "rank", rank, 0, &s->rank);
-	if (rc)
-		return rc;
+	ALIGN_TRY(ingest_err(ig), get_int(ig, h, "rank", rank, 0, &s->rank));
 	char *text = json_dumps(h, JSON_COMPACT | JSON_SORT_KEYS);
-	rc = ingest_set_header(ig, text);
+	int rc = ingest_set_header(ig, text);
 	free(text);
 	return rc;
 }

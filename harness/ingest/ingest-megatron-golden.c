@@ -304,9 +304,7 @@ static int emit_all(struct golden *g)
 		                .prec = PREC_DEC, .prec_n = 5, .text = v->tok.p, .text_len = v->tok.n};
 		if (v->tok.p[0] == '"') /* "nan": the text without its quotes */
 			r.text = v->tok.p + 1, r.text_len = v->tok.n - 2;
-		int rc = ingest_emit(g->ig, &r);
-		if (rc)
-			return rc;
+		ALIGN_TRY(ingest_err(g->ig), ingest_emit(g->ig, &r));
 	}
 	return ALIGN_OK;
 }

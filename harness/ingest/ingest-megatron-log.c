@@ -243,9 +243,7 @@ static int parse_iteration(struct ingest *ig, struct mlog_state *s, int64_t it, 
 			if (kn && vn && kn < sizeof key) {
 				memcpy(key, k, kn);
 				key[kn] = '\0';
-				int rc = emit_field(ig, s, it, key, v, vn, &seen);
-				if (rc)
-					return rc;
+				ALIGN_TRY(ingest_err(ig), emit_field(ig, s, it, key, v, vn, &seen));
 			}
 		}
 		p = bar + 1;
@@ -255,9 +253,7 @@ static int parse_iteration(struct ingest *ig, struct mlog_state *s, int64_t it, 
 			continue;
 		struct rec r = {.rank = ALIGN_NO_RANK, .step = it, .micro = ALIGN_NO_MICRO, .seq = ALIGN_NO_SEQ,
 		                .name = s->keys[i], .phase = "loss", .dtype = "fp32", .missing = MLOG_MISSING};
-		int rc = ingest_emit(ig, &r);
-		if (rc)
-			return rc;
+		ALIGN_TRY(ingest_err(ig), ingest_emit(ig, &r));
 	}
 	return ALIGN_OK;
 }
@@ -269,8 +265,7 @@ static int start_iteration(struct ingest *ig, struct mlog_state *s, int64_t it, 
 		ingest_warn(ig, 0, "run restarted at iteration %lld (after iteration %lld): the later lines win%s",
 		            (long long)it, (long long)s->last_it,
 		            s->as.n_anchors ? "; the anchors of that iteration, printed before this line, are lost" : "");
-		if ((rc = ingest_supersede(ig, ALIGN_NO_RANK, it)))
-			return rc;
+		ALIGN_TRY(ingest_err(ig), ingest_supersede(ig, ALIGN_NO_RANK, it));
 		if (s->as.n_anchors && ingest_file_rank(ig) >= 0 && (rc = ingest_supersede(ig, ingest_file_rank(ig), it)))
 			return rc;
 		anchor_restart(&s->as, it + 1);
@@ -279,8 +274,7 @@ static int start_iteration(struct ingest *ig, struct mlog_state *s, int64_t it, 
 	if (!s->header_set) {
 		char hdr[64];
 		snprintf(hdr, sizeof hdr, "{\"train_iters\":%lld}", (long long)total);
-		if ((rc = ingest_set_header(ig, hdr)))
-			return rc;
+		ALIGN_TRY(ingest_err(ig), ingest_set_header(ig, hdr));
 		s->header_set = 1;
 	}
 	return ALIGN_OK;
@@ -332,9 +326,7 @@ static int parse_validation(struct ingest *ig, const char *sfx, size_t sfx_len, 
 		struct rec r = {.rank = ALIGN_NO_RANK, .step = step, .micro = ALIGN_NO_MICRO, .seq = ALIGN_NO_SEQ,
 		                .name = name, .phase = "eval", .dtype = "fp32", .text = val, .text_len = vn,
 		                .prec = PREC_TEXT};
-		int rc = ingest_emit(ig, &r);
-		if (rc)
-			return rc;
+		ALIGN_TRY(ingest_err(ig), ingest_emit(ig, &r));
 	}
 	return ALIGN_OK;
 }

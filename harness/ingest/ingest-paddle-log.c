@@ -231,9 +231,7 @@ static int emit_values(struct ingest *ig, struct paddle_state *ps, const struct 
 			base.val = "0", base.val_len = 1;
 			rule_for(&base, &ru);
 			r.phase = eval ? "eval" : ru.phase;
-			int rc = ingest_emit(ig, &r);
-			if (rc)
-				return rc;
+			ALIGN_TRY(ingest_err(ig), ingest_emit(ig, &r));
 			continue;
 		}
 		if (k->is_string || !is_number_text(k->val, k->val_len)) {
@@ -247,9 +245,7 @@ static int emit_values(struct ingest *ig, struct paddle_state *ps, const struct 
 		int64_t rank = ALIGN_NO_RANK;
 		if (is_mtp_loss(k) && !md5)
 			rank = ps->file_rank; /* per-rank value unless LOG_LOSS_MD5=1 averaged it */
-		int rc = emit_value(ig, k, md5, rank, step, line, eval && key_prefix(k, "eval_") && key_suffix(k, "loss") ? "eval" : NULL);
-		if (rc)
-			return rc;
+		ALIGN_TRY(ingest_err(ig), emit_value(ig, k, md5, rank, step, line, eval && key_prefix(k, "eval_") && key_suffix(k, "loss") ? "eval" : NULL));
 	}
 	return ALIGN_OK;
 }
@@ -464,9 +460,7 @@ static void banner(struct plog *p, const char *m, size_t n)
 /* One \r segment of a line. */
 static int segment(struct ingest *ig, struct plog *p, const char *s, size_t n, int64_t line)
 {
-	int rc = anchor_scan_line(ig, &p->as, s, n);
-	if (rc)
-		return rc;
+	ALIGN_TRY(ingest_err(ig), anchor_scan_line(ig, &p->as, s, n));
 	size_t pe = prefix_end(s, n);
 	if (!pe) {
 		while (pe < n && (s[pe] == ' ' || s[pe] == '\t'))
@@ -480,8 +474,7 @@ static int segment(struct ingest *ig, struct plog *p, const char *s, size_t n, i
 	struct msg_pairs mp;
 	split_pairs(m, mn, &mp);
 	if (mp.open_tensor && is_train_or_eval(&mp)) { /* the value goes on over the next lines */
-		if ((rc = grow(ig, &p->msg, &p->msg_cap, mn + 1)))
-			return rc;
+		ALIGN_TRY(ingest_err(ig), grow(ig, &p->msg, &p->msg_cap, mn + 1));
 		memcpy(p->msg, m, mn);
 		p->msg_len = mn, p->msg_line = line, p->cont_lines = 0;
 		return ALIGN_OK;
@@ -501,9 +494,7 @@ static int flush_open(struct ingest *ig, struct plog *p, const char *where)
 /* A line that continues a message with an open Tensor( value. */
 static int continuation(struct ingest *ig, struct plog *p, const char *s, size_t n)
 {
-	int rc = grow(ig, &p->msg, &p->msg_cap, p->msg_len + n + 2);
-	if (rc)
-		return rc;
+	ALIGN_TRY(ingest_err(ig), grow(ig, &p->msg, &p->msg_cap, p->msg_len + n + 2));
 	p->msg[p->msg_len++] = ' ';
 	for (size_t i = 0; i < n; i++)
 		p->msg[p->msg_len++] = s[i] == '\r' ? ' ' : s[i];
@@ -534,8 +525,7 @@ static int plog_lines(struct ingest *ig, struct reader *rd, struct plog *p)
 	size_t len;
 	int term, got, rc = ALIGN_OK;
 	while ((got = reader_next_line(rd, &line, &len, &term)) == 1) {
-		if ((rc = grow(ig, &p->buf, &p->cap, len + 1)))
-			return rc;
+		ALIGN_TRY(ingest_err(ig), grow(ig, &p->buf, &p->cap, len + 1));
 		size_t n = anchor_strip_ansi(line, len, p->buf);
 		int64_t ln = ingest_current_line(ig);
 		if (!term) {

@@ -217,8 +217,7 @@ static int xt_record(struct ingest *ig, struct xt *x, json_t *o, const struct py
 			ingest_warn(ig, line, "dtype '%s' is not one align knows: kept as written", dtype);
 	}
 	r.dtype = dtype;
-	if ((rc = shape_text(ig, o, &shape)))
-		return rc;
+	ALIGN_TRY(ingest_err(ig), shape_text(ig, o, &shape));
 	json_t *f10 = json_object_get(o, "first_10");
 	if (f10 && !json_is_array(f10)) {
 		free(shape);
