@@ -177,6 +177,19 @@ static int done_once(sqlite3_stmt *st, int rc)
 	return rc;
 }
 
+/* Step an INSERT used once and finalize it: *id = the new row's id, or on failure
+ * "cannot <what> '<subject>': <why>". */
+static int insert_once(sqlite3 *db, sqlite3_stmt *st, const char *what, const char *subject, int64_t *id,
+		       struct align_err *e)
+{
+	int ret = ALIGN_OK;
+	if (sqlite3_step(st) == SQLITE_DONE)
+		*id = sqlite3_last_insert_rowid(db);
+	else
+		ret = fail_internal(e, "cannot %s '%s': %s", what, subject, sqlite3_errmsg(db));
+	return done_once(st, ret);
+}
+
 int store_find_run(sqlite3 *db, const char *name, int64_t *id, struct align_err *e)
 {
 	sqlite3_stmt *st;
@@ -209,10 +222,7 @@ int store_insert_run(sqlite3 *db, const char *name, const char *framework, const
 	store_bind_text(st, ":framework", framework);
 	store_bind_text(st, ":format", format);
 	store_bind_text(st, ":created", created);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return done_once(st, fail_internal(e, "cannot create run '%s': %s", name, sqlite3_errmsg(db)));
-	*id = sqlite3_last_insert_rowid(db);
-	return done_once(st, ALIGN_OK);
+	return insert_once(db, st, "create run", name, id, e);
 }
 
 int store_insert_source(sqlite3 *db, int64_t run_id, const char *path, const char *format, const char *created,
@@ -227,10 +237,7 @@ int store_insert_source(sqlite3 *db, int64_t run_id, const char *path, const cha
 	store_bind_text(st, ":path", path);
 	store_bind_text(st, ":format", format);
 	store_bind_text(st, ":created", created);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		return done_once(st, fail_internal(e, "cannot record source '%s': %s", path, sqlite3_errmsg(db)));
-	*id = sqlite3_last_insert_rowid(db);
-	return done_once(st, ALIGN_OK);
+	return insert_once(db, st, "record source", path, id, e);
 }
 
 int store_finish_source(sqlite3 *db, int64_t source_id, const char *sha, int64_t bytes, int64_t records,
