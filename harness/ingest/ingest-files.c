@@ -194,10 +194,11 @@ static int transact(struct ingest *ig, const char *path, const char *name, int64
 {
 	ig->file_rank = ingest_rank_from_path(path);
 	ig->n_records = ig->n_deduped = 0;
-	ALIGN_TRY(ig->e, store_begin_err(ig->db, ig->db_path, ig->e));
-	if (existing)
+	int dup = 0, rc = store_begin_err(ig->db, ig->db_path, ig->e);
+	if (!rc && existing)
 		ig->run_id = existing;
-	int dup = 0, rc = parse_into_run(ig, path, name, existing != 0, &dup);
+	if (!rc)
+		rc = parse_into_run(ig, path, name, existing != 0, &dup);
 	if (rc || dup) {
 		roll_back(ig, existing);
 		return rc;
