@@ -7,12 +7,11 @@
 
 #include <stdio.h>
 
-#define RUN_DEV_TRY(d, call)                                                                                           \
-	do {                                                                                                           \
-		cudaError_t e_ = (call);                                                                               \
-		if (e_ != cudaSuccess)                                                                                 \
-			return align_dev_fail((d), #call, (int)e_, __FILE__, __LINE__);                                \
-	} while (0)
+/* ALIGN_OK, or the failed runtime call's message in d->err (status 3) */
+static int cuda_ok(struct align_dev *d, cudaError_t e, const char *call, int line)
+{
+	return e == cudaSuccess ? ALIGN_OK : align_dev_fail(d, call, (int)e, __FILE__, line);
+}
 
 static size_t tensor_bytes(const struct align_tensor *t)
 {
@@ -48,13 +47,14 @@ static int stage(struct align_dev *d, const struct align_tensor *in, int n_in, s
 		din[i] = in[i];
 		size_t b = tensor_bytes(&in[i]);
 		ALIGN_TRY(d->err, align_dev_alloc(d, b, &din[i].data));
-		RUN_DEV_TRY(d, cudaMemcpyAsync(din[i].data, in[i].data, b, cudaMemcpyHostToDevice, s));
+		ALIGN_TRY(d->err, cuda_ok(d, cudaMemcpyAsync(din[i].data, in[i].data, b, cudaMemcpyHostToDevice, s),
+		                            "cudaMemcpyAsync (inputs)", __LINE__));
 	}
 	for (int k = 0; k < n_out; k++) {
 		dout[k] = out[k];
 		size_t b = tensor_bytes(&out[k]);
 		ALIGN_TRY(d->err, align_dev_alloc(d, b, &dout[k].data));
-		RUN_DEV_TRY(d, cudaMemsetAsync(dout[k].data, 0, b, s));
+		ALIGN_TRY(d->err, cuda_ok(d, cudaMemsetAsync(dout[k].data, 0, b, s), "cudaMemsetAsync (outputs)", __LINE__));
 	}
 	return ALIGN_OK;
 }
@@ -72,8 +72,9 @@ static int launch(struct align_dev *d, align_fwd_cuda_fn fn, const void *params,
 		return rc; /* the twin printed its message */
 	ALIGN_TRY(d->err, align_dev_sync(d));
 	for (int k = 0; k < n_out; k++)
-		RUN_DEV_TRY(d, cudaMemcpyAsync(out[k].data, dout[k].data, tensor_bytes(&out[k]), cudaMemcpyDeviceToHost,
-		                               (cudaStream_t)d->stream));
+		ALIGN_TRY(d->err, cuda_ok(d, cudaMemcpyAsync(out[k].data, dout[k].data, tensor_bytes(&out[k]),
+		                                             cudaMemcpyDeviceToHost, (cudaStream_t)d->stream),
+		                          "cudaMemcpyAsync (outputs)", __LINE__));
 	return align_dev_sync(d);
 }
 
