@@ -60,6 +60,8 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
 		if (!strcmp(argv[1], commands[i].name))
 			return run_command(&commands[i], argc - 1, argv + 1);
-	err_input("'%s' is not an align command (see 'align --help')", argv[1]);
-	return ALIGN_EINPUT;
+	struct align_err e = {0};
+	int rc = fail_input(&e, "'%s' is not an align command (see 'align --help')", argv[1]);
+	err_print(&e);
+	return rc;
 }

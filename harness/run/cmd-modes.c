@@ -1,51 +1,36 @@
 /* cmd-modes: align modes [--profile P] [--mode K=V]... [--format text|json|md] [--diff P1 P2]
  * Prints every numeric switch of kernels/core/modes.def with its resolved value and where the value came
- * from (default < profile < environment < --mode), or the switches on which two profiles differ.
- * `--format md` is the README's modes table (a test keeps the README equal to it). */
+ * from (default < profile < environment < --mode, resolved once into ctx->modes), or the switches on
+ * which two profiles differ. `--format md` is the README's modes table (a test keeps the README equal
+ * to it). Options: one table (opts.h) that also prints --help; the profiles come from profiles.def. */
 #include "cmd.h"
 #include "ctx.h"
 #include "err.h"
 #include "modes.h"
+#include "opts.h"
 
-#include <getopt.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
-extern char **environ;
+#define MODES_MAX_KV 64 /* --mode options */
 
+static const struct cmd_opt modes_opt_table[] = {
+	{"profile", 'p', "P", "apply profile P (listed below) on top of the defaults", 0},
+	{"mode", 'm', "KEY=VALUE", "set one switch (repeatable; beats the environment and the profile)", 0},
+	{"diff", 'D', NULL, "only the switches on which two profiles (the operands P1 P2) differ", 0},
+	{"format", 'f', "F", "text (default), json, or md (the README table)", 0},
+	{NULL, 0, NULL, NULL, 0},
+};
 
-
-static void modes_usage(FILE *out)
+/* The profiles of profiles.def with what each reproduces, under the options of --help. */
+static void modes_help_outro(char *buf, size_t len)
 {
-	fprintf(out, "usage: align modes [--profile P] [--mode KEY=VALUE]... [--format text|json|md]\n"
-	             "       align modes --diff P1 P2\n"
-	             "\n"
-	             "List every numeric switch (ALIGN_* variable) with its value and where the value came from:\n"
-	             "built-in default < --profile < environment < --mode. Profiles: ");
-	for (const char *const *p = modes_profiles(); *p; p++)
-		fprintf(out, "%s%s", *p, p[1] ? ", " : "\n");
-	fprintf(out, "\n  --diff P1 P2   only the switches on which two profiles differ\n"
-	             "  --format F     text (default), json, or md (the README table)\n"
-	             "  -h, --help     this text\n");
+	size_t used = (size_t)snprintf(buf, len, "profiles:");
+	for (const char *const *p = modes_profiles(); *p && used < len; p++)
+		used += (size_t)snprintf(buf + used, len - used, "\n  %-20s %s", *p, modes_profile_meaning(*p));
 }
-
-/* Resolve modes: default < profile < environment < command line. */
-static int resolve(struct align_modes *m, const char *profile, int use_env, char **kv, int n_kv)
-{
-	char err[512];
-	modes_init_default(m);
-	if (profile && modes_apply_profile(m, profile, err, sizeof err))
-		return err_input("%s", err);
-	if (use_env && modes_apply_env(m, environ, err, sizeof err))
-		return err_input("%s", err);
-	for (int i = 0; i < n_kv; i++)
-		if (modes_apply_kv(m, kv[i], err, sizeof err))
-			return err_input("%s", err);
-	return ALIGN_OK;
-}
-
 /* the value list with GPU-only values starred ("portable|libm|cuda*|cuda_fast*") */
 static void values_marked(int id, char *buf, size_t len)
 {
@@ -98,12 +83,11 @@ static void print_json(const struct align_modes *m)
 	json_decref(root);
 }
 
-static int print_diff(const char *p1, const char *p2, const char *format)
+static int print_diff(struct align_ctx *ctx, const char *p1, const char *p2, const char *format)
 {
 	struct align_modes a, b;
-	int rc;
-	if ((rc = resolve(&a, p1, 0, NULL, 0)) || (rc = resolve(&b, p2, 0, NULL, 0)))
-		return rc;
+	ALIGN_TRY(&ctx->err, ctx_resolve_modes(ctx, &a, p1, 0, NULL, 0));
+	ALIGN_TRY(&ctx->err, ctx_resolve_modes(ctx, &b, p2, 0, NULL, 0));
 	int n = 0;
 	json_t *arr = json_array();
 	for (int id = 0; id < MODE_COUNT; id++) {
@@ -129,51 +113,65 @@ static int print_diff(const char *p1, const char *p2, const char *format)
 	return ALIGN_OK;
 }
 
+struct modes_parse {
+	struct align_ctx *ctx;
+	const char *profile, *format;
+	const char *kv[MODES_MAX_KV]; /* --mode KEY=VALUE, in command-line order */
+	int n_kv;
+	int diff; /* --diff */
+};
+
+static int modes_on_opt(void *u, int key, const char *arg)
+{
+	struct modes_parse *p = u;
+	switch (key) {
+	case 'p': p->profile = arg; return ALIGN_OK;
+	case 'm':
+		if (p->n_kv == MODES_MAX_KV)
+			return fail_input(&p->ctx->err, "too many --mode options (at most 64)");
+		p->kv[p->n_kv++] = arg;
+		return ALIGN_OK;
+	case 'f': p->format = arg; return ALIGN_OK;
+	case 'D': p->diff = 1; return ALIGN_OK;
+	default: return fail_internal(&p->ctx->err, "option key %d has no handler", key);
+	}
+}
+
 int cmd_modes(struct align_ctx *ctx, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"profile", required_argument, 0, 'p'}, {"mode", required_argument, 0, 'm'},
-		{"format", required_argument, 0, 'f'},  {"diff", no_argument, 0, 'D'},
-		{"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
-	};
-	const char *profile = NULL, *format = "text";
-	char *kv[64];
-	int n_kv = 0, diff = 0, c;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'p': profile = optarg; break;
-		case 'm':
-			if (n_kv == 64)
-				return err_input("too many --mode options (at most 64)");
-			kv[n_kv++] = optarg;
-			break;
-		case 'f': format = optarg; break;
-		case 'D': diff = 1; break;
-		case 'h': modes_usage(stdout); return ALIGN_OK;
-		default: modes_usage(stderr); return ALIGN_EINPUT;
-		}
-	}
+	char outro[2048];
+	modes_help_outro(outro, sizeof outro);
+	const struct cmd_spec spec = {
+		"usage: align modes [--profile P] [--mode KEY=VALUE]... [--format text|json|md]\n"
+		"       align modes --diff P1 P2",
+		"List every numeric switch (ALIGN_* variable) with its value and where the value came from:\n"
+		"built-in default < --profile < environment < --mode.",
+		modes_opt_table, outro};
+	struct modes_parse p = {.ctx = ctx, .format = "text"};
+	int first;
+	int rc = opts_parse(&spec, argc, argv, modes_on_opt, &p, &first, &ctx->err);
+	if (rc == OPTS_HELP)
+		return ALIGN_OK;
+	if (rc)
+		return rc;
+	const char *format = p.format;
 	if (strcmp(format, "text") && strcmp(format, "json") && strcmp(format, "md"))
-		return err_input("option '--format': '%s' is not text, json or md", format);
-	if (diff) {
-		if (argc - optind != 2)
-			return err_input("--diff needs two profile names");
-		return print_diff(argv[optind], argv[optind + 1], format);
+		return fail_input(&ctx->err, "option '--format': '%s' is not text, json or md", format);
+	if (p.diff) {
+		if (argc - first != 2)
+			return fail_input(&ctx->err, "--diff needs two profile names");
+		return print_diff(ctx, argv[first], argv[first + 1], format);
 	}
-	if (optind != argc)
-		return err_input("unexpected argument '%s'", argv[optind]);
+	if (first != argc)
+		return fail_input(&ctx->err, "unexpected argument '%s'", argv[first]);
 	if (!strcmp(format, "md")) {
 		print_md();
 		return ALIGN_OK;
 	}
-	struct align_modes m;
-	int rc = resolve(&m, profile, 1, kv, n_kv);
-	if (rc)
-		return rc;
+	ALIGN_TRY(&ctx->err, ctx_resolve_modes(ctx, &ctx->modes, p.profile, 1, p.kv, p.n_kv));
 	if (!strcmp(format, "json"))
-		print_json(&m);
+		print_json(&ctx->modes);
 	else
-		print_text(&m);
+		print_text(&ctx->modes);
 	return ALIGN_OK;
 }

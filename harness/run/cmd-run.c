@@ -2,60 +2,68 @@
  *                       [--variant K] [--inputs F.safetensors] [--outputs F.safetensors] [--trace F.atf]
  *                       [--device cpu|cuda]
  *          align run --list
- * Runs one DSv4 reference block (its params_default, or params_variant K) under the resolved numeric
- * modes (default < profile < environment < --mode), on inputs drawn from the counter-based RNG (seed, tensor, step) or read from safetensors,
- * and writes the outputs (safetensors) and an ATF trace (one record per input and output per step).
- * The trace goes to --trace, else to $ALIGN_TRACE when set (align bisect sets it). */
+ * Runs one DSv4 reference block (its params_default, or params_variant K) under the modes resolved once
+ * into ctx->modes (default < profile < environment < --mode), on inputs drawn from the counter-based RNG
+ * (seed, tensor, step) or read from safetensors, and writes the outputs (safetensors) and an ATF trace
+ * (a header with the provenance, then one record per input and output per step). The trace goes to
+ * --trace, else to $ALIGN_TRACE when set (align bisect sets it). With --device cuda the device context
+ * is opened once (run-device.h), used by every op and step, and closed at the end. Modes the chosen
+ * device cannot run (modes_refused_on) are refused before anything runs or is written. */
 #include "align-config.h"
 #include "cmd.h"
 #include "ctx.h"
 #include "err.h"
 #include "ops.h"
+#include "opts.h"
 #include "run-trace.h"
 #if ALIGN_HAVE_CUDA
 #include "run-device.h"
 #endif
 #include "safetensors.h"
 
-#include <getopt.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-extern char **environ;
+#define RUN_MAX_KV 64	   /* --mode options */
+#define RUN_MAX_SAVED 64   /* tensors in --outputs */
+#define RUN_MAX_TENSORS 8  /* inputs or outputs of one op */
 
 struct run_opts {
 	const char *op, *profile, *shape, *inputs, *outputs, *trace, *device;
-	char *kv[64];
+	const char *kv[RUN_MAX_KV]; /* --mode KEY=VALUE, in command-line order */
 	int n_kv;
 	unsigned long long seed;
 	long long steps;
 	long long variant; /* params_variant index (0 = the op's defaults) */
+	int list;	   /* --list */
+	int cuda;	   /* --device cuda */
 };
 
-static void run_usage(FILE *out)
-{
-	fprintf(out, "usage: align run OP [options]\n"
-	             "       align run --list\n"
-	             "\n"
-	             "Run a DSv4 reference block (C twin) under numeric modes and write its outputs and trace.\n"
-	             "\n"
-	             "  --profile P        megatron, paddle, paddle-accuracy, deepseek-ref; megatron-cuda,\n"
-	             "                     deepseek-ref-cuda (GPU only: PyTorch eager CUDA numerics; see 'align modes')\n"
-	             "  --mode KEY=VALUE   set one switch (repeatable; beats the environment and the profile)\n"
-	             "  --shape T=16,D=64  dims (letters T D E K F N G H V; see --list for each op's defaults)\n"
-	             "  --seed S           RNG seed of the generated inputs (default 1)\n"
-	             "  --steps N          run N steps, new inputs each step (default 1)\n"
-	             "  --variant K        the op's parameter variant K (default 0, the DSv4 parameters; router:\n"
-	             "                     1 = sigmoid scores, 8 groups keep 4, scale 2.5; 2 = hash layer; 3 = softmax)\n"
-	             "  --inputs F         read the inputs from a safetensors file (names as in --list)\n"
-	             "  --outputs F        write the outputs to a safetensors file (step<k>.<name> when N > 1)\n"
-	             "  --trace F          write the ATF trace to F (default $ALIGN_TRACE if set)\n"
-	             "  --device D         cpu (default)%s\n"
-	             "  --list             list the ops, their inputs, default dims and switches\n"
-	             "  -h, --help         this text\n",
-	        ALIGN_HAVE_CUDA ? " or cuda" : "; this build has no CUDA");
-}
+#if ALIGN_HAVE_CUDA
+#define RUN_DEVICE_HELP "cpu (default) or cuda"
+#else
+#define RUN_DEVICE_HELP "cpu (default); this build has no CUDA"
+#endif
+
+static const struct cmd_opt run_opt_table[] = {
+	{"profile", 'p', "P", "a bundle of switches (listed below; see 'align modes')", 0},
+	{"mode", 'm', "KEY=VALUE", "set one switch (repeatable; beats the environment and the profile)", 0},
+	{"shape", 's', "T=16,D=64", "dims (letters " ALIGN_DIM_LETTERS "; see --list for each op's defaults)", 0},
+	{"seed", 'S', "S", "RNG seed of the generated inputs (default 1)", 0},
+	{"steps", 'n', "N", "run N steps, new inputs each step (default 1)", 0},
+	{"variant", 'V', "K",
+	 "the op's parameter variant K (default 0, the DSv4 parameters; router:\n"
+	 "1 = sigmoid scores, 8 groups keep 4, scale 2.5; 2 = hash layer; 3 = softmax)",
+	 0},
+	{"inputs", 'i', "F", "read the inputs from a safetensors file (names as in --list)", 0},
+	{"outputs", 'o', "F", "write the outputs to a safetensors file (step<k>.<name> when N > 1)", 0},
+	{"trace", 't', "F", "write the ATF trace to F (default $ALIGN_TRACE if set)", 0},
+	{"device", 'd', "D", RUN_DEVICE_HELP, 0},
+	{"list", 'L', NULL, "list the ops, their inputs, default dims and switches", 0},
+	{NULL, 0, NULL, NULL, 0},
+};
 
 /* Block names that run several registered ops in order into one trace (DSv4's mHC is three ops). */
 static const struct {
@@ -65,43 +73,47 @@ static const struct {
 	{"mhc", {"mhc_pre", "mhc_post", "mhc_head", NULL}},
 };
 
-static int list_ops(void)
+/* The ops (ops.def), the blocks and the profiles (profiles.def) under the options of --help. */
+static void run_help_outro(char *buf, size_t len)
+{
+	size_t used = (size_t)snprintf(buf, len, "ops:");
+	for (int i = 0; i < ALIGN_OP_COUNT && used < len; i++)
+		used += (size_t)snprintf(buf + used, len - used, " %s", ops_at(i)->name);
+	for (size_t g = 0; g < sizeof groups / sizeof groups[0] && used < len; g++) {
+		used += (size_t)snprintf(buf + used, len - used, "\nblock %s:", groups[g].name);
+		for (int i = 0; groups[g].ops[i] && used < len; i++)
+			used += (size_t)snprintf(buf + used, len - used, " %s", groups[g].ops[i]);
+	}
+	if (used < len)
+		used += (size_t)snprintf(buf + used, len - used, "\nprofiles:");
+	for (const char *const *p = modes_profiles(); *p && used < len; p++)
+		used += (size_t)snprintf(buf + used, len - used, "\n  %-20s %s", *p, modes_profile_meaning(*p));
+}
+
+static int list_ops(FILE *out)
 {
 	for (int i = 0; i < ALIGN_OP_COUNT; i++) {
 		const struct align_op *op = ops_at(i);
-		printf("%s: %s\n  inputs: %s\n  default dims: %s\n  switches:", op->name, op->desc, op->inputs,
-		       op->impl->dims);
+		fprintf(out, "%s: %s\n  inputs: %s\n  default dims: %s\n  switches:", op->name, op->desc, op->inputs,
+		        op->impl->dims);
 		for (const int *p = op->impl->modes; *p >= 0; p++)
-			printf(" %s", modes_info(*p)->env);
-		printf("\n  outputs:");
+			fprintf(out, " %s", modes_info(*p)->env);
+		fprintf(out, "\n  outputs:");
 		for (int k = 0; k < op->impl->n_out; k++)
-			printf(" %s[%s]", op->impl->out[k].name, op->impl->out[k].shape);
-		printf("\n");
+			fprintf(out, " %s[%s]", op->impl->out[k].name, op->impl->out[k].shape);
+		fprintf(out, "\n");
 	}
 	for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
-		printf("%s: block of", groups[g].name);
+		fprintf(out, "%s: block of", groups[g].name);
 		for (int i = 0; groups[g].ops[i]; i++)
-			printf(" %s", groups[g].ops[i]);
-		printf(" (run in that order into one trace; --shape applies to each where the dim exists)\n");
+			fprintf(out, " %s", groups[g].ops[i]);
+		fprintf(out, " (run in that order into one trace; --shape applies to each where the dim exists)\n");
 	}
 	return ALIGN_OK;
 }
 
-static int resolve_modes(const struct run_opts *o, struct align_modes *m)
-{
-	char err[1024];
-	modes_init_default(m);
-	if (o->profile && modes_apply_profile(m, o->profile, err, sizeof err))
-		return err_input("%s", err);
-	if (modes_apply_env(m, environ, err, sizeof err))
-		return err_input("%s", err);
-	for (int i = 0; i < o->n_kv; i++)
-		if (modes_apply_kv(m, o->kv[i], err, sizeof err))
-			return err_input("%s", err);
-	return ALIGN_OK;
-}
-
-static int resolve_dims(const struct align_op *op, const char *shape, int grouped, struct align_dims *d)
+static int resolve_dims(struct align_err *e, const struct align_op *op, const char *shape, int grouped,
+                        struct align_dims *d)
 {
 	char err[256];
 	ops_dims_default(op, d);
@@ -109,58 +121,72 @@ static int resolve_dims(const struct align_op *op, const char *shape, int groupe
 		return ALIGN_OK;
 	struct align_dims over = {0}; /* ops_dims_parse sets only the dims it names */
 	if (ops_dims_parse(shape, &over, err, sizeof err))
-		return err_input("option '--shape': %s", err);
+		return fail_input(e, "option '--shape': %s", err);
 	for (int k = 0; k < ALIGN_DIM_COUNT; k++) {
 		if (!over.v[k])
 			continue;
 		if (!d->v[k] && grouped)
 			continue; /* a block's --shape names the dims of all its ops */
 		if (!d->v[k])
-			return err_input("option '--shape': op '%s' has no dim '%c' (its dims: %s)", op->name,
-			                 ALIGN_DIM_LETTERS[k], op->impl->dims);
+			return fail_input(e, "option '--shape': op '%s' has no dim '%c' (its dims: %s)", op->name,
+			                  ALIGN_DIM_LETTERS[k], op->impl->dims);
 		d->v[k] = over.v[k];
 	}
 	return ALIGN_OK;
 }
 
 /* Copy input idx from a safetensors file: name, dtype and shape must match the op's spec. */
-static int load_input(const struct st_file *f, const char *path, struct align_tensor *t)
+static int load_input(struct align_err *e, const struct st_file *f, const char *path, struct align_tensor *t)
 {
 	const struct st_tensor *s = safetensors_find(f, t->name);
 	if (!s)
-		return err_input("%s: no tensor '%s' (the op's inputs are listed by 'align run --list')", path, t->name);
+		return fail_input(e, "%s: no tensor '%s' (the op's inputs are listed by 'align run --list')", path,
+		                  t->name);
 	if (strcmp(s->dtype, run_trace_dtype(t->dtype)))
-		return err_input("%s: tensor '%s' is %s, the op needs %s", path, t->name, s->dtype, run_trace_dtype(t->dtype));
+		return fail_input(e, "%s: tensor '%s' is %s, the op needs %s", path, t->name, s->dtype,
+		                  run_trace_dtype(t->dtype));
 	int same = s->ndim == t->ndim;
 	for (int i = 0; same && i < t->ndim; i++)
 		same = s->shape[i] == t->shape[i];
 	if (!same)
-		return err_input("%s: tensor '%s' has the wrong shape for these dims (pass --shape to match it)", path,
-		                 t->name);
+		return fail_input(e, "%s: tensor '%s' has the wrong shape for these dims (pass --shape to match it)",
+		                  path, t->name);
 	memcpy(t->data, s->data, s->bytes);
 	return ALIGN_OK;
 }
 
-struct run_state {
-	const struct align_op *op;
-	struct align_tensor in[8], out[8];
-	void *params;
-	int grouped;                 /* part of a block group: output names carry the op name */
-	struct st_tensor *saved;     /* shared by the ops of a group */
-	void **saved_data;
-	int *n_saved_p;
+/* The outputs of all ops and steps, written to --outputs at the end. */
+struct run_saved {
+	struct st_tensor t[RUN_MAX_SAVED];
+	void *data[RUN_MAX_SAVED]; /* owned copies */
+	int n;
 };
 
-static int save_outputs(struct run_state *st, int step, int steps, int grouped)
+/* One op of the run: its tensors and parameters, and where its results go. */
+struct run_state {
+	struct align_ctx *ctx;
+	const struct run_opts *o;
+	const struct align_op *op;
+	struct align_dims d;
+	struct align_tensor in[RUN_MAX_TENSORS], out[RUN_MAX_TENSORS];
+	void *params;
+	int grouped;		   /* part of a block group: output names carry the op name */
+	struct run_trace *tr;	   /* shared by the ops of a group */
+	const struct st_file *inputs; /* --inputs, else NULL */
+	struct run_saved *saved;   /* shared by the ops of a group */
+};
+
+static int save_outputs(struct run_state *st, int step)
 {
+	struct run_saved *sv = st->saved;
 	for (int k = 0; k < st->op->impl->n_out; k++) {
-		if (*st->n_saved_p == 64)
-			return err_input("--outputs: at most 64 tensors (use fewer --steps)");
-		struct st_tensor *s = &st->saved[*st->n_saved_p];
+		if (sv->n == RUN_MAX_SAVED)
+			return fail_input(&st->ctx->err, "--outputs: at most 64 tensors (use fewer --steps)");
+		struct st_tensor *s = &sv->t[sv->n];
 		const struct align_tensor *t = &st->out[k];
 		char base[200];
-		snprintf(base, sizeof base, "%s%s%s", grouped ? st->op->name : "", grouped ? "." : "", t->name);
-		if (steps > 1)
+		snprintf(base, sizeof base, "%s%s%s", st->grouped ? st->op->name : "", st->grouped ? "." : "", t->name);
+		if (st->o->steps > 1)
 			snprintf(s->name, sizeof s->name, "step%d.%s", step, base);
 		else
 			snprintf(s->name, sizeof s->name, "%s", base);
@@ -168,202 +194,306 @@ static int save_outputs(struct run_state *st, int step, int steps, int grouped)
 		s->ndim = t->ndim;
 		memcpy(s->shape, t->shape, sizeof t->shape);
 		s->bytes = (size_t)align_tensor_numel(t) * align_dtype_size(t->dtype);
-		s->data = st->saved_data[*st->n_saved_p] = malloc(s->bytes ? s->bytes : 1);
+		s->data = sv->data[sv->n] = malloc(s->bytes ? s->bytes : 1);
 		if (!s->data)
-			return err_internal("out of memory");
+			return fail_internal(&st->ctx->err, "out of memory");
 		memcpy(s->data, t->data, s->bytes);
-		(*st->n_saved_p)++;
+		sv->n++;
 	}
 	return ALIGN_OK;
 }
 
 /* The op on the chosen device: the C twin, or the CUDA twin on copies of the host tensors. */
-static int run_fwd(const struct run_opts *o, struct run_state *st, const struct align_modes *m)
+static int run_fwd(struct run_state *st)
 {
 	const struct align_op_impl *im = st->op->impl;
-	if (!strcmp(o->device, "cpu"))
+	const struct align_modes *m = &st->ctx->modes;
+	if (!st->o->cuda)
 		return ops_fwd_cpu(st->op, st->params, m, st->in, im->n_in, st->out, im->n_out);
 #if ALIGN_HAVE_CUDA
-	char name[256] = "";
-	return run_device_op(st->op, st->params, m, st->in, im->n_in, st->out, im->n_out, name, sizeof name);
+	return run_device_op(st->ctx->dev, st->op, st->params, m, st->in, im->n_in, st->out, im->n_out);
 #else
 	return ALIGN_ERR_UNSUPPORTED;
 #endif
 }
 
-static int run_steps(const struct run_opts *o, struct run_state *st, const struct align_modes *m,
-                     const struct align_dims *d, struct run_trace *tr, const struct st_file *inputs)
+/* The message of a failed op (a CUDA twin printed its own; the first message is kept anyway). */
+static int fwd_failed(struct run_state *st, int rc)
+{
+	struct align_err *e = &st->ctx->err;
+	if (rc == ALIGN_ERR_UNSUPPORTED)
+		return align_fail(e, ALIGN_ERR_UNSUPPORTED, "op '%s': these modes are not supported on the %s (nothing was run)",
+		                  st->op->name, st->o->cuda ? "GPU" : "CPU");
+	if (rc == ALIGN_ERR_INTERNAL && st->o->cuda)
+		return rc; /* the device message is printed or in e */
+	return rc == ALIGN_ERR_INPUT ? fail_input(e, "op '%s' refused its inputs or parameters", st->op->name)
+	                             : fail_internal(e, "op '%s' failed (%d)", st->op->name, rc);
+}
+
+static int run_steps(struct run_state *st)
 {
 	const struct align_op_impl *im = st->op->impl;
+	struct align_err *e = &st->ctx->err;
+	struct run_trace *tr = st->tr;
 	int rc;
-	for (int step = 1; step <= o->steps; step++) {
+	for (int step = 1; step <= st->o->steps; step++) {
 		for (int i = 0; i < im->n_in; i++) {
-			rc = inputs ? load_input(inputs, o->inputs, &st->in[i])
-			            : ops_fill_input(st->op, i, &st->in[i], o->seed, step);
-			if (rc)
-				return inputs ? rc : err_internal("cannot fill input '%s'", st->in[i].name);
-			if (tr->f && (rc = run_trace_tensor(tr, st->op->name, step, "input", &st->in[i])))
-				return rc;
+			if (st->inputs)
+				ALIGN_TRY(e, load_input(e, st->inputs, st->o->inputs, &st->in[i]));
+			else if (ops_fill_input(st->op, i, &st->in[i], st->o->seed, step))
+				return fail_internal(e, "cannot fill input '%s'", st->in[i].name);
+			if (tr->f)
+				ALIGN_TRY(e, run_trace_tensor(tr, st->op->name, step, "input", &st->in[i]));
 		}
-		rc = run_fwd(o, st, m);
-		int gpu_sw = modes_gpu_only_in(m, im->modes);
-		if (rc == ALIGN_ERR_UNSUPPORTED && !strcmp(o->device, "cpu") && gpu_sw >= 0)
-			return err_input("op '%s': %s=%s exists only in the CUDA twins (use --device cuda; nothing was run)",
-			                 st->op->name, modes_info(gpu_sw)->env, modes_value_name(gpu_sw, m->v[gpu_sw]));
-		if (rc == ALIGN_ERR_UNSUPPORTED)
-			return err_input("op '%s': these modes are not supported on the %s (nothing was run)", st->op->name,
-			                 strcmp(o->device, "cuda") ? "CPU" : "GPU");
-		if (rc == ALIGN_EINTERNAL && !strcmp(o->device, "cuda"))
-			return rc; /* the device message is printed */
-		if (rc)
-			return rc == ALIGN_ERR_INPUT ? err_input("op '%s' refused its inputs or parameters", st->op->name)
-			                             : err_internal("op '%s' failed (%d)", st->op->name, rc);
+		ALIGN_TRY(e, ops_check_inputs(st->op, &st->d, st->in, im->n_in, e));
+		if ((rc = run_fwd(st)))
+			return fwd_failed(st, rc);
 		for (int k = 0; k < im->n_out; k++)
-			if (tr->f && (rc = run_trace_tensor(tr, st->op->name, step, "fwd", &st->out[k])))
-				return rc;
-		if (o->outputs && (rc = save_outputs(st, step, (int)o->steps, st->grouped)))
-			return rc;
+			if (tr->f)
+				ALIGN_TRY(e, run_trace_tensor(tr, st->op->name, step, "fwd", &st->out[k]));
+		if (st->o->outputs)
+			ALIGN_TRY(e, save_outputs(st, step));
 	}
 	return ALIGN_OK;
 }
 
-/* One registered op for every step, into the (possibly shared) trace and output list. */
-static int run_one(const struct run_opts *o, const char *name, const struct align_modes *m, struct run_trace *tr,
-                   const struct st_file *inputs, struct st_tensor *saved, void **saved_data, int *n_saved, int grouped)
+/* Parameters and tensors of st->op for its dims, then every step. */
+static int run_alloc_and_steps(struct run_state *st)
 {
-	struct run_state st = {.op = ops_find(name), .grouped = grouped, .saved = saved, .saved_data = saved_data,
-	                       .n_saved_p = n_saved};
-	const struct align_op_impl *im = st.op->impl;
-	struct align_dims d;
-	int rc = resolve_dims(st.op, o->shape, grouped, &d);
-	if (rc)
-		return rc;
-	if (im->n_in > 8 || im->n_out > 8)
-		return err_internal("op '%s' has too many tensors", st.op->name);
-	st.params = calloc(1, im->params_size + 1);
-	if (!st.params)
-		return err_internal("out of memory");
-	im->params_default(st.params, &d);
-	if (o->variant && (!im->params_variant || !im->params_variant(st.params, &d, (int)o->variant))) {
-		free(st.params);
-		return err_input("--variant %lld: op '%s' has no such parameter variant", o->variant, name);
-	}
-	for (int i = 0; i < im->n_in && !rc; i++)
-		rc = ops_tensor_alloc(st.op, 0, i, &d, m, &st.in[i]) ? err_input("op '%s': bad dims for input %d", name, i) : 0;
-	for (int k = 0; k < im->n_out && !rc; k++)
-		rc = ops_tensor_alloc(st.op, 1, k, &d, m, &st.out[k]) ? err_input("op '%s': bad dims for output %d", name, k) : 0;
-	if (!rc)
-		rc = run_steps(o, &st, m, &d, tr, inputs);
+	const struct align_op_impl *im = st->op->impl;
+	struct align_err *e = &st->ctx->err;
+	const char *name = st->op->name;
+	if (im->n_in > RUN_MAX_TENSORS || im->n_out > RUN_MAX_TENSORS)
+		return fail_internal(e, "op '%s' has too many tensors", name);
+	st->params = calloc(1, im->params_size + 1);
+	if (!st->params)
+		return fail_internal(e, "out of memory");
+	im->params_default(st->params, &st->d);
+	if (st->o->variant && (!im->params_variant || !im->params_variant(st->params, &st->d, (int)st->o->variant)))
+		return fail_input(e, "--variant %lld: op '%s' has no such parameter variant", st->o->variant, name);
 	for (int i = 0; i < im->n_in; i++)
-		ops_tensor_free(&st.in[i]);
+		if (ops_tensor_alloc(st->op, 0, i, &st->d, &st->ctx->modes, &st->in[i]))
+			return fail_input(e, "op '%s': bad dims for input %d", name, i);
 	for (int k = 0; k < im->n_out; k++)
-		ops_tensor_free(&st.out[k]);
-	free(st.params);
+		if (ops_tensor_alloc(st->op, 1, k, &st->d, &st->ctx->modes, &st->out[k]))
+			return fail_input(e, "op '%s': bad dims for output %d", name, k);
+	return run_steps(st);
+}
+
+/* One registered op for every step, into the (possibly shared) trace and output list. */
+static int run_one(struct run_state *st, const char *name)
+{
+	st->op = ops_find(name);
+	memset(st->in, 0, sizeof st->in);
+	memset(st->out, 0, sizeof st->out);
+	st->params = NULL;
+	int rc = resolve_dims(&st->ctx->err, st->op, st->o->shape, st->grouped, &st->d);
+	if (!rc)
+		rc = run_alloc_and_steps(st);
+	for (int i = 0; i < RUN_MAX_TENSORS; i++) {
+		ops_tensor_free(&st->in[i]);
+		ops_tensor_free(&st->out[i]);
+	}
+	free(st->params);
 	return rc;
 }
 
-static int run_op(const struct run_opts *o)
+/* Refuse, before anything runs or is written, a mode the device cannot run (modes.def GPU_ONLY on the
+ * CPU, CPU_ONLY on CUDA) among the switches of the ops of the run; the twins never see those values. */
+static int refuse_modes(struct align_ctx *ctx, const struct run_opts *o, const char *const *names)
 {
-	const char *single[2] = {o->op, NULL};
-	const char *const *names = single;
+	const struct align_modes *m = &ctx->modes;
+	for (int i = 0; names[i]; i++) {
+		const struct align_op *op = ops_find(names[i]);
+		int sw = modes_refused_on(m, op->impl->modes, o->cuda ? ALIGN_DEVICE_CUDA : ALIGN_DEVICE_CPU);
+		if (sw < 0)
+			continue;
+		const char *env = modes_info(sw)->env, *value = modes_value_name(sw, m->v[sw]);
+		if (o->cuda)
+			return align_fail(&ctx->err, ALIGN_ERR_UNSUPPORTED,
+			                  "%s (cuda): %s=%s is not supported on the GPU (no CUDA twin of that choice)",
+			                  op->name, env, value);
+		return align_fail(&ctx->err, ALIGN_ERR_UNSUPPORTED,
+		                  "op '%s': %s=%s exists only in the CUDA twins (use --device cuda; nothing was run)",
+		                  op->name, env, value);
+	}
+	return ALIGN_OK;
+}
+
+/* Open the device once (--device cuda) into dev and ctx->dev, with the vendor GEMM handle the modes
+ * select when an op of the run reads MATMUL_IMPL (so its version is known for the trace header). */
+static int open_device(struct align_ctx *ctx, const char *const *names, struct align_dev *dev)
+{
+#if ALIGN_HAVE_CUDA
+	ALIGN_TRY(&ctx->err, run_device_open(dev, &ctx->err));
+	ctx->dev = dev;
+	for (int i = 0; names[i]; i++)
+		if (ops_op_reads_mode(ops_find(names[i]), MODE_MATMUL_IMPL))
+			return run_device_vendor_gemm(dev, &ctx->modes);
+	return ALIGN_OK;
+#else
+	(void)names;
+	(void)dev;
+	return fail_input(&ctx->err, "--device 'cuda': this build has no CUDA");
+#endif
+}
+
+static void close_device(struct align_ctx *ctx)
+{
+#if ALIGN_HAVE_CUDA
+	if (ctx->dev)
+		run_device_close(ctx->dev);
+#endif
+	ctx->dev = NULL;
+}
+
+/* The names of the registered ops of o->op (a block or one op) into *names; validate the request. */
+static int run_check_request(struct align_ctx *ctx, struct run_opts *o, const char *const **names)
+{
 	for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
 		if (!strcmp(groups[g].name, o->op))
-			names = groups[g].ops;
-	if (names == single && !ops_find(o->op))
-		return err_input("unknown op '%s' (see 'align run --list')", o->op);
-	if (strcmp(o->device, "cpu") && (strcmp(o->device, "cuda") || !ALIGN_HAVE_CUDA))
-		return err_input("--device '%s': %s", o->device,
-		                 strcmp(o->device, "cuda") ? "not a device (cpu or cuda)" : "this build has no CUDA");
-	if (o->inputs && names != single)
-		return err_input("--inputs: give one op of the '%s' block at a time", o->op);
-	struct align_modes m;
-	int rc = resolve_modes(o, &m);
-	if (rc)
-		return rc;
-	struct align_dims d0;
-	if (names == single && (rc = resolve_dims(ops_find(o->op), o->shape, 0, &d0)))
-		return rc;
-	if (names != single)
-		memset(&d0, 0, sizeof d0);
-	struct st_file inputs = {0};
-	if (o->inputs && (rc = safetensors_read(o->inputs, &inputs)))
-		return rc;
-	struct st_tensor saved[64];
-	void *saved_data[64];
-	int n_saved = 0;
-	struct run_trace tr = {0};
-	const char *trace = o->trace ? o->trace : getenv("ALIGN_TRACE");
-	if (trace && *trace)
-		rc = run_trace_open(&tr, trace, o->op, o->device, strcmp(o->device, "cuda") ? "c11-twin" : "cuda-twin", &m,
-		                    &d0, o->seed, (int)o->steps, (int)o->variant);
+			*names = groups[g].ops;
+	if (!*names && !ops_find(o->op))
+		return fail_input(&ctx->err, "unknown op '%s' (see 'align run --list')", o->op);
+	o->cuda = !strcmp(o->device, "cuda");
+	if (strcmp(o->device, "cpu") && (!o->cuda || !ALIGN_HAVE_CUDA))
+		return fail_input(&ctx->err, "--device '%s': %s", o->device,
+		                  o->cuda ? "this build has no CUDA" : "not a device (cpu or cuda)");
+	if (o->inputs && *names)
+		return fail_input(&ctx->err, "--inputs: give one op of the '%s' block at a time", o->op);
+	return ALIGN_OK;
+}
+
+/* Every op of the run (after the device and the trace are open), then the outputs file. */
+static int run_ops(struct run_state *st, const char *const *names)
+{
+	int rc = ALIGN_OK;
 	for (int i = 0; !rc && names[i]; i++)
-		rc = run_one(o, names[i], &m, &tr, o->inputs ? &inputs : NULL, saved, saved_data, &n_saved, names != single);
-	int trc = run_trace_close(&tr, rc == ALIGN_OK);
+		rc = run_one(st, names[i]);
+	int trc = run_trace_close(st->tr, rc == ALIGN_OK);
 	if (!rc)
 		rc = trc;
-	if (!rc && o->outputs)
-		rc = safetensors_write(o->outputs, saved, (size_t)n_saved, NULL);
+	if (!rc && st->o->outputs)
+		rc = safetensors_write(st->o->outputs, st->saved->t, (size_t)st->saved->n, NULL);
+	return rc;
+}
+
+static int run_op(struct align_ctx *ctx, struct run_opts *o)
+{
+	const char *const *names = NULL;
+	ALIGN_TRY(&ctx->err, run_check_request(ctx, o, &names));
+	const char *single[2] = {o->op, NULL};
+	int grouped = names != NULL;
+	if (!grouped)
+		names = single;
+	ALIGN_TRY(&ctx->err, ctx_resolve_modes(ctx, &ctx->modes, o->profile, 1, o->kv, o->n_kv));
+	struct align_dims d0 = {0};
+	if (!grouped)
+		ALIGN_TRY(&ctx->err, resolve_dims(&ctx->err, ops_find(o->op), o->shape, 0, &d0));
+	ALIGN_TRY(&ctx->err, refuse_modes(ctx, o, names));
+	struct st_file inputs = {0};
+	if (o->inputs)
+		ALIGN_TRY(&ctx->err, safetensors_read(o->inputs, &inputs));
+	struct run_saved saved = {0};
+	struct run_trace tr = {0};
+	struct run_state st = {.ctx = ctx, .o = o, .grouped = grouped, .tr = &tr,
+	                       .inputs = o->inputs ? &inputs : NULL, .saved = &saved};
+	struct align_dev dev;
+	memset(&dev, 0, sizeof dev);
+	int rc = o->cuda ? open_device(ctx, names, &dev) : ALIGN_OK;
+	const char *trace = o->trace ? o->trace : getenv("ALIGN_TRACE");
+	if (!rc && trace && *trace) {
+		struct run_trace_head h = {o->op, o->cuda ? "cuda-twin" : "c11-twin", &ctx->modes, &d0, o->seed,
+		                           (int)o->steps, (int)o->variant, ctx->dev};
+		rc = run_trace_open(&tr, trace, &h, &ctx->err);
+	}
 	if (!rc)
-		printf("%s: %lld step%s on %s (profile %s)%s%s\n", o->op, o->steps, o->steps == 1 ? "" : "s", o->device,
-		       m.profile[0] ? m.profile : "none", trace ? ", trace " : "", trace ? trace : "");
-	for (int i = 0; i < n_saved; i++)
-		free(saved_data[i]);
+		rc = run_ops(&st, names);
+	else
+		run_trace_close(&tr, 0);
+	close_device(ctx);
+	if (!rc)
+		fprintf(ctx->out, "%s: %lld step%s on %s (profile %s)%s%s\n", o->op, o->steps, o->steps == 1 ? "" : "s",
+		        o->device, ctx->modes.profile[0] ? ctx->modes.profile : "none", trace ? ", trace " : "",
+		        trace ? trace : "");
+	for (int i = 0; i < saved.n; i++)
+		free(saved.data[i]);
 	safetensors_free(&inputs);
 	return rc;
 }
 
+/* An integer option value in [min, max]. */
+static int parse_int(struct align_err *e, const char *opt, const char *text, long long min, long long max,
+                     long long *out)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(text, &end, 10);
+	if (errno || end == text || *end || v < min || v > max)
+		return fail_input(e, "option '%s': expected an integer in [%lld, %lld], got '%s'", opt, min, max, text);
+	*out = v;
+	return ALIGN_OK;
+}
+
+struct run_parse {
+	struct align_ctx *ctx;
+	struct run_opts *o;
+};
+
+static int run_on_opt(void *u, int key, const char *arg)
+{
+	struct run_parse *p = u;
+	struct run_opts *o = p->o;
+	struct align_err *e = &p->ctx->err;
+	long long v;
+	switch (key) {
+	case 'p': o->profile = arg; return ALIGN_OK;
+	case 'm':
+		if (o->n_kv == RUN_MAX_KV)
+			return fail_input(e, "too many --mode options (at most 64)");
+		o->kv[o->n_kv++] = arg;
+		return ALIGN_OK;
+	case 's': o->shape = arg; return ALIGN_OK;
+	case 'S':
+		ALIGN_TRY(e, parse_int(e, "--seed", arg, 0, 0x7fffffffffffffffLL, &v));
+		o->seed = (unsigned long long)v;
+		return ALIGN_OK;
+	case 'n': return parse_int(e, "--steps", arg, 1, 1000000, &o->steps);
+	case 'V': return parse_int(e, "--variant", arg, 0, 1000, &o->variant);
+	case 'i': o->inputs = arg; return ALIGN_OK;
+	case 'o': o->outputs = arg; return ALIGN_OK;
+	case 't': o->trace = arg; return ALIGN_OK;
+	case 'd': o->device = arg; return ALIGN_OK;
+	case 'L': o->list = 1; return ALIGN_OK;
+	default: return fail_internal(e, "option key %d has no handler", key);
+	}
+}
+
 int cmd_run(struct align_ctx *ctx, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"profile", required_argument, 0, 'p'}, {"mode", required_argument, 0, 'm'},
-		{"shape", required_argument, 0, 's'},   {"seed", required_argument, 0, 'S'},
-		{"steps", required_argument, 0, 'n'},   {"inputs", required_argument, 0, 'i'},
-		{"outputs", required_argument, 0, 'o'}, {"trace", required_argument, 0, 't'},
-		{"device", required_argument, 0, 'd'},  {"list", no_argument, 0, 'L'},
-		{"variant", required_argument, 0, 'V'},
-		{"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
-	};
+	char outro[4096];
+	run_help_outro(outro, sizeof outro);
+	const struct cmd_spec spec = {
+		"usage: align run OP [options]\n       align run --list",
+		"Run a DSv4 reference block (C twin, or CUDA twin with --device cuda) under numeric modes and\n"
+		"write its outputs and trace.",
+		run_opt_table, outro};
 	struct run_opts o = {.seed = 1, .steps = 1, .device = "cpu"};
-	long long v;
-	int c, rc;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'p': o.profile = optarg; break;
-		case 'm':
-			if (o.n_kv == 64)
-				return err_input("too many --mode options (at most 64)");
-			o.kv[o.n_kv++] = optarg;
-			break;
-		case 's': o.shape = optarg; break;
-		case 'S':
-			if ((rc = cmd_parse_int("--seed", optarg, 0, 0x7fffffffffffffffLL, &v)))
-				return rc;
-			o.seed = (unsigned long long)v;
-			break;
-		case 'n':
-			if ((rc = cmd_parse_int("--steps", optarg, 1, 1000000, &o.steps)))
-				return rc;
-			break;
-		case 'V':
-			if ((rc = cmd_parse_int("--variant", optarg, 0, 1000, &o.variant)))
-				return rc;
-			break;
-		case 'i': o.inputs = optarg; break;
-		case 'o': o.outputs = optarg; break;
-		case 't': o.trace = optarg; break;
-		case 'd': o.device = optarg; break;
-		case 'L': return list_ops();
-		case 'h': run_usage(stdout); return ALIGN_OK;
-		default: run_usage(stderr); return ALIGN_EINPUT;
-		}
+	struct run_parse p = {ctx, &o};
+	int first;
+	int rc = opts_parse(&spec, argc, argv, run_on_opt, &p, &first, &ctx->err);
+	if (rc == OPTS_HELP)
+		return ALIGN_OK;
+	if (rc)
+		return rc;
+	if (o.list)
+		return list_ops(ctx->out);
+	if (argc - first != 1) {
+		opts_usage(&spec, stderr);
+		return fail_input(&ctx->err, argc - first ? "exactly one op expected" : "no op given (see 'align run --list')");
 	}
-	if (argc - optind != 1) {
-		run_usage(stderr);
-		return err_input(argc - optind ? "exactly one op expected" : "no op given (see 'align run --list')");
-	}
-	o.op = argv[optind];
+	o.op = argv[first];
 	if (o.inputs && o.steps > 1)
-		return err_input("--inputs gives one set of inputs: use --steps 1");
-	return run_op(&o);
+		return fail_input(&ctx->err, "--inputs gives one set of inputs: use --steps 1");
+	return run_op(ctx, &o);
 }

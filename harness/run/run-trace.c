@@ -1,6 +1,8 @@
 /* run-trace: ATF writer for `align run` (see run-trace.h). */
 #include "run-trace.h"
 
+#include "run-commit.h"
+
 #include "digest.h"
 #include "err.h"
 
@@ -15,16 +17,32 @@ const char *run_trace_dtype(int dtype)
 	return dtype == ALIGN_DT_BF16 ? "bf16" : dtype == ALIGN_DT_I32 ? "int32" : "fp32";
 }
 
-int run_trace_open(struct run_trace *t, const char *path, const char *op, const char *device, const char *impl,
-                   const struct align_modes *m, const struct align_dims *d, unsigned long long seed, int steps,
-                   int variant)
+/* Provenance: the build's commit and the device with its driver, runtime and vendor-library versions
+ * (the versions only when non-zero: a CPU run has none, cuBLAS versions only when a vendor GEMM ran). */
+static void put_provenance(json_t *h, const struct align_dev *dev)
+{
+	json_object_set_new(h, "align_commit", json_string(ALIGN_COMMIT));
+	json_object_set_new(h, "device", json_string(dev ? dev->name : "cpu"));
+	if (!dev)
+		return;
+	json_object_set_new(h, "driver_version", json_integer(dev->driver_version));
+	json_object_set_new(h, "cuda_runtime_version", json_integer(dev->runtime_version));
+	if (dev->cublas_version)
+		json_object_set_new(h, "cublas_version", json_integer(dev->cublas_version));
+	if (dev->cublaslt_version)
+		json_object_set_new(h, "cublaslt_version", json_integer((json_int_t)dev->cublaslt_version));
+}
+
+int run_trace_open(struct run_trace *t, const char *path, const struct run_trace_head *hd, struct align_err *err)
 {
 	memset(t, 0, sizeof *t);
+	t->err = err;
 	snprintf(t->path, sizeof t->path, "%s", path);
 	snprintf(t->tmp, sizeof t->tmp, "%s.tmp.%ld", path, (long)getpid());
 	t->f = fopen(t->tmp, "w");
 	if (!t->f)
-		return err_input("cannot write trace '%s': %s", t->tmp, strerror(errno));
+		return fail_input(err, "cannot write trace '%s': %s", t->tmp, strerror(errno));
+	const struct align_modes *m = hd->m;
 	json_t *modes = json_object(), *env = json_object(), *dims = json_object(), *gpu = json_object();
 	for (int id = 0; id < MODE_COUNT; id++) {
 		const struct align_mode_info *in = modes_info(id);
@@ -36,19 +54,20 @@ int run_trace_open(struct run_trace *t, const char *path, const char *op, const 
 	}
 	const char *numerics = json_object_size(gpu) ? "gpu-mimic" : "portable";
 	for (int k = 0; k < ALIGN_DIM_COUNT; k++)
-		if (d->v[k])
-			json_object_set_new(dims, (char[]){ALIGN_DIM_LETTERS[k], 0}, json_integer(d->v[k]));
+		if (hd->d->v[k])
+			json_object_set_new(dims, (char[]){ALIGN_DIM_LETTERS[k], 0}, json_integer(hd->d->v[k]));
 	char run[512];
-	snprintf(run, sizeof run, "%s:%s", op, m->profile[0] ? m->profile : "default");
-	json_t *h = json_pack("{s:i, s:s, s:s, s:i, s:i, s:s, s:s, s:s, s:s?, s:o, s:o, s:o, s:I, s:i, s:s, s:o, s:i}",
-	                      "align_trace", 1, "run", run, "framework", "align", "rank", 0, "world_size", 1, "op", op,
-	                      "device", device, "implementation", impl, "profile", m->profile[0] ? m->profile : NULL,
-	                      "modes", modes, "env", env, "dims", dims, "seed", (json_int_t)seed, "steps", steps,
-	                      "numerics", numerics, "gpu_only", gpu, "variant", variant);
+	snprintf(run, sizeof run, "%s:%s", hd->op, m->profile[0] ? m->profile : "default");
+	json_t *h = json_pack("{s:i, s:s, s:s, s:i, s:i, s:s, s:s, s:s?, s:o, s:o, s:o, s:I, s:i, s:s, s:o, s:i}",
+			      "align_trace", 1, "run", run, "framework", "align", "rank", 0, "world_size", 1, "op",
+			      hd->op, "implementation", hd->impl, "profile", m->profile[0] ? m->profile : NULL, "modes",
+			      modes, "env", env, "dims", dims, "seed", (json_int_t)hd->seed, "steps", hd->steps,
+			      "numerics", numerics, "gpu_only", gpu, "variant", hd->variant);
+	put_provenance(h, hd->dev);
 	int rc = json_dumpf(h, t->f, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(h);
 	fputc('\n', t->f);
-	return rc ? err_internal("cannot write trace header") : ALIGN_OK;
+	return rc ? fail_internal(err, "cannot write trace header") : ALIGN_OK;
 }
 
 int run_trace_tensor(struct run_trace *t, const char *op, int step, const char *phase, const struct align_tensor *x)
@@ -75,7 +94,7 @@ int run_trace_tensor(struct run_trace *t, const char *op, int step, const char *
 		}
 	}
 	fputs("]}\n", t->f);
-	return ferror(t->f) ? err_input("cannot write trace '%s'", t->tmp) : ALIGN_OK;
+	return ferror(t->f) ? fail_input(t->err, "cannot write trace '%s'", t->tmp) : ALIGN_OK;
 }
 
 int run_trace_close(struct run_trace *t, int ok)
@@ -86,7 +105,7 @@ int run_trace_close(struct run_trace *t, int ok)
 	t->f = NULL;
 	if (!ok || bad || rename(t->tmp, t->path) != 0) {
 		unlink(t->tmp);
-		return ok ? err_input("cannot write trace '%s': %s", t->path, strerror(errno)) : ALIGN_OK;
+		return ok ? fail_input(t->err, "cannot write trace '%s': %s", t->path, strerror(errno)) : ALIGN_OK;
 	}
 	return ALIGN_OK;
 }

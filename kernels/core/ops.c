@@ -38,9 +38,43 @@ int ops_op_reads_mode(const struct align_op *op, int mode_id)
 int ops_fwd_cpu(const struct align_op *op, const void *params, const struct align_modes *m,
 		const struct align_tensor *in, int n_in, struct align_tensor *out, int n_out)
 {
-	if (modes_gpu_only_in(m, op->impl->modes) >= 0)
+	if (modes_refused_on(m, op->impl->modes, ALIGN_DEVICE_CPU) >= 0)
 		return ALIGN_ERR_UNSUPPORTED; /* a GPU-only mimic value: never substituted on the CPU */
 	return op->impl->fwd_cpu(params, m, in, n_in, out, n_out);
+}
+
+/* "bf16[3,8]" */
+static void tensor_text(int dtype, const int64_t *shape, int ndim, char *buf, size_t len)
+{
+	size_t used = (size_t)snprintf(buf, len, "%s[", align_dtype_name(dtype));
+	for (int i = 0; i < ndim && used < len; i++)
+		used += (size_t)snprintf(buf + used, len - used, "%s%lld", i ? "," : "", (long long)shape[i]);
+	if (used < len)
+		snprintf(buf + used, len - used, "]");
+}
+
+int ops_check_inputs(const struct align_op *op, const struct align_dims *d, const struct align_tensor *in, int n_in,
+		     struct align_err *err)
+{
+	const struct align_op_impl *im = op->impl;
+	if (n_in != im->n_in)
+		return align_fail(err, ALIGN_ERR_INPUT, "op '%s': %d inputs given, it takes %d", op->name, n_in, im->n_in);
+	for (int i = 0; i < n_in; i++) {
+		const struct align_tensor_spec *sp = &im->in[i];
+		int64_t shape[4];
+		int ndim;
+		if (ops_shape_eval(sp->shape, d, shape, &ndim))
+			return align_fail(err, ALIGN_ERR_INPUT, "op '%s': input '%s': shape '%s' has no value for these dims",
+					  op->name, sp->name, sp->shape);
+		if (in[i].data && ops_check(&in[i], sp->dtype, ndim, shape) == ALIGN_OK)
+			continue;
+		char want[96], got[96];
+		tensor_text(sp->dtype, shape, ndim, want, sizeof want);
+		tensor_text(in[i].dtype, in[i].shape, in[i].ndim < 0 || in[i].ndim > 4 ? 0 : in[i].ndim, got, sizeof got);
+		return align_fail(err, ALIGN_ERR_INPUT, "op '%s': input '%s' is %s, expected %s%s", op->name, sp->name,
+				  got, want, in[i].data ? "" : " (no data)");
+	}
+	return ALIGN_OK;
 }
 
 size_t align_dtype_size(int dtype)

@@ -8,7 +8,9 @@
  *   for each output i: ops_tensor_alloc(op, 1, i, &dims, modes, &out[i]);
  *   rc = ops_fwd_cpu(op, params, modes, in, n_in, out, n_out);   // the C twin
  * ops_fwd_cpu refuses (ALIGN_ERR_UNSUPPORTED) a mode set in which a switch the op reads has a
- * GPU-only value (modes.def GPU_ONLY); the C twins never see those values.
+ * GPU-only value (modes.def GPU_ONLY); the C twins never see those values. A driver that holds the dims
+ * checks the inputs against the specs first (ops_check_inputs: one message naming op, input, expected
+ * and got).
  * Tensors are dense row-major. Ops never allocate outputs; they check every shape and dtype and
  * return ALIGN_ERR_INPUT on a mismatch. Output dtypes may depend on the modes
  * (impl->out_dtype), which ops_tensor_alloc applies.
@@ -106,9 +108,15 @@ enum align_op_id {
 const struct align_op *ops_find(const char *name); /* NULL when unknown */
 const struct align_op *ops_at(int i);		   /* 0 <= i < ALIGN_OP_COUNT */
 int ops_op_reads_mode(const struct align_op *op, int mode_id);
-/* the C twin, or ALIGN_ERR_UNSUPPORTED when a switch the op reads holds a GPU-only value */
+/* the C twin, or ALIGN_ERR_UNSUPPORTED when a switch the op reads holds a value the CPU cannot run
+ * (modes_refused_on ALIGN_DEVICE_CPU: the GPU-only values) */
 int ops_fwd_cpu(const struct align_op *op, const void *params, const struct align_modes *m,
 		const struct align_tensor *in, int n_in, struct align_tensor *out, int n_out);
+
+/* Every input's dtype and shape against the op's input specs (shape expressions evaluated with d):
+ * ALIGN_OK, or ALIGN_ERR_INPUT with "op 'rmsnorm': input 'w' is bf16[8], expected f32[8]" in err. */
+int ops_check_inputs(const struct align_op *op, const struct align_dims *d, const struct align_tensor *in, int n_in,
+		     struct align_err *err);
 
 size_t align_dtype_size(int dtype);
 const char *align_dtype_name(int dtype);

@@ -1,31 +1,21 @@
-/* ops_cuda.cu: the registry of CUDA twins (one row per op that has one) and their error messages.
- * The calling convention is in ops_cuda.h. Add a twin with one row below (keep ops.def order). */
+/* ops_cuda.cu: the registry of CUDA twins and their error messages. The calling convention is in
+ * ops_cuda.h. Every op of ops.def has a twin (kernels/ops/<op>.cu), so the table is the X-macro over
+ * ops.def, indexed by enum align_op_id: a new OP row without its <op>_fwd_cuda fails to link. */
 #include <stdio.h>
 
 #include "ops_cuda.h"
 
-static const struct ops_cuda_row {
-	int op;			   /* enum align_op_id */
-	align_fwd_cuda_fn fwd;	   /* the CUDA twin */
-} ops_cuda_rows[] = {
-	{ALIGN_OP_matmul, matmul_fwd_cuda},   /* kernels/ops/matmul.cu */
-	{ALIGN_OP_rmsnorm, rmsnorm_fwd_cuda}, /* kernels/ops/rmsnorm.cu */
-	{ALIGN_OP_qnorm, qnorm_fwd_cuda},     /* kernels/ops/qnorm.cu */
-	{ALIGN_OP_swiglu, swiglu_fwd_cuda},   /* kernels/ops/swiglu.cu */
-	{ALIGN_OP_router, router_fwd_cuda},   /* kernels/ops/router.cu */
-	{ALIGN_OP_mhc_post, mhc_post_fwd_cuda}, /* kernels/ops/mhc_post.cu */
-	{ALIGN_OP_moe_combine, moe_combine_fwd_cuda}, /* kernels/ops/moe_combine.cu */
-	{ALIGN_OP_mhc_pre, mhc_pre_fwd_cuda},   /* kernels/ops/mhc_pre.cu */
-	{ALIGN_OP_mhc_head, mhc_head_fwd_cuda}, /* kernels/ops/mhc_head.cu */
+static const align_fwd_cuda_fn ops_cuda_table[ALIGN_OP_COUNT] = {
+#define OP(name, desc, inputs) name##_fwd_cuda,
+#include "ops.def"
+#undef OP
 };
 
 extern "C" align_fwd_cuda_fn ops_cuda_fwd(const struct align_op *op)
 {
-	if (!op)
-		return NULL;
-	for (size_t i = 0; i < sizeof ops_cuda_rows / sizeof ops_cuda_rows[0]; i++)
-		if (ops_cuda_rows[i].op < ALIGN_OP_COUNT && ops_at(ops_cuda_rows[i].op) == op)
-			return ops_cuda_rows[i].fwd;
+	for (int i = 0; op && i < ALIGN_OP_COUNT; i++)
+		if (ops_at(i) == op)
+			return ops_cuda_table[i];
 	return NULL;
 }
 

@@ -17,9 +17,10 @@
  * adjusts a knob it cannot honour to the nearest valid value (its .cu says how) and rejects only
  * negative values. tests/gpu/test-ops-cuda.c checks all of this for every op that has a twin.
  *
- * Registry: ops_cuda_fwd(op) is the op's twin or NULL. Adding a twin: write kernels/<op>.cu defining
- * <op>_fwd_cuda (declared below for every row of ops.def), add one row to ops_cuda_rows[] in
- * kernels/cuda/ops_cuda.cu and one line `kernels_cuda_src += files('<op>.cu')` to kernels/meson.build.
+ * Registry: ops_cuda_fwd(op) is the op's twin (NULL only for an op pointer not in ops.def). Every row of
+ * ops.def has a twin: kernels/cuda/ops_cuda.cu's table is the X-macro over ops.def. Adding an op: write
+ * kernels/ops/<op>.cu defining <op>_fwd_cuda (declared below for every row of ops.def) and add it to
+ * kernels_cuda_src in kernels/meson.build.
  */
 #ifndef ALIGN_OPS_CUDA_H
 #define ALIGN_OPS_CUDA_H
@@ -58,7 +59,7 @@ typedef int (*align_fwd_cuda_fn)(const void *params, const struct align_modes *m
                                  int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
                                  struct align_dev *dev);
 
-/* <op>_fwd_cuda for every op of ops.def (only those in the registry need to exist) */
+/* <op>_fwd_cuda for every op of ops.def (the registry names each one) */
 #define OP(name, desc, inputs)                                                                                         \
 	int name##_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in, int n_in,  \
 	                    struct align_tensor *out, int n_out, const struct align_launch *launch,                    \
@@ -66,7 +67,7 @@ typedef int (*align_fwd_cuda_fn)(const void *params, const struct align_modes *m
 #include "ops.def"
 #undef OP
 
-/* The CUDA twin of op, or NULL when it has none yet. */
+/* The CUDA twin of op, or NULL when op is not a registry entry. */
 align_fwd_cuda_fn ops_cuda_fwd(const struct align_op *op);
 
 /* Messages, worded like the rest of the project; each returns its status code. */
