@@ -18,39 +18,15 @@ static const struct align_tensor_spec out_specs[] = {
 static int mhc_post_cfg_modes(struct mhc_post_cfg *c, const struct align_modes *m, struct align_err *err)
 {
 	const char *fn = "mhc_post_cfg_init";
-	int v = m->v[MODE_MHC_HRES_TRANSPOSE], coef_bf16 = 0;
-	switch ((enum align_MHC_HRES_TRANSPOSE_value)v) {
-	case ALIGN_MHC_HRES_TRANSPOSE_ON:
-	case ALIGN_MHC_HRES_TRANSPOSE_OFF:
-		c->transpose = v == ALIGN_MHC_HRES_TRANSPOSE_ON;
-		break;
-	default:
-		return op_cfg_unhandled(err, "mhc_post", MODE_MHC_HRES_TRANSPOSE, v, fn);
-	}
-	switch ((enum align_MHC_POST_ROUND_value)(v = m->v[MODE_MHC_POST_ROUND])) {
-	case ALIGN_MHC_POST_ROUND_SINGLE:
-	case ALIGN_MHC_POST_ROUND_DOUBLE:
-		c->dbl = v == ALIGN_MHC_POST_ROUND_DOUBLE;
-		break;
-	default:
-		return op_cfg_unhandled(err, "mhc_post", MODE_MHC_POST_ROUND, v, fn);
-	}
-	switch ((enum align_MHC_COEF_value)(v = m->v[MODE_MHC_COEF])) {
-	case ALIGN_MHC_COEF_FP32:
-	case ALIGN_MHC_COEF_BF16:
-		coef_bf16 = v == ALIGN_MHC_COEF_BF16;
-		break;
-	default:
-		return op_cfg_unhandled(err, "mhc_post", MODE_MHC_COEF, v, fn);
-	}
-	switch ((enum align_MHC_POST_ORDER_value)(v = m->v[MODE_MHC_POST_ORDER])) {
-	case ALIGN_MHC_POST_ORDER_COMB_FIRST:
-	case ALIGN_MHC_POST_ORDER_POST_FIRST:
-		c->post_first = v == ALIGN_MHC_POST_ORDER_POST_FIRST;
-		break;
-	default:
-		return op_cfg_unhandled(err, "mhc_post", MODE_MHC_POST_ORDER, v, fn);
-	}
+	int coef_bf16 = 0;
+	ALIGN_TRY(err, op_cfg_flag(err, "mhc_post", fn, m, MODE_MHC_HRES_TRANSPOSE, ALIGN_MHC_HRES_TRANSPOSE_OFF,
+				   ALIGN_MHC_HRES_TRANSPOSE_ON, &c->transpose));
+	ALIGN_TRY(err, op_cfg_flag(err, "mhc_post", fn, m, MODE_MHC_POST_ROUND, ALIGN_MHC_POST_ROUND_SINGLE,
+				   ALIGN_MHC_POST_ROUND_DOUBLE, &c->dbl));
+	ALIGN_TRY(err, op_cfg_flag(err, "mhc_post", fn, m, MODE_MHC_COEF, ALIGN_MHC_COEF_FP32,
+				   ALIGN_MHC_COEF_BF16, &coef_bf16));
+	ALIGN_TRY(err, op_cfg_flag(err, "mhc_post", fn, m, MODE_MHC_POST_ORDER, ALIGN_MHC_POST_ORDER_COMB_FIRST,
+				   ALIGN_MHC_POST_ORDER_POST_FIRST, &c->post_first));
 	c->coef_bf16 = c->dbl || coef_bf16;
 	return ALIGN_OK;
 }

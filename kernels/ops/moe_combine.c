@@ -18,31 +18,12 @@ static const struct align_tensor_spec out_specs[] = {
 static int moe_combine_cfg_modes(struct moe_combine_cfg *c, const struct align_modes *m, struct align_err *err)
 {
 	const char *fn = "moe_combine_cfg_init";
-	int v = m->v[MODE_MOE_COMBINE_ACC];
-	switch ((enum align_MOE_COMBINE_ACC_value)v) {
-	case ALIGN_MOE_COMBINE_ACC_FP32:
-	case ALIGN_MOE_COMBINE_ACC_BF16:
-		c->bf16 = v == ALIGN_MOE_COMBINE_ACC_BF16;
-		break;
-	default:
-		return op_cfg_unhandled(err, "moe_combine", MODE_MOE_COMBINE_ACC, v, fn);
-	}
-	switch ((enum align_MOE_COMBINE_ORDER_value)(v = m->v[MODE_MOE_COMBINE_ORDER])) {
-	case ALIGN_MOE_COMBINE_ORDER_EXPERT:
-	case ALIGN_MOE_COMBINE_ORDER_SLOT:
-		c->by_expert = v == ALIGN_MOE_COMBINE_ORDER_EXPERT;
-		break;
-	default:
-		return op_cfg_unhandled(err, "moe_combine", MODE_MOE_COMBINE_ORDER, v, fn);
-	}
-	switch ((enum align_SWIGLU_PROBS_value)(v = m->v[MODE_SWIGLU_PROBS])) {
-	case ALIGN_SWIGLU_PROBS_BEFORE_W2:
-	case ALIGN_SWIGLU_PROBS_AFTER_W2:
-		c->after = v == ALIGN_SWIGLU_PROBS_AFTER_W2;
-		break;
-	default:
-		return op_cfg_unhandled(err, "moe_combine", MODE_SWIGLU_PROBS, v, fn);
-	}
+	ALIGN_TRY(err, op_cfg_flag(err, "moe_combine", fn, m, MODE_MOE_COMBINE_ACC, ALIGN_MOE_COMBINE_ACC_FP32,
+				   ALIGN_MOE_COMBINE_ACC_BF16, &c->bf16));
+	ALIGN_TRY(err, op_cfg_flag(err, "moe_combine", fn, m, MODE_MOE_COMBINE_ORDER, ALIGN_MOE_COMBINE_ORDER_SLOT,
+				   ALIGN_MOE_COMBINE_ORDER_EXPERT, &c->by_expert));
+	ALIGN_TRY(err, op_cfg_flag(err, "moe_combine", fn, m, MODE_SWIGLU_PROBS, ALIGN_SWIGLU_PROBS_BEFORE_W2,
+				   ALIGN_SWIGLU_PROBS_AFTER_W2, &c->after));
 	return ALIGN_OK;
 }
 

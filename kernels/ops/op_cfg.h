@@ -77,6 +77,18 @@ static inline int op_cfg_unhandled(struct align_err *err, const char *op, int mo
 			  fn);
 }
 
+/* A two-valued switch (off, on: its ALIGN_<ID>_<TOKEN> values, both run on either twin): *flag = value is
+ * on; any other value is a modes.def row that fn does not handle (ALIGN_ERR_INTERNAL). */
+static inline int op_cfg_flag(struct align_err *err, const char *op, const char *fn, const struct align_modes *m,
+			      int mode, int off, int on, int *flag)
+{
+	int v = m->v[mode];
+	if (v != off && v != on)
+		return op_cfg_unhandled(err, op, mode, v, fn);
+	*flag = v == on;
+	return ALIGN_OK;
+}
+
 /* "<op>: input 'g' must have 2 dims, got 3" unless t has ndim dims (before its extents are read) */
 static inline int op_cfg_rank(struct align_err *err, const char *op, const char *name, const struct align_tensor *t,
 			      int ndim)

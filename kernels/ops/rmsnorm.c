@@ -74,23 +74,10 @@ int rmsnorm_cfg_init(struct rmsnorm_cfg *c, const struct rmsnorm_params *p, cons
 	ALIGN_TRY(err, op_cfg_tensor(err, "rmsnorm", "input", in_specs[1].name, &in[1], ALIGN_DT_F32, 1, ws));
 	ALIGN_TRY(err, op_cfg_tensor(err, "rmsnorm", "output", out_specs[0].name, &out[0], ALIGN_DT_BF16, 2, xs));
 	ALIGN_TRY(err, rmsnorm_factor_cfg_init(&c->f, "rmsnorm", m, device, err));
-	int v = m->v[MODE_RMSNORM_WEIGHT];
-	switch ((enum align_RMSNORM_WEIGHT_value)v) {
-	case ALIGN_RMSNORM_WEIGHT_FP32:
-	case ALIGN_RMSNORM_WEIGHT_BF16:
-		c->wbf16 = v == ALIGN_RMSNORM_WEIGHT_BF16;
-		break;
-	default:
-		return op_cfg_unhandled(err, "rmsnorm", MODE_RMSNORM_WEIGHT, v, fn);
-	}
-	switch ((enum align_RMSNORM_CAST_value)(v = m->v[MODE_RMSNORM_CAST])) {
-	case ALIGN_RMSNORM_CAST_AFTER_WEIGHT:
-	case ALIGN_RMSNORM_CAST_BEFORE_WEIGHT:
-		c->before = v == ALIGN_RMSNORM_CAST_BEFORE_WEIGHT;
-		break;
-	default:
-		return op_cfg_unhandled(err, "rmsnorm", MODE_RMSNORM_CAST, v, fn);
-	}
+	ALIGN_TRY(err, op_cfg_flag(err, "rmsnorm", fn, m, MODE_RMSNORM_WEIGHT, ALIGN_RMSNORM_WEIGHT_FP32,
+				   ALIGN_RMSNORM_WEIGHT_BF16, &c->wbf16));
+	ALIGN_TRY(err, op_cfg_flag(err, "rmsnorm", fn, m, MODE_RMSNORM_CAST, ALIGN_RMSNORM_CAST_AFTER_WEIGHT,
+				   ALIGN_RMSNORM_CAST_BEFORE_WEIGHT, &c->before));
 	c->T = T;
 	c->D = D;
 	return ALIGN_OK;

@@ -18,47 +18,16 @@ static int swiglu_cfg_modes(struct swiglu_cfg *c, const struct align_modes *m, i
 			    struct align_err *err)
 {
 	const char *fn = "swiglu_cfg_init";
-	int v = m->v[MODE_SWIGLU_SHARED_CLAMP];
-	switch ((enum align_SWIGLU_SHARED_CLAMP_value)v) {
-	case ALIGN_SWIGLU_SHARED_CLAMP_OFF:
-	case ALIGN_SWIGLU_SHARED_CLAMP_ON:
-		*shared_clamp = v == ALIGN_SWIGLU_SHARED_CLAMP_ON;
-		break;
-	default:
-		return op_cfg_unhandled(err, "swiglu", MODE_SWIGLU_SHARED_CLAMP, v, fn);
-	}
-	switch ((enum align_SWIGLU_PROBS_value)(v = m->v[MODE_SWIGLU_PROBS])) {
-	case ALIGN_SWIGLU_PROBS_BEFORE_W2:
-	case ALIGN_SWIGLU_PROBS_AFTER_W2:
-		c->after = v == ALIGN_SWIGLU_PROBS_AFTER_W2;
-		break;
-	default:
-		return op_cfg_unhandled(err, "swiglu", MODE_SWIGLU_PROBS, v, fn);
-	}
-	switch ((enum align_SWIGLU_ROUND_value)(v = m->v[MODE_SWIGLU_ROUND])) {
-	case ALIGN_SWIGLU_ROUND_SINGLE:
-	case ALIGN_SWIGLU_ROUND_DOUBLE:
-		c->dbl = v == ALIGN_SWIGLU_ROUND_DOUBLE;
-		break;
-	default:
-		return op_cfg_unhandled(err, "swiglu", MODE_SWIGLU_ROUND, v, fn);
-	}
-	switch ((enum align_SWIGLU_SCALE_value)(v = m->v[MODE_SWIGLU_SCALE])) {
-	case ALIGN_SWIGLU_SCALE_FP32:
-	case ALIGN_SWIGLU_SCALE_BF16:
-		c->scale_bf16 = v == ALIGN_SWIGLU_SCALE_BF16;
-		break;
-	default:
-		return op_cfg_unhandled(err, "swiglu", MODE_SWIGLU_SCALE, v, fn);
-	}
-	switch ((enum align_SWIGLU_SILU_value)(v = m->v[MODE_SWIGLU_SILU])) {
-	case ALIGN_SWIGLU_SILU_DIV:
-	case ALIGN_SWIGLU_SILU_MUL:
-		c->mul = v == ALIGN_SWIGLU_SILU_MUL;
-		break;
-	default:
-		return op_cfg_unhandled(err, "swiglu", MODE_SWIGLU_SILU, v, fn);
-	}
+	ALIGN_TRY(err, op_cfg_flag(err, "swiglu", fn, m, MODE_SWIGLU_SHARED_CLAMP, ALIGN_SWIGLU_SHARED_CLAMP_OFF,
+				   ALIGN_SWIGLU_SHARED_CLAMP_ON, shared_clamp));
+	ALIGN_TRY(err, op_cfg_flag(err, "swiglu", fn, m, MODE_SWIGLU_PROBS, ALIGN_SWIGLU_PROBS_BEFORE_W2,
+				   ALIGN_SWIGLU_PROBS_AFTER_W2, &c->after));
+	ALIGN_TRY(err, op_cfg_flag(err, "swiglu", fn, m, MODE_SWIGLU_ROUND, ALIGN_SWIGLU_ROUND_SINGLE,
+				   ALIGN_SWIGLU_ROUND_DOUBLE, &c->dbl));
+	ALIGN_TRY(err, op_cfg_flag(err, "swiglu", fn, m, MODE_SWIGLU_SCALE, ALIGN_SWIGLU_SCALE_FP32,
+				   ALIGN_SWIGLU_SCALE_BF16, &c->scale_bf16));
+	ALIGN_TRY(err, op_cfg_flag(err, "swiglu", fn, m, MODE_SWIGLU_SILU, ALIGN_SWIGLU_SILU_DIV,
+				   ALIGN_SWIGLU_SILU_MUL, &c->mul));
 	return ALIGN_OK;
 }
 

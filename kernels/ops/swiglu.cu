@@ -12,10 +12,10 @@
  * silu table: s depends on g only, and g is a bf16 value (65536 bit patterns) or, after the clamp, L.
  * A first kernel evaluates s for every bf16 pattern and for L with the very operations above (65537
  * exp evaluations into 256 KiB of the device context's workspace, align_dev_scratch: stream-ordered); the
- * main kernel reads s = table[bits(g)] (table[65536] when the clamp replaced g by L). Memoisation: each output has the same operation
- * sequence as in the C twin. It takes the binary64 exp (~40 fp64 operations per element, ~100 us of
- * fp64 issue at DSv4 sizes, more than the memory time) off the critical path. launch.serial computes
- * silu directly, one thread per row, so the test compares the two.
+ * main kernel reads s = table[bits(g)] (table[65536] when the clamp replaced g by L). Memoisation: each output has the
+ * same operation sequence as in the C twin. It takes the binary64 exp (~40 fp64 operations per element, ~100 us of fp64
+ * issue at DSv4 sizes, more than the memory time) off the critical path. launch.serial computes silu directly, one
+ * thread per row, so the test compares the two.
  *
  * Layout: grid-stride over chunks of 8 elements (16-byte loads of g and u, 16-byte stores) when F % 8 == 0
  * and the pointers are 16-byte aligned, single elements otherwise. Knobs: block (default 256 threads),
@@ -31,8 +31,8 @@
 #include "swiglu.h"
 
 #include "math_cuda.cuh"
-#include "rows_cuda.cuh"
 #include "op_cfg.h"
+#include "rows_cuda.cuh"
 
 #define SW_TABLE 65537 /* every bf16 pattern, then silu(L) */
 
