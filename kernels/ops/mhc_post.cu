@@ -35,8 +35,9 @@
  */
 #include "mhc_post.h"
 
-#include "op_cfg.h"
 #include "rows_cuda.cuh"
+
+#include "op_cfg.h" /* after ops_cuda.h (rows_cuda.cuh), which prepares ops.h for the device pass */
 
 #define MP_CO (MHC_MAX_N * MHC_MAX_N + MHC_MAX_N) /* floats of H and P per token */
 #define MP_SMEM_ROW (2 * MP_CO * sizeof(float))   /* per token slot: H and P, double-buffered */

@@ -29,8 +29,9 @@
  */
 #include "moe_combine.h"
 
-#include "op_cfg.h"
 #include "rows_cuda.cuh"
+
+#include "op_cfg.h" /* after ops_cuda.h (rows_cuda.cuh), which prepares ops.h for the device pass */
 
 #define MC_PREFETCH 8 /* slots whose loads are issued before any arithmetic (DSv4: K = 6) */
 #define MC_DEF_G 128  /* default threads per token (4 chunks of 8 each at D = 4096; the H100 sweep: 0.89-0.96 of copy) */

@@ -29,8 +29,9 @@
  */
 #include "qnorm.h"
 
-#include "op_cfg.h"
 #include "rows_cuda.cuh"
+
+#include "op_cfg.h" /* after ops_cuda.h (rows_cuda.cuh), which prepares ops.h for the device pass */
 
 #define QN_DEF_G 32  /* default threads per row: one warp, no block barrier (registers layout, D <= 2048) */
 #define QN_DEF_RPB 8 /* default rows per block */

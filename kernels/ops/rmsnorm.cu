@@ -35,8 +35,9 @@
  */
 #include "rmsnorm.h"
 
-#include "op_cfg.h"
 #include "rows_cuda.cuh"
+
+#include "op_cfg.h" /* after ops_cuda.h (rows_cuda.cuh), which prepares ops.h for the device pass */
 
 #define RMS_DEF_G 128 /* default threads per row (registers layout, 4 chunks per thread at D = 4096) */
 #define RMS_DEF_RPB 1 /* default rows per block */

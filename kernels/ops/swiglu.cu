@@ -31,8 +31,9 @@
 #include "swiglu.h"
 
 #include "math_cuda.cuh"
-#include "op_cfg.h"
 #include "rows_cuda.cuh"
+
+#include "op_cfg.h" /* after ops_cuda.h (rows_cuda.cuh), which prepares ops.h for the device pass */
 
 #define SW_TABLE 65537 /* every bf16 pattern, then silu(L) */
 
