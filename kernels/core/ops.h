@@ -85,6 +85,9 @@ struct align_op_impl {
 	int (*params_variant)(void *params, const struct align_dims *d, int k);
 	align_fwd_fn fwd_cpu; /* the CPU twin */
 	int (*out_dtype)(const struct align_modes *m, int out_index); /* NULL: spec dtype */
+	/* builds the op's config for device from modes and dims (tests: every mode value handled) */
+	int (*cfg_check)(const void *params, const struct align_modes *m, const struct align_dims *d, int device,
+			 struct align_err *err);
 };
 
 struct align_op {

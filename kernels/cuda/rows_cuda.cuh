@@ -640,9 +640,8 @@ ALIGN_HD static inline int rows_al16(const void *p)
 
 /* ---- RMSNORM_RSQRT on the device (rmsnorm, qnorm) ---- */
 
-#define ROWS_RSQRT_CUDA 3 /* RMSNORM_RSQRT=cuda (modes.def: GPU only, the C twins refuse it) */
-
-/* rmsnorm_rsqrt(v, a) with the host's NaN bits (1.0f / NaN is a NaN operation on the GPU); v = cuda is
+/* rmsnorm_rsqrt(v, a) with the host's NaN bits (1.0f / NaN is a NaN operation on the GPU); v =
+ * ALIGN_RMSNORM_RSQRT_CUDA (modes.def: GPU only, the C twins' config refuses it) is
  * CUDA's rsqrtf (MUFU.RSQ, what torch.rsqrt and TE call) for a >= 0 or +inf, NaN and negative inputs as
  * the other values. The emulator has no MUFU.RSQ: it uses 1.0f / sqrtf(a) there (GPU-only values are
  * checked for determinism and batch invariance, not against the C twin). */
@@ -652,7 +651,7 @@ __device__ static inline float rows_rsqrt(int v, float a)
 		return align_quiet_nanf(a);
 	if (a < 0.0f)
 		return align_canonical_nanf();
-	if (v == ROWS_RSQRT_CUDA)
+	if (v == ALIGN_RMSNORM_RSQRT_CUDA)
 #ifdef ALIGN_CUDA_EMU
 		return 1.0f / sqrtf(a);
 #else

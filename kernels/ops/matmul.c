@@ -79,5 +79,5 @@ static const int modes_read[] = {MODE_MATMUL_OPERAND, MODE_MATMUL_ACCUM, MODE_MA
 
 const struct align_op_impl matmul_impl = {
 	2, in_specs, 1, out_specs, "T=16,D=4096,F=64", modes_read, sizeof(struct matmul_params),
-	params_default, params_variant, fwd, out_dtype,
+	params_default, params_variant, fwd, out_dtype, NULL,
 };

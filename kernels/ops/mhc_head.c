@@ -83,5 +83,5 @@ static const int modes_read[] = {MODE_MATH_IMPL, MODE_MHC_RMS_FORM, MODE_MHC_PRO
 
 const struct align_op_impl mhc_head_impl = {
 	4, in_specs, 1, out_specs, "T=8,N=4,D=1024", modes_read, sizeof(struct mhc_params),
-	params_default, params_variant, fwd, NULL,
+	params_default, params_variant, fwd, NULL, NULL,
 };

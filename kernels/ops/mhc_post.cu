@@ -1,6 +1,7 @@
 /* mhc_post.cu: CUDA twin of mHC hc_post (contract: mhc_post.h; specification: mhc_post.c).
  * x[T,N,D] bf16, f[T,D] bf16, post[T,N] f32, comb[T,N,N] f32 -> x_new[T,N,D] bf16, the C twin's bytes in
- * every mode (all portable).
+ * every mode (all portable); shapes and modes come from mhc_post_cfg_init (mhc_post.c), shared with the C
+ * twin.
  *
  * Per token, as mhc_post.c: the coefficients H[j][k] (comb[j][k], or comb[k][j] when
  * MHC_HRES_TRANSPOSE=off) and P[k], rounded to bf16 for MHC_COEF=bf16 or MHC_POST_ROUND=double, one per
@@ -14,12 +15,12 @@
  * unfused; the formula is a template parameter of the fast path; a chunk with a NaN output is recomputed
  * out of line from global memory with the host's NaN rules (nan_host.h).
  *
- * Layout (knobs: rows_cuda.cuh): G threads per token (default 64), rpb tokens per block (default 2; picked by the H100 sweep);
- * a thread owns chunks of 8 consecutive d (gt, gt + G, ...) and computes all N streams there: N + 1
- * 16-byte loads, N 16-byte stores; the next chunk's loads (possibly the next token's: they do not wait
- * for its coefficients) are issued before the current chunk is computed (scalar path when D % 8 != 0 or
- * a pointer is unaligned). Kernels are instantiated for N <= 4 and N <= 8 (MHC_MAX_N) so the stream
- * loops unroll. launch.serial: one thread per token, the C loops.
+ * Layout (knobs: rows_cuda.cuh): G threads per token (default 64), rpb tokens per block (default 2; picked by the H100
+ * sweep); a thread owns chunks of 8 consecutive d (gt, gt + G, ...) and computes all N streams there: N + 1 16-byte
+ * loads, N 16-byte stores; the next chunk's loads (possibly the next token's: they do not wait for its coefficients)
+ * are issued before the current chunk is computed (scalar path when D % 8 != 0 or a pointer is unaligned). Kernels are
+ * instantiated for N <= 4 and N <= 8 (MHC_MAX_N) so the stream loops unroll. launch.serial: one thread per token, the C
+ * loops.
  *
  * Napkin maths (DSv4-Flash: T = 16384, N = 4, D = 4096): bytes = 2TND (x) + 2TD (f) + 2TND (out) +
  * 4T(N + N^2) (post, comb) = 1.21 GB; 2N + 2 FLOPs per output: memory bound, ~400 us at a ~3.0 TB/s
@@ -36,6 +37,8 @@
 
 #include "rows_cuda.cuh"
 
+#include "op_cfg.h" /* after ops_cuda.h (rows_cuda.cuh), which prepares ops.h for the device pass */
+
 #define MP_CO (MHC_MAX_N * MHC_MAX_N + MHC_MAX_N) /* floats of H and P per token */
 #define MP_SMEM_ROW (2 * MP_CO * sizeof(float))   /* per token slot: H and P, double-buffered */
 #define MP_DEF_G 64                               /* default threads per token (8 chunks each at D = 4096; H100 sweep) */
@@ -44,40 +47,35 @@
 enum { MP_COMB_FIRST, MP_POST_FIRST, MP_DOUBLE }; /* the output formula (mhc_post.h) */
 
 struct mp_args {
-	const align_bf16 *x; /* [T, N, D] */
-	const align_bf16 *f; /* [T, D] */
-	const float *post;   /* [T, N] */
-	const float *comb;   /* [T, N, N] */
-	align_bf16 *y;       /* [T, N, D] */
-	int64_t T, D;
-	int N;
-	int transpose;  /* MHC_HRES_TRANSPOSE=on: H[j][k] = comb[j][k] */
-	int dbl;        /* MHC_POST_ROUND=double */
-	int coef_bf16;  /* MHC_COEF=bf16 or double */
-	int post_first; /* MHC_POST_ORDER=post_first */
-	int rpb;        /* rows per block */
-	int vec;        /* 16-byte path */
+	const align_bf16 *x;   /* [T, N, D] */
+	const align_bf16 *f;   /* [T, D] */
+	const float *post;     /* [T, N] */
+	const float *comb;     /* [T, N, N] */
+	align_bf16 *y;         /* [T, N, D] */
+	struct mhc_post_cfg c; /* dims and modes (mhc_post_cfg_init) */
+	int rpb;               /* rows per block */
+	int vec;               /* 16-byte path */
 };
 
 /* coefficient i of token t as mhc_post.c prepares it: i < N*N: H[i] (i = j*N + k: source j ->
  * destination k), else P[i - N*N] */
 ALIGN_HD static inline float mp_coef(const mp_args &a, int64_t t, int i)
 {
-	const int64_t N = a.N;
+	const int64_t N = a.c.N;
 	float c;
 	if (i < N * N) {
 		int64_t j = i / N, k = i % N;
-		c = a.transpose ? a.comb[t * N * N + j * N + k] : a.comb[t * N * N + k * N + j];
+		c = a.c.transpose ? a.comb[t * N * N + j * N + k] : a.comb[t * N * N + k * N + j];
 	} else {
 		c = a.post[t * N + (i - N * N)];
 	}
-	return a.coef_bf16 ? align_round_bf16(c) : c;
+	return a.c.coef_bf16 ? align_round_bf16(c) : c;
 }
 
 /* H (N x N, H[j*N + k]) and P of token t (serial path) */
 ALIGN_HD static inline void mp_coefs(const mp_args &a, int64_t t, float *H, float *P)
 {
-	const int N = a.N;
+	const int N = a.c.N;
 	for (int i = 0; i < N * N; i++)
 		H[i] = mp_coef(a, t, i);
 	for (int k = 0; k < N; k++)
@@ -88,15 +86,15 @@ ALIGN_HD static inline void mp_coefs(const mp_args &a, int64_t t, float *H, floa
 template <int NMAX, bool HN, class XJ>
 ALIGN_HD static inline float mp_out_f(const mp_args &a, const float *H, const float *P, int k, const XJ &xj, float fo)
 {
-	const int N = a.N;
+	const int N = a.c.N;
 	float o;
-	if (a.dbl || !a.post_first) {
+	if (a.c.dbl || !a.c.post_first) {
 		float acc = hx_mul<HN>(H[k], xj(0));
 		for (int j = 1; j < NMAX; j++)
 			if (j < N)
 				acc = hx_add<HN>(acc, hx_mul<HN>(H[j * N + k], xj(j)));
-		o = a.dbl ? hx_add<HN>(align_round_bf16(hx_mul<HN>(P[k], fo)), align_round_bf16(acc))
-		          : hx_add<HN>(acc, hx_mul<HN>(P[k], fo));
+		o = a.c.dbl ? hx_add<HN>(align_round_bf16(hx_mul<HN>(P[k], fo)), align_round_bf16(acc))
+		            : hx_add<HN>(acc, hx_mul<HN>(P[k], fo));
 	} else {
 		o = hx_mul<HN>(P[k], fo);
 		for (int j = 0; j < NMAX; j++)
@@ -154,11 +152,11 @@ template <int NMAX> struct mp_raw {
 
 template <int NMAX> __device__ static inline void mp_load(const mp_args &a, int64_t t, int64_t c, mp_raw<NMAX> &r)
 {
-	const int64_t D8 = a.D / 8;
-	const uint4 *x4 = (const uint4 *)a.x + t * a.N * D8 + c;
+	const int64_t D8 = a.c.D / 8;
+	const uint4 *x4 = (const uint4 *)a.x + t * a.c.N * D8 + c;
 #pragma unroll
 	for (int j = 0; j < NMAX; j++)
-		if (j < a.N)
+		if (j < a.c.N)
 			r.x[j] = __ldg(x4 + j * D8);
 	r.f = __ldg((const uint4 *)a.f + t * D8 + c);
 }
@@ -176,8 +174,8 @@ template <int NMAX>
 __device__ ROWS_NOINLINE static float mp_elem_slow(const mp_args &a, const float *H, const float *P, int64_t t,
                                                    int64_t d, int k)
 {
-	mp_global_x xj = {a.x + t * a.N * a.D + d, a.D};
-	float fo = align_bf16_to_f32(a.f[t * a.D + d]);
+	mp_global_x xj = {a.x + t * a.c.N * a.c.D + d, a.c.D};
+	float fo = align_bf16_to_f32(a.f[t * a.c.D + d]);
 	float o = mp_out_f<NMAX, false>(a, H, P, k, xj, fo);
 	return align_isnanf(o) ? mp_out_f<NMAX, true>(a, H, P, k, xj, fo) : o;
 }
@@ -189,7 +187,7 @@ template <int NMAX, int FORM>
 __device__ static inline void mp_chunk(const mp_args &a, const float *H, const float *P, const float (*Hr)[NMAX],
                                        const float *Pr, int64_t t, int64_t c, const mp_raw<NMAX> &r)
 {
-	const int N = a.N;
+	const int N = a.c.N;
 	uint32_t hp[NMAX][4];
 	bool nan = false;
 #pragma unroll
@@ -209,20 +207,20 @@ __device__ static inline void mp_chunk(const mp_args &a, const float *H, const f
 			hp[k][i / 2] = i % 2 ? hp[k][i / 2] | h << 16 : h;
 		}
 	}
-	uint4 *y4 = (uint4 *)a.y + t * N * (a.D / 8) + c;
+	uint4 *y4 = (uint4 *)a.y + t * N * (a.c.D / 8) + c;
 	if (nan) {
 		for (int k = 0; k < N; k++) {
 			align_bf16 h[8];
 			for (int i = 0; i < 8; i++)
 				h[i] = align_f32_to_bf16(mp_elem_slow<NMAX>(a, H, P, t, 8 * c + i, k));
-			y4[(int64_t)k * (a.D / 8)] = rows_pack8(h);
+			y4[(int64_t)k * (a.c.D / 8)] = rows_pack8(h);
 		}
 		return;
 	}
 #pragma unroll
 	for (int k = 0; k < NMAX; k++)
 		if (k < N)
-			y4[(int64_t)k * (a.D / 8)] = make_uint4(hp[k][0], hp[k][1], hp[k][2], hp[k][3]);
+			y4[(int64_t)k * (a.c.D / 8)] = make_uint4(hp[k][0], hp[k][1], hp[k][2], hp[k][3]);
 }
 
 /* G threads per token. Threads gt < N*N + N each hold one coefficient of the next token in a register
@@ -234,17 +232,17 @@ template <int NMAX, int FORM> __global__ void mhc_post_rows_kernel(mp_args a)
 {
 	rows_geom rg = rows_geom_make(a.rpb);
 	float *Hb = (float *)(align_cuda_dyn_smem() + (size_t)rg.g * MP_SMEM_ROW);
-	const int N = a.N, nco = N * N + N;
-	const int64_t step = (int64_t)gridDim.x * a.rpb, nch = a.D / 8;
+	const int N = a.c.N, nco = N * N + N;
+	const int64_t step = (int64_t)gridDim.x * a.rpb, nch = a.c.D / 8;
 	int64_t t = (int64_t)blockIdx.x * a.rpb + rg.g;
-	float co = t < a.T && rg.gt < nco ? mp_coef(a, t, rg.gt) : 0.0f;
+	float co = t < a.c.T && rg.gt < nco ? mp_coef(a, t, rg.gt) : 0.0f;
 	mp_raw<NMAX> cur;
-	if (a.vec && t < a.T && rg.gt < nch)
+	if (a.vec && t < a.c.T && rg.gt < nch)
 		mp_load<NMAX>(a, t, rg.gt, cur);
 	int buf = 0;
-	for (int64_t r0 = (int64_t)blockIdx.x * a.rpb; r0 < a.T; r0 += step, buf ^= 1) {
+	for (int64_t r0 = (int64_t)blockIdx.x * a.rpb; r0 < a.c.T; r0 += step, buf ^= 1) {
 		t = r0 + rg.g;
-		bool valid = t < a.T;
+		bool valid = t < a.c.T;
 		float *H = Hb + buf * MP_CO, *P = H + MHC_MAX_N * MHC_MAX_N;
 		const int64_t tn = t + step;
 		if (valid && rg.gt < nco) {
@@ -252,20 +250,20 @@ template <int NMAX, int FORM> __global__ void mhc_post_rows_kernel(mp_args a)
 				H[rg.gt] = co;
 			else
 				P[rg.gt - N * N] = co;
-			if (tn < a.T)
+			if (tn < a.c.T)
 				co = mp_coef(a, tn, rg.gt);
 		}
 		__syncthreads();
 		if (!valid)
 			continue;
 		if (!a.vec) {
-			const align_bf16 *xt = a.x + t * N * a.D, *ft = a.f + t * a.D;
-			align_bf16 *yt = a.y + t * N * a.D;
-			for (int64_t d = rg.gt; d < a.D; d += rg.G) {
-				mp_global_x xj = {xt + d, a.D};
+			const align_bf16 *xt = a.x + t * N * a.c.D, *ft = a.f + t * a.c.D;
+			align_bf16 *yt = a.y + t * N * a.c.D;
+			for (int64_t d = rg.gt; d < a.c.D; d += rg.G) {
+				mp_global_x xj = {xt + d, a.c.D};
 				float fo = align_bf16_to_f32(ft[d]);
 				for (int k = 0; k < N; k++)
-					yt[(int64_t)k * a.D + d] = mp_out<NMAX>(a, H, P, k, xj, fo);
+					yt[(int64_t)k * a.c.D + d] = mp_out<NMAX>(a, H, P, k, xj, fo);
 			}
 			continue;
 		}
@@ -284,7 +282,7 @@ template <int NMAX, int FORM> __global__ void mhc_post_rows_kernel(mp_args a)
 				tl = tn;
 			}
 			mp_raw<NMAX> nxt;
-			if (tl < a.T)
+			if (tl < a.c.T)
 				mp_load<NMAX>(a, tl, cn, nxt);
 			mp_chunk<NMAX, FORM>(a, H, P, Hr, Pr, t, c, cur);
 			cur = nxt;
@@ -295,32 +293,32 @@ template <int NMAX, int FORM> __global__ void mhc_post_rows_kernel(mp_args a)
 /* launch.serial: one thread per token, the loops of mhc_post.c */
 __global__ void mhc_post_serial_kernel(mp_args a)
 {
-	const int N = a.N;
-	for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < a.T;
+	const int N = a.c.N;
+	for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < a.c.T;
 	     t += (int64_t)gridDim.x * blockDim.x) {
 		float H[MHC_MAX_N * MHC_MAX_N], P[MHC_MAX_N];
 		mp_coefs(a, t, H, P);
 		for (int k = 0; k < N; k++)
-			for (int64_t d = 0; d < a.D; d++) {
-				mp_global_x xj = {a.x + t * N * a.D + d, a.D};
-				a.y[(t * N + k) * a.D + d] =
-				    mp_out<MHC_MAX_N>(a, H, P, k, xj, align_bf16_to_f32(a.f[t * a.D + d]));
+			for (int64_t d = 0; d < a.c.D; d++) {
+				mp_global_x xj = {a.x + t * N * a.c.D + d, a.c.D};
+				a.y[(t * N + k) * a.c.D + d] =
+				    mp_out<MHC_MAX_N>(a, H, P, k, xj, align_bf16_to_f32(a.f[t * a.c.D + d]));
 			}
 	}
 }
 
 template <int NMAX> static void (*mp_kernel(const mp_args &a))(mp_args)
 {
-	return a.dbl          ? mhc_post_rows_kernel<NMAX, MP_DOUBLE>
-	       : a.post_first ? mhc_post_rows_kernel<NMAX, MP_POST_FIRST>
-	                      : mhc_post_rows_kernel<NMAX, MP_COMB_FIRST>;
+	return a.c.dbl          ? mhc_post_rows_kernel<NMAX, MP_DOUBLE>
+	       : a.c.post_first ? mhc_post_rows_kernel<NMAX, MP_POST_FIRST>
+	                        : mhc_post_rows_kernel<NMAX, MP_COMB_FIRST>;
 }
 
 /* rows_op.pick: the kernel of N (streams unrolled up to 4 or 8) and of the formula */
 static void mp_pick(const mp_args &a, int G, void (**k)(mp_args), size_t *row_smem)
 {
 	(void)G;
-	*k = a.N <= 4 ? mp_kernel<4>(a) : mp_kernel<MHC_MAX_N>(a);
+	*k = a.c.N <= 4 ? mp_kernel<4>(a) : mp_kernel<MHC_MAX_N>(a);
 	*row_smem = MP_SMEM_ROW;
 }
 
@@ -329,34 +327,19 @@ extern "C" int mhc_post_fwd_cuda(const void *params, const struct align_modes *m
                                  struct align_dev *dev)
 {
 	cudaStream_t stream = (cudaStream_t)dev->stream;
-	(void)params; /* hc_post reads no field of struct mhc_params */
-	if (!m || !in || !out || n_in != 4 || n_out != 1 || in[0].ndim != 3)
-		return ops_cuda_bad_input("mhc_post", "want x[T,N,D], f[T,D], post[T,N], comb[T,N,N] -> x_new[T,N,D]");
-	int64_t T = in[0].shape[0], N = in[0].shape[1], D = in[0].shape[2];
-	int64_t xs[3] = {T, N, D}, fs[2] = {T, D}, ns[2] = {T, N}, cs[3] = {T, N, N};
-	if (N > MHC_MAX_N || ops_check(&in[0], ALIGN_DT_BF16, 3, xs) || ops_check(&in[1], ALIGN_DT_BF16, 2, fs) ||
-	    ops_check(&in[2], ALIGN_DT_F32, 2, ns) || ops_check(&in[3], ALIGN_DT_F32, 3, cs) ||
-	    ops_check(&out[0], ALIGN_DT_BF16, 3, xs))
-		return ops_cuda_bad_input("mhc_post",
-		                          "shape or dtype mismatch (want x[T,N,D] bf16, f[T,D] bf16, post[T,N] "
-		                          "f32, comb[T,N,N] f32, x_new[T,N,D] bf16, N <= 8)");
 	mp_args a;
+	ALIGN_TRY(dev->err, mhc_post_cfg_init(&a.c, (const struct mhc_params *)params, m, in, n_in, out, n_out,
+	                                      ALIGN_DEVICE_CUDA, dev->err));
+	ALIGN_TRY(dev->err, op_cfg_data(dev->err, "mhc_post", in, n_in, out, n_out));
 	a.x = (const align_bf16 *)in[0].data;
 	a.f = (const align_bf16 *)in[1].data;
 	a.post = (const float *)in[2].data;
 	a.comb = (const float *)in[3].data;
 	a.y = (align_bf16 *)out[0].data;
-	a.T = T;
-	a.D = D;
-	a.N = (int)N;
-	a.transpose = m->v[MODE_MHC_HRES_TRANSPOSE] == ALIGN_MHC_HRES_TRANSPOSE_ON;
-	a.dbl = m->v[MODE_MHC_POST_ROUND] == ALIGN_MHC_POST_ROUND_DOUBLE;
-	a.coef_bf16 = a.dbl || m->v[MODE_MHC_COEF] == ALIGN_MHC_COEF_BF16;
-	a.post_first = m->v[MODE_MHC_POST_ORDER] == ALIGN_MHC_POST_ORDER_POST_FIRST;
 	a.rpb = 1;
-	a.vec = D % 8 == 0 && rows_al16(a.x) && rows_al16(a.f) && rows_al16(a.y);
-	if (T <= 0 || N <= 0 || D <= 0)
+	a.vec = a.c.D % 8 == 0 && rows_al16(a.x) && rows_al16(a.f) && rows_al16(a.y);
+	if (a.c.T <= 0 || a.c.N <= 0 || a.c.D <= 0)
 		return ALIGN_OK;
-	const rows_op<mp_args> op = {"mhc_post", T, MP_DEF_G, MP_DEF_RPB, mhc_post_serial_kernel, mp_pick};
+	const rows_op<mp_args> op = {"mhc_post", a.c.T, MP_DEF_G, MP_DEF_RPB, mhc_post_serial_kernel, mp_pick};
 	return rows_launch(op, launch, a, stream);
 }

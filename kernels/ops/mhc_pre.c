@@ -189,5 +189,5 @@ static const int modes_read[] = {MODE_MATH_IMPL, MODE_MHC_SINKHORN, MODE_MHC_SUM
 
 const struct align_op_impl mhc_pre_impl = {
 	4, in_specs, 4, out_specs, "T=8,N=4,D=1024", modes_read, sizeof(struct mhc_params),
-	params_default, params_variant, fwd, NULL,
+	params_default, params_variant, fwd, NULL, NULL,
 };

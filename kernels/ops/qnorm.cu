@@ -1,5 +1,6 @@
 /* qnorm.cu: CUDA twin of the weightless per-head Q RMSNorm (contract: qnorm.h; specification: qnorm.c).
- * q[T,H,D] bf16 -> y[T,H,D] bf16 (f32 for QNORM_MODE=fp32_out), the C twin's bytes in every mode.
+ * q[T,H,D] bf16 -> y[T,H,D] bf16 (f32 for QNORM_MODE=fp32_out), the C twin's bytes in every portable mode;
+ * shapes and modes come from qnorm_cfg_init (qnorm.c), shared with the C twin.
  *
  * Each of the T*H rows of D elements, as qnorm.c (x = F(q)):
  *   bf16_eager: ss = align_reduce(order, R(x*x)) (the rounded squares are the summands, square = 0);
@@ -30,24 +31,20 @@
 
 #include "rows_cuda.cuh"
 
+#include "op_cfg.h" /* after ops_cuda.h (rows_cuda.cuh), which prepares ops.h for the device pass */
+
 #define QN_DEF_G 32  /* default threads per row: one warp, no block barrier (registers layout, D <= 2048) */
 #define QN_DEF_RPB 8 /* default rows per block */
-
-enum { QN_EAGER, QN_FUSED, QN_FACTOR, QN_F32OUT };
 
 struct qn_args {
 	const align_bf16 *q; /* [R, D], R = T*H */
 	void *y;             /* [R, D] bf16, or f32 for fp32_out */
-	int64_t R, D;
-	int mode;    /* QNORM_MODE value */
-	int order;   /* enum align_reduce_order */
-	int rsqrt_v; /* RMSNORM_RSQRT value */
-	float eps;
-	int rpb;            /* rows per block */
-	int vec;            /* 16-byte stores: D % 8 == 0 and y 16-byte aligned */
-	int regs;           /* registers layout possible: vec and q 16-byte aligned */
-	int64_t row_elems;  /* shared-memory row stride in elements */
-	int64_t scr_floats; /* scratch floats per row */
+	struct qnorm_cfg c;  /* dims and modes (qnorm_cfg_init) */
+	int rpb;             /* rows per block */
+	int vec;             /* 16-byte stores: D % 8 == 0 and y 16-byte aligned */
+	int regs;            /* registers layout possible: vec and q 16-byte aligned */
+	int64_t row_elems;   /* shared-memory row stride in elements */
+	int64_t scr_floats;  /* scratch floats per row */
 };
 
 /* bf16_eager summands: R(x * x) */
@@ -75,20 +72,20 @@ struct qn_sq_row {
  * chain order); 16-byte multiple */
 ALIGN_HD static inline size_t qn_row_smem(const qn_args &a, int regs)
 {
-	int row = !regs || a.order != ALIGN_REDUCE_PAIRWISE;
+	int row = !regs || a.c.f.order != ALIGN_REDUCE_PAIRWISE;
 	return (size_t)(a.scr_floats * 4 + (row ? a.row_elems * 2 : 0));
 }
 
 /* the factor r from the row's sum ss */
 __device__ static inline float qn_factor(const qn_args &a, float ss)
 {
-	if (a.mode == QN_EAGER) {
-		float ms = align_round_bf16(hn_div(ss, (float)a.D));
-		float s = align_round_bf16(hn_add(ms, a.eps));
-		return align_round_bf16(rows_rsqrt(a.rsqrt_v, s));
+	if (a.c.mode == ALIGN_QNORM_MODE_BF16_EAGER) {
+		float ms = align_round_bf16(hn_div(ss, (float)a.c.D));
+		float s = align_round_bf16(hn_add(ms, a.c.f.eps));
+		return align_round_bf16(rows_rsqrt(a.c.f.rsqrt, s));
 	}
-	float r = rows_rsqrt(a.rsqrt_v, hn_add(hn_div(ss, (float)a.D), a.eps));
-	return a.mode == QN_FACTOR ? align_round_bf16(r) : r;
+	float r = rows_rsqrt(a.c.f.rsqrt, hn_add(hn_div(ss, (float)a.c.D), a.c.f.eps));
+	return a.c.mode == ALIGN_QNORM_MODE_FACTOR_BF16 ? align_round_bf16(r) : r;
 }
 
 /* x * r, with the host's NaN bits */
@@ -101,12 +98,12 @@ __device__ static inline float qn_mul(float x, float r)
 __device__ static inline float qn_sum(const qn_args &a, const align_bf16 *row, float *scr, const rows_geom &rg,
                                       bool valid)
 {
-	if (a.mode == QN_EAGER) {
+	if (a.c.mode == ALIGN_QNORM_MODE_BF16_EAGER) {
 		qn_sq_row e = {row};
-		return rows_reduce(a.order, e, a.D, 0, scr, rg, valid);
+		return rows_reduce(a.c.f.order, e, a.c.D, 0, scr, rg, valid);
 	}
 	rows_bf16_row x = {row};
-	return rows_reduce(a.order, x, a.D, 1, scr, rg, valid);
+	return rows_reduce(a.c.f.order, x, a.c.D, 1, scr, rg, valid);
 }
 
 /* chunk c (8 elements, raw bf16 in xv) of row `row`, 16-byte stores */
@@ -117,8 +114,8 @@ __device__ static inline void qn_store_chunk(const qn_args &a, const uint4 &xv, 
 #pragma unroll
 	for (int i = 0; i < 8; i++)
 		o[i] = qn_mul(xf[i], r);
-	if (a.mode == QN_F32OUT) {
-		float4 *y4 = (float4 *)((float *)a.y + row * a.D) + 2 * c;
+	if (a.c.mode == ALIGN_QNORM_MODE_FP32_OUT) {
+		float4 *y4 = (float4 *)((float *)a.y + row * a.c.D) + 2 * c;
 		y4[0] = make_float4(o[0], o[1], o[2], o[3]);
 		y4[1] = make_float4(o[4], o[5], o[6], o[7]);
 	} else {
@@ -126,7 +123,7 @@ __device__ static inline void qn_store_chunk(const qn_args &a, const uint4 &xv, 
 #pragma unroll
 		for (int i = 0; i < 8; i++)
 			h[i] = align_f32_to_bf16(o[i]);
-		((uint4 *)((align_bf16 *)a.y + row * a.D))[c] = rows_pack8(h);
+		((uint4 *)((align_bf16 *)a.y + row * a.c.D))[c] = rows_pack8(h);
 	}
 }
 
@@ -134,17 +131,17 @@ __device__ static inline void qn_store_row(const qn_args &a, const align_bf16 *x
                                            const rows_geom &rg)
 {
 	if (a.vec) {
-		for (int64_t c = rg.gt; c < a.D / 8; c += rg.G)
+		for (int64_t c = rg.gt; c < a.c.D / 8; c += rg.G)
 			qn_store_chunk(a, ((const uint4 *)xs)[c], row, c, r);
 		return;
 	}
-	int f32 = a.mode == QN_F32OUT;
-	for (int64_t j = rg.gt; j < a.D; j += rg.G) {
+	int f32 = a.c.mode == ALIGN_QNORM_MODE_FP32_OUT;
+	for (int64_t j = rg.gt; j < a.c.D; j += rg.G) {
 		float o = qn_mul(align_bf16_to_f32(xs[j]), r);
 		if (f32)
-			((float *)a.y)[row * a.D + j] = o;
+			((float *)a.y)[row * a.c.D + j] = o;
 		else
-			((align_bf16 *)a.y)[row * a.D + j] = align_f32_to_bf16(o);
+			((align_bf16 *)a.y)[row * a.c.D + j] = align_f32_to_bf16(o);
 	}
 }
 
@@ -155,11 +152,11 @@ __global__ void qnorm_rows_kernel(qn_args a)
 	unsigned char *sm = align_cuda_dyn_smem() + (size_t)rg.g * qn_row_smem(a, 0);
 	float *scr = (float *)sm;
 	align_bf16 *xs = (align_bf16 *)(sm + a.scr_floats * 4);
-	for (int64_t r0 = (int64_t)blockIdx.x * a.rpb; r0 < a.R; r0 += (int64_t)gridDim.x * a.rpb) {
+	for (int64_t r0 = (int64_t)blockIdx.x * a.rpb; r0 < a.c.R; r0 += (int64_t)gridDim.x * a.rpb) {
 		int64_t row = r0 + rg.g;
-		bool valid = row < a.R;
+		bool valid = row < a.c.R;
 		if (valid)
-			rows_stage_bf16(xs, a.q + row * a.D, a.D, rg);
+			rows_stage_bf16(xs, a.q + row * a.c.D, a.c.D, rg);
 		__syncthreads();
 		float ss = qn_sum(a, xs, scr, rg, valid);
 		if (valid)
@@ -175,20 +172,20 @@ template <int LPT> __global__ void qnorm_regs_kernel(qn_args a)
 	unsigned char *sm = align_cuda_dyn_smem() + (size_t)rg.g * qn_row_smem(a, 1);
 	float *scr = (float *)sm;
 	align_bf16 *xs = (align_bf16 *)(sm + a.scr_floats * 4);
-	const int64_t nch = a.D / 8;
-	for (int64_t r0 = (int64_t)blockIdx.x * a.rpb; r0 < a.R; r0 += (int64_t)gridDim.x * a.rpb) {
+	const int64_t nch = a.c.D / 8;
+	for (int64_t r0 = (int64_t)blockIdx.x * a.rpb; r0 < a.c.R; r0 += (int64_t)gridDim.x * a.rpb) {
 		int64_t row = r0 + rg.g;
-		bool valid = row < a.R;
-		const align_bf16 *qr = a.q + (valid ? row : 0) * a.D;
+		bool valid = row < a.c.R;
+		const align_bf16 *qr = a.q + (valid ? row : 0) * a.c.D;
 		uint4 v[LPT];
 		rows_regs_load<LPT>(v, qr, nch, rg, valid);
 		float ss;
-		if (a.mode == QN_EAGER) {
+		if (a.c.mode == ALIGN_QNORM_MODE_BF16_EAGER) {
 			qn_sq_row e = {qr};
-			ss = rows_regs_sum<LPT>(a.order, v, e, a.D, 0, scr, xs, rg, valid);
+			ss = rows_regs_sum<LPT>(a.c.f.order, v, e, a.c.D, 0, scr, xs, rg, valid);
 		} else {
 			rows_bf16_row x = {qr};
-			ss = rows_regs_sum<LPT>(a.order, v, x, a.D, 1, scr, xs, rg, valid);
+			ss = rows_regs_sum<LPT>(a.c.f.order, v, x, a.c.D, 1, scr, xs, rg, valid);
 		}
 		if (!valid)
 			continue;
@@ -205,24 +202,24 @@ template <int LPT> __global__ void qnorm_regs_kernel(qn_args a)
 /* launch.serial: one thread per row, the loops of qnorm.c */
 __global__ void qnorm_serial_kernel(qn_args a)
 {
-	for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < a.R;
+	for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < a.c.R;
 	     t += (int64_t)gridDim.x * blockDim.x) {
-		const align_bf16 *row = a.q + t * a.D;
+		const align_bf16 *row = a.q + t * a.c.D;
 		float ss;
-		if (a.mode == QN_EAGER) {
+		if (a.c.mode == ALIGN_QNORM_MODE_BF16_EAGER) {
 			qn_sq_row e = {row};
-			ss = hnr_reduce(a.order, e, a.D, 0);
+			ss = hnr_reduce(a.c.f.order, e, a.c.D, 0);
 		} else {
 			rows_bf16_row x = {row};
-			ss = hnr_reduce(a.order, x, a.D, 1);
+			ss = hnr_reduce(a.c.f.order, x, a.c.D, 1);
 		}
 		float r = qn_factor(a, ss);
-		for (int64_t j = 0; j < a.D; j++) {
+		for (int64_t j = 0; j < a.c.D; j++) {
 			float o = qn_mul(align_bf16_to_f32(row[j]), r);
-			if (a.mode == QN_F32OUT)
-				((float *)a.y)[t * a.D + j] = o;
+			if (a.c.mode == ALIGN_QNORM_MODE_FP32_OUT)
+				((float *)a.y)[t * a.c.D + j] = o;
 			else
-				((align_bf16 *)a.y)[t * a.D + j] = align_f32_to_bf16(o);
+				((align_bf16 *)a.y)[t * a.c.D + j] = align_f32_to_bf16(o);
 		}
 	}
 }
@@ -230,7 +227,7 @@ __global__ void qnorm_serial_kernel(qn_args a)
 /* rows_op.pick: the registers layout when the row fits LPT <= ROWS_MAX_LPT chunks per thread */
 static void qn_pick(const qn_args &a, int G, void (**k)(qn_args), size_t *row_smem)
 {
-	int lpt = a.regs ? rows_regs_lpt(a.D, G) : 0;
+	int lpt = a.regs ? rows_regs_lpt(a.c.D, G) : 0;
 	*k = lpt == 1   ? qnorm_regs_kernel<1>
 	     : lpt == 2 ? qnorm_regs_kernel<2>
 	     : lpt == 4 ? qnorm_regs_kernel<4>
@@ -244,32 +241,20 @@ extern "C" int qnorm_fwd_cuda(const void *params, const struct align_modes *m, c
                               struct align_dev *dev)
 {
 	cudaStream_t stream = (cudaStream_t)dev->stream;
-	(void)params; /* struct qnorm_params has no field the kernel reads */
-	if (!m || !in || !out || n_in != 1 || n_out != 1 || in[0].ndim != 3)
-		return ops_cuda_bad_input("qnorm", "want input q[T,H,D] bf16 and output y[T,H,D]");
-	int64_t T = in[0].shape[0], H = in[0].shape[1], D = in[0].shape[2];
-	int64_t qs[3] = {T, H, D};
-	int mode = m->v[MODE_QNORM_MODE];
-	int odt = mode == QN_F32OUT ? ALIGN_DT_F32 : ALIGN_DT_BF16;
-	if (ops_check(&in[0], ALIGN_DT_BF16, 3, qs) || ops_check(&out[0], odt, 3, qs))
-		return ops_cuda_bad_input("qnorm", "shape or dtype mismatch (want q[T,H,D] bf16, y[T,H,D] bf16 or f32 "
-		                                   "for QNORM_MODE=fp32_out)");
 	qn_args a;
+	ALIGN_TRY(dev->err, qnorm_cfg_init(&a.c, (const struct qnorm_params *)params, m, in, n_in, out, n_out,
+	                                   ALIGN_DEVICE_CUDA, dev->err));
+	ALIGN_TRY(dev->err, op_cfg_data(dev->err, "qnorm", in, n_in, out, n_out));
+	const int64_t D = a.c.D;
 	a.q = (const align_bf16 *)in[0].data;
 	a.y = out[0].data;
-	a.R = T * H;
-	a.D = D;
-	a.mode = mode;
-	a.order = rmsnorm_order(m->v[MODE_RMSNORM_REDUCE]);
-	a.rsqrt_v = m->v[MODE_RMSNORM_RSQRT];
-	a.eps = rmsnorm_eps(m->v[MODE_RMSNORM_EPS]);
 	a.rpb = 1;
 	a.vec = D % 8 == 0 && rows_al16(a.y);
 	a.regs = a.vec && rows_al16(a.q);
 	a.row_elems = (D + 7) / 8 * 8;
 	a.scr_floats = rows_scratch_floats(D);
-	if (a.R <= 0 || D <= 0)
+	if (a.c.R <= 0 || D <= 0)
 		return ALIGN_OK;
-	const rows_op<qn_args> op = {"qnorm", a.R, QN_DEF_G, QN_DEF_RPB, qnorm_serial_kernel, qn_pick};
+	const rows_op<qn_args> op = {"qnorm", a.c.R, QN_DEF_G, QN_DEF_RPB, qnorm_serial_kernel, qn_pick};
 	return rows_launch(op, launch, a, stream);
 }

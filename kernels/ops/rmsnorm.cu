@@ -1,5 +1,6 @@
 /* rmsnorm.cu: CUDA twin of the weighted RMSNorm (contract: rmsnorm.h; specification: rmsnorm.c).
- * x[T,D] bf16, w[D] f32 -> y[T,D] bf16, bit for bit the C twin's bytes in every mode (all are portable).
+ * x[T,D] bf16, w[D] f32 -> y[T,D] bf16, bit for bit the C twin's bytes in every portable mode; shapes and
+ * modes come from rmsnorm_cfg_init (rmsnorm.c), shared with the C twin.
  *
  * Per row, as rmsnorm.c: ss = align_reduce(RMSNORM_REDUCE, x32^2) with the association of reduce.h
  * (rows_cuda.cuh: pairwise as leaves of 8 + warp trees with carry, warp32 as warp 0's lanes and xor
@@ -36,44 +37,41 @@
 
 #include "rows_cuda.cuh"
 
+#include "op_cfg.h" /* after ops_cuda.h (rows_cuda.cuh), which prepares ops.h for the device pass */
+
 #define RMS_DEF_G 128 /* default threads per row (registers layout, 4 chunks per thread at D = 4096) */
 #define RMS_DEF_RPB 1 /* default rows per block */
 
 struct rms_args {
-	const align_bf16 *x; /* [T, D] */
-	const float *w;      /* [D] */
-	align_bf16 *y;       /* [T, D] */
-	int64_t T, D;
-	int order;   /* enum align_reduce_order */
-	int rsqrt_v; /* RMSNORM_RSQRT value */
-	int wbf16;   /* RMSNORM_WEIGHT=bf16 */
-	int before;  /* RMSNORM_CAST=before_weight */
-	float eps;
-	int rpb;            /* rows per block */
-	int vec;            /* 16-byte path: D % 8 == 0 and y, w 16-byte aligned */
-	int regs;           /* registers layout possible: vec and x 16-byte aligned */
-	int64_t row_elems;  /* shared-memory row stride in elements (D rounded up to 8) */
-	int64_t scr_floats; /* scratch floats per row */
+	const align_bf16 *x;  /* [T, D] */
+	const float *w;       /* [D] */
+	align_bf16 *y;        /* [T, D] */
+	struct rmsnorm_cfg c; /* dims and modes (rmsnorm_cfg_init) */
+	int rpb;              /* rows per block */
+	int vec;              /* 16-byte path: D % 8 == 0 and y, w 16-byte aligned */
+	int regs;             /* registers layout possible: vec and x 16-byte aligned */
+	int64_t row_elems;    /* shared-memory row stride in elements (D rounded up to 8) */
+	int64_t scr_floats;   /* scratch floats per row */
 };
 
 /* dynamic shared memory per row: scratch, then the row (staged layout, or registers layout with a
  * chain order); 16-byte multiple */
 ALIGN_HD static inline size_t rms_row_smem(const rms_args &a, int regs)
 {
-	int row = !regs || a.order != ALIGN_REDUCE_PAIRWISE;
+	int row = !regs || a.c.f.order != ALIGN_REDUCE_PAIRWISE;
 	return (size_t)(a.scr_floats * 4 + (row ? a.row_elems * 2 : 0));
 }
 
 __device__ static inline float rms_factor(const rms_args &a, float ss)
 {
-	return rows_rsqrt(a.rsqrt_v, hn_add(hn_div(ss, (float)a.D), a.eps));
+	return rows_rsqrt(a.c.f.rsqrt, hn_add(hn_div(ss, (float)a.c.D), a.c.f.eps));
 }
 
 template <bool H> __device__ static inline float rms_elem_f(const rms_args &a, float x32, float r, float w)
 {
 	float y = hx_mul<H>(x32, r);
-	float wj = a.wbf16 ? align_round_bf16(w) : w;
-	return a.before ? hx_mul<H>(align_round_bf16(y), align_round_bf16(wj)) : hx_mul<H>(wj, y);
+	float wj = a.c.wbf16 ? align_round_bf16(w) : w;
+	return a.c.before ? hx_mul<H>(align_round_bf16(y), align_round_bf16(wj)) : hx_mul<H>(wj, y);
 }
 
 /* one output: plain operators; a NaN result (NaN-ness does not depend on NaN bits) is recomputed with
@@ -109,25 +107,25 @@ __device__ static inline uint4 rms_chunk_t(const rms_args &a, const float *xf, i
 
 __device__ static inline uint4 rms_chunk(const rms_args &a, const float *xf, int64_t c, float r)
 {
-	if (a.before)
-		return a.wbf16 ? rms_chunk_t<true, true>(a, xf, c, r) : rms_chunk_t<false, true>(a, xf, c, r);
-	return a.wbf16 ? rms_chunk_t<true, false>(a, xf, c, r) : rms_chunk_t<false, false>(a, xf, c, r);
+	if (a.c.before)
+		return a.c.wbf16 ? rms_chunk_t<true, true>(a, xf, c, r) : rms_chunk_t<false, true>(a, xf, c, r);
+	return a.c.wbf16 ? rms_chunk_t<true, false>(a, xf, c, r) : rms_chunk_t<false, false>(a, xf, c, r);
 }
 
 __device__ static inline void rms_store_row(const rms_args &a, const align_bf16 *xs, int64_t row, float r,
                                             const rows_geom &rg)
 {
-	align_bf16 *y = a.y + row * a.D;
+	align_bf16 *y = a.y + row * a.c.D;
 	if (a.vec) {
 		const uint4 *x4 = (const uint4 *)xs;
-		for (int64_t c = rg.gt; c < a.D / 8; c += rg.G) {
+		for (int64_t c = rg.gt; c < a.c.D / 8; c += rg.G) {
 			float xf[8];
 			rows_unpack8(x4[c], xf);
 			((uint4 *)y)[c] = rms_chunk(a, xf, c, r);
 		}
 		return;
 	}
-	for (int64_t j = rg.gt; j < a.D; j += rg.G)
+	for (int64_t j = rg.gt; j < a.c.D; j += rg.G)
 		y[j] = rms_elem(a, align_bf16_to_f32(xs[j]), r, __ldg(a.w + j));
 }
 
@@ -138,14 +136,14 @@ __global__ void rmsnorm_rows_kernel(rms_args a)
 	unsigned char *sm = align_cuda_dyn_smem() + (size_t)rg.g * rms_row_smem(a, 0);
 	float *scr = (float *)sm;
 	align_bf16 *xs = (align_bf16 *)(sm + a.scr_floats * 4);
-	for (int64_t r0 = (int64_t)blockIdx.x * a.rpb; r0 < a.T; r0 += (int64_t)gridDim.x * a.rpb) {
+	for (int64_t r0 = (int64_t)blockIdx.x * a.rpb; r0 < a.c.T; r0 += (int64_t)gridDim.x * a.rpb) {
 		int64_t row = r0 + rg.g;
-		bool valid = row < a.T;
+		bool valid = row < a.c.T;
 		if (valid)
-			rows_stage_bf16(xs, a.x + row * a.D, a.D, rg);
+			rows_stage_bf16(xs, a.x + row * a.c.D, a.c.D, rg);
 		__syncthreads();
 		rows_bf16_row xr = {xs};
-		float ss = rows_reduce(a.order, xr, a.D, 1, scr, rg, valid);
+		float ss = rows_reduce(a.c.f.order, xr, a.c.D, 1, scr, rg, valid);
 		if (valid)
 			rms_store_row(a, xs, row, rms_factor(a, ss), rg);
 		__syncthreads();
@@ -159,18 +157,18 @@ template <int LPT> __global__ void rmsnorm_regs_kernel(rms_args a)
 	unsigned char *sm = align_cuda_dyn_smem() + (size_t)rg.g * rms_row_smem(a, 1);
 	float *scr = (float *)sm;
 	align_bf16 *xs = (align_bf16 *)(sm + a.scr_floats * 4);
-	const int64_t nch = a.D / 8;
-	for (int64_t r0 = (int64_t)blockIdx.x * a.rpb; r0 < a.T; r0 += (int64_t)gridDim.x * a.rpb) {
+	const int64_t nch = a.c.D / 8;
+	for (int64_t r0 = (int64_t)blockIdx.x * a.rpb; r0 < a.c.T; r0 += (int64_t)gridDim.x * a.rpb) {
 		int64_t row = r0 + rg.g;
-		bool valid = row < a.T;
-		rows_bf16_row xg = {a.x + (valid ? row : 0) * a.D};
+		bool valid = row < a.c.T;
+		rows_bf16_row xg = {a.x + (valid ? row : 0) * a.c.D};
 		uint4 v[LPT];
 		rows_regs_load<LPT>(v, xg.p, nch, rg, valid);
-		float ss = rows_regs_sum<LPT>(a.order, v, xg, a.D, 1, scr, xs, rg, valid);
+		float ss = rows_regs_sum<LPT>(a.c.f.order, v, xg, a.c.D, 1, scr, xs, rg, valid);
 		if (!valid)
 			continue;
 		float r = rms_factor(a, ss);
-		uint4 *y4 = (uint4 *)(a.y + row * a.D);
+		uint4 *y4 = (uint4 *)(a.y + row * a.c.D);
 #pragma unroll
 		for (int m = 0; m < LPT; m++) {
 			int64_t c = rg.gt + (int64_t)m * rg.G;
@@ -186,19 +184,19 @@ template <int LPT> __global__ void rmsnorm_regs_kernel(rms_args a)
 /* launch.serial: one thread per row, the loops of rmsnorm.c */
 __global__ void rmsnorm_serial_kernel(rms_args a)
 {
-	for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < a.T;
+	for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < a.c.T;
 	     t += (int64_t)gridDim.x * blockDim.x) {
-		rows_bf16_row xr = {a.x + t * a.D};
-		float r = rms_factor(a, hnr_reduce(a.order, xr, a.D, 1));
-		for (int64_t j = 0; j < a.D; j++)
-			a.y[t * a.D + j] = rms_elem(a, xr(j), r, a.w[j]);
+		rows_bf16_row xr = {a.x + t * a.c.D};
+		float r = rms_factor(a, hnr_reduce(a.c.f.order, xr, a.c.D, 1));
+		for (int64_t j = 0; j < a.c.D; j++)
+			a.y[t * a.c.D + j] = rms_elem(a, xr(j), r, a.w[j]);
 	}
 }
 
 /* rows_op.pick: the registers layout when the row fits LPT <= ROWS_MAX_LPT chunks per thread */
 static void rms_pick(const rms_args &a, int G, void (**k)(rms_args), size_t *row_smem)
 {
-	int lpt = a.regs ? rows_regs_lpt(a.D, G) : 0;
+	int lpt = a.regs ? rows_regs_lpt(a.c.D, G) : 0;
 	*k = lpt == 1   ? rmsnorm_regs_kernel<1>
 	     : lpt == 2 ? rmsnorm_regs_kernel<2>
 	     : lpt == 4 ? rmsnorm_regs_kernel<4>
@@ -212,26 +210,14 @@ extern "C" int rmsnorm_fwd_cuda(const void *params, const struct align_modes *m,
                                 struct align_dev *dev)
 {
 	cudaStream_t stream = (cudaStream_t)dev->stream;
-	(void)params; /* struct rmsnorm_params has no field the kernel reads */
-	if (!m || !in || !out || n_in != 2 || n_out != 1 || in[0].ndim != 2)
-		return ops_cuda_bad_input("rmsnorm", "want inputs x[T,D] bf16, w[D] f32 and output y[T,D] bf16");
-	int64_t T = in[0].shape[0], D = in[0].shape[1];
-	int64_t xs[2] = {T, D}, ws[1] = {D};
-	if (ops_check(&in[0], ALIGN_DT_BF16, 2, xs) || ops_check(&in[1], ALIGN_DT_F32, 1, ws) ||
-	    ops_check(&out[0], ALIGN_DT_BF16, 2, xs))
-		return ops_cuda_bad_input("rmsnorm",
-		                          "shape or dtype mismatch (want x[T,D] bf16, w[D] f32, y[T,D] bf16)");
 	rms_args a;
+	ALIGN_TRY(dev->err, rmsnorm_cfg_init(&a.c, (const struct rmsnorm_params *)params, m, in, n_in, out, n_out,
+	                                     ALIGN_DEVICE_CUDA, dev->err));
+	ALIGN_TRY(dev->err, op_cfg_data(dev->err, "rmsnorm", in, n_in, out, n_out));
+	const int64_t T = a.c.T, D = a.c.D;
 	a.x = (const align_bf16 *)in[0].data;
 	a.w = (const float *)in[1].data;
 	a.y = (align_bf16 *)out[0].data;
-	a.T = T;
-	a.D = D;
-	a.order = rmsnorm_order(m->v[MODE_RMSNORM_REDUCE]);
-	a.rsqrt_v = m->v[MODE_RMSNORM_RSQRT];
-	a.wbf16 = m->v[MODE_RMSNORM_WEIGHT] == ALIGN_RMSNORM_WEIGHT_BF16;
-	a.before = m->v[MODE_RMSNORM_CAST] == ALIGN_RMSNORM_CAST_BEFORE_WEIGHT;
-	a.eps = rmsnorm_eps(m->v[MODE_RMSNORM_EPS]);
 	a.rpb = 1;
 	a.vec = D % 8 == 0 && rows_al16(a.y) && rows_al16(a.w);
 	a.regs = a.vec && rows_al16(a.x);

@@ -18,45 +18,79 @@
  * after_weight: ub + (D+16) u (one bf16 rounding + the binary32 steps); before_weight:
  * 3 ub + (D+16) u (three bf16 roundings). Checked by test-ops-ref.c.
  * Rows are independent: a row's bytes do not depend on T (batch invariance).
+ * Config: rmsnorm_cfg_init (rmsnorm.c) checks the tensors and decodes every mode once into struct
+ * rmsnorm_cfg; both twins call it first and read only the cfg. RMSNORM_REDUCE / RSQRT / EPS are
+ * decoded by rmsnorm_factor_cfg_init, which qnorm shares.
  */
 #ifndef ALIGN_RMSNORM_H
 #define ALIGN_RMSNORM_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "reduce.h"
 
-struct align_modes;
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "modes.h"
+
 struct align_tensor;
+struct align_err;
 
 struct rmsnorm_params {
 	int unused; /* eps comes from RMSNORM_EPS; shapes from the tensors */
 };
 
-/* binary32 eps for RMSNORM_EPS value v */
-ALIGN_HD static inline float rmsnorm_eps(int v)
-{
-	return v == 1 ? 1e-5f : 1e-6f;
-}
+/* steps 1-3 of a row (shared with qnorm) */
+struct rmsnorm_factor_cfg {
+	enum align_reduce_order order; /* RMSNORM_REDUCE */
+	int rsqrt;		       /* RMSNORM_RSQRT value (ALIGN_RMSNORM_RSQRT_*; cuda: GPU only) */
+	float eps;		       /* RMSNORM_EPS in binary32 */
+};
 
-/* order of RMSNORM_REDUCE value v (seq|pairwise|warp32|fp64) */
-ALIGN_HD static inline enum align_reduce_order rmsnorm_order(int v)
-{
-	return v == 1 ? ALIGN_REDUCE_PAIRWISE : v == 2 ? ALIGN_REDUCE_WARP32 : v == 3 ? ALIGN_REDUCE_F64 : ALIGN_REDUCE_SEQ;
-}
+/* what both twins run: the dims and every decoded choice */
+struct rmsnorm_cfg {
+	int64_t T, D;		    /* x, y [T,D]; w [D] */
+	struct rmsnorm_factor_cfg f; /* RMSNORM_REDUCE, RSQRT, EPS */
+	int wbf16;		    /* RMSNORM_WEIGHT=bf16 */
+	int before;		    /* RMSNORM_CAST=before_weight */
+};
 
-/* rsqrt of RMSNORM_RSQRT value v (rn|div|approx) */
+/* rsqrt of RMSNORM_RSQRT value v: rn, div, approx (the CUDA twins call rsqrtf for cuda themselves) */
 ALIGN_HD static inline float rmsnorm_rsqrt(int v, float x)
 {
-	return v == 1 ? align_rsqrtf_div(x) : v == 2 ? mimic_rsqrtf_approx(x) : align_rsqrtf(x);
+	return v == ALIGN_RMSNORM_RSQRT_DIV	 ? align_rsqrtf_div(x)
+	       : v == ALIGN_RMSNORM_RSQRT_APPROX ? mimic_rsqrtf_approx(x)
+						 : align_rsqrtf(x);
 }
 
 /* steps 1-3: r = rsqrt(sum(x^2)/n + eps) over n binary32 values */
-ALIGN_HD static inline float rmsnorm_factor(const float *x32, int64_t n, int reduce_v, int rsqrt_v, float eps)
+ALIGN_HD static inline float rmsnorm_factor(const float *x32, int64_t n, const struct rmsnorm_factor_cfg *f)
 {
-	float ss = align_reduce(rmsnorm_order(reduce_v), x32, n, 1, 0, 1);
-	return rmsnorm_rsqrt(rsqrt_v, ss / (float)n + eps);
+	float ss = align_reduce(f->order, x32, n, 1, 0, 1);
+	return rmsnorm_rsqrt(f->rsqrt, ss / (float)n + f->eps);
 }
+
+/* Decode RMSNORM_REDUCE, RMSNORM_RSQRT and RMSNORM_EPS for device (enum align_device); op names the
+ * caller in messages. ALIGN_ERR_UNSUPPORTED: RMSNORM_RSQRT=cuda on the CPU; ALIGN_ERR_INTERNAL: a value
+ * not handled here. */
+int rmsnorm_factor_cfg_init(struct rmsnorm_factor_cfg *f, const char *op, const struct align_modes *m, int device,
+			    struct align_err *err);
+
+/* Check in/out (data may be NULL) and decode the modes for device. ALIGN_ERR_INPUT for a bad tensor,
+ * ALIGN_ERR_UNSUPPORTED for a value device cannot run, ALIGN_ERR_INTERNAL for a value modes.def has but
+ * this function does not handle; the message goes to err (NULL: stderr). */
+int rmsnorm_cfg_init(struct rmsnorm_cfg *c, const struct rmsnorm_params *p, const struct align_modes *m,
+		     const struct align_tensor *in, int n_in, const struct align_tensor *out, int n_out, int device,
+		     struct align_err *err);
 
 int rmsnorm_fwd_cpu(const struct rmsnorm_params *p, const struct align_modes *m, const struct align_tensor *in,
 		    int n_in, struct align_tensor *out, int n_out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ALIGN_RMSNORM_H */

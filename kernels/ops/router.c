@@ -251,5 +251,5 @@ static const int modes_read[] = {MODE_MATH_IMPL, MODE_ROUTER_GEMM, MODE_ROUTER_S
 
 const struct align_op_impl router_impl = {
 	5, in_specs, 2, out_specs, "T=16,D=4096,E=256,K=6,V=1024", modes_read, sizeof(struct router_params),
-	params_default, params_variant, fwd, NULL,
+	params_default, params_variant, fwd, NULL, NULL,
 };

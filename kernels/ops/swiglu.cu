@@ -1,5 +1,6 @@
 /* swiglu.cu: CUDA twin of the DSv4 SwiGLU activation (contract: swiglu.h; specification: swiglu.c).
- * g[T,F] bf16, u[T,F] bf16, p[T] f32 -> a[T,F] bf16, the C twin's bytes in every portable mode;
+ * g[T,F] bf16, u[T,F] bf16, p[T] f32 -> a[T,F] bf16, the C twin's bytes in every portable mode; shapes
+ * and modes come from swiglu_cfg_init (swiglu.c), shared with the C twin;
  * MATH_IMPL=libm (glibc expf) has no GPU twin and returns 4; MATH_IMPL=cuda / cuda_fast (GPU only) take
  * exp from CUDA (math_cuda.cuh): silu = g / (1 + expf(-g)) as torch's CUDA silu.
  *
@@ -10,15 +11,15 @@
  *
  * silu table: s depends on g only, and g is a bf16 value (65536 bit patterns) or, after the clamp, L.
  * A first kernel evaluates s for every bf16 pattern and for L with the very operations above (65537
- * exp evaluations into a 256 KiB stream-ordered workspace); the main kernel reads s = table[bits(g)]
- * (table[65536] when the clamp replaced g by L). Memoisation: each output has the same operation
- * sequence as in the C twin. It takes the binary64 exp (~40 fp64 operations per element, ~100 us of
- * fp64 issue at DSv4 sizes, more than the memory time) off the critical path. launch.serial computes
- * silu directly, one thread per row, so the test compares the two.
+ * exp evaluations into 256 KiB of the device context's workspace, align_dev_scratch: stream-ordered); the
+ * main kernel reads s = table[bits(g)] (table[65536] when the clamp replaced g by L). Memoisation: each output has the
+ * same operation sequence as in the C twin. It takes the binary64 exp (~40 fp64 operations per element, ~100 us of fp64
+ * issue at DSv4 sizes, more than the memory time) off the critical path. launch.serial computes silu directly, one
+ * thread per row, so the test compares the two.
  *
  * Layout: grid-stride over chunks of 8 elements (16-byte loads of g and u, 16-byte stores) when F % 8 == 0
  * and the pointers are 16-byte aligned, single elements otherwise. Knobs: block (default 256 threads),
- * grid_cap (default: at most 2112 blocks, 16 per SM of an H100, grid-stride beyond); rows_per_block is
+ * grid_cap (default: at most 16 blocks per SM, dev->sm_count, grid-stride beyond); rows_per_block is
  * not used (elementwise); serial: direct silu, one thread per row.
  *
  * Napkin maths (DSv4-Flash shared expert: T = 16384, F = moe_inter_dim 2048): bytes = 2TF (g) + 2TF (u)
@@ -32,6 +33,8 @@
 #include "math_cuda.cuh"
 #include "rows_cuda.cuh"
 
+#include "op_cfg.h" /* after ops_cuda.h (rows_cuda.cuh), which prepares ops.h for the device pass */
+
 #define SW_TABLE 65537 /* every bf16 pattern, then silu(L) */
 
 struct sw_args {
@@ -39,15 +42,8 @@ struct sw_args {
 	const float *p;          /* [T] */
 	align_bf16 *y;           /* [T, F] */
 	const float *table;      /* SW_TABLE silu values (NULL in the serial path) */
-	int64_t T, F;
-	float L;        /* clamp limit */
-	int clamp;      /* L > 0 and (routed, or SWIGLU_SHARED_CLAMP=on) */
-	int after;      /* SWIGLU_PROBS=after_w2 */
-	int dbl;        /* SWIGLU_ROUND=double */
-	int scale_bf16; /* SWIGLU_SCALE=bf16 */
-	int mul;        /* SWIGLU_SILU=mul */
-	int math;       /* MATH_IMPL value: portable, or GPU-only cuda / cuda_fast (math_cuda.cuh) */
-	int vec;        /* 16-byte path */
+	struct swiglu_cfg c;     /* dims and modes (swiglu_cfg_init) */
+	int vec;                 /* 16-byte path */
 };
 
 /* silu(g) in binary32 as swiglu.c; exp per MATH_IMPL (portable: the C twin's) */
@@ -61,10 +57,10 @@ ALIGN_HD static inline float sw_silu(float g, int mul, int math)
 /* everything after silu, for one element */
 template <bool H> ALIGN_HD static inline float sw_finish_f(const sw_args &a, float s, float u, float q)
 {
-	if (a.clamp)
-		u = u < -a.L ? -a.L : (u > a.L ? a.L : u);
+	if (a.c.clamp)
+		u = u < -a.c.L ? -a.c.L : (u > a.c.L ? a.c.L : u);
 	float x = hx_mul<H>(s, u);
-	return a.after ? x : a.dbl ? hx_mul<H>(align_round_bf16(x), q) : hx_mul<H>(q, x);
+	return a.c.after ? x : a.c.dbl ? hx_mul<H>(align_round_bf16(x), q) : hx_mul<H>(q, x);
 }
 
 /* plain operators; a NaN result is recomputed with the host's NaN rules (the clamp passes NaN) */
@@ -79,7 +75,7 @@ ALIGN_HD static inline align_bf16 sw_finish(const sw_args &a, float s, float u, 
 __device__ static inline float sw_lookup(const sw_args &a, align_bf16 gb)
 {
 	float g = align_bf16_to_f32(gb);
-	return a.clamp && g > a.L ? __ldg(a.table + 65536) : __ldg(a.table + gb);
+	return a.c.clamp && g > a.c.L ? __ldg(a.table + 65536) : __ldg(a.table + gb);
 }
 
 __global__ void swiglu_table_kernel(float *table, float L, int mul, int math)
@@ -93,9 +89,9 @@ __global__ void swiglu_kernel(sw_args a)
 	int64_t stride = (int64_t)gridDim.x * blockDim.x, i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	if (a.vec) {
 		const uint4 *g4 = (const uint4 *)a.g, *u4 = (const uint4 *)a.u;
-		for (int64_t c = i0; c < a.T * a.F / 8; c += stride) {
-			int64_t t = c * 8 / a.F;
-			float pq = __ldg(a.p + t), q = a.scale_bf16 ? align_round_bf16(pq) : pq;
+		for (int64_t c = i0; c < a.c.T * a.c.F / 8; c += stride) {
+			int64_t t = c * 8 / a.c.F;
+			float pq = __ldg(a.p + t), q = a.c.scale_bf16 ? align_round_bf16(pq) : pq;
 			uint4 gv = __ldg(g4 + c), uv = __ldg(u4 + c);
 			uint32_t gw[4] = {gv.x, gv.y, gv.z, gv.w};
 			float uf[8];
@@ -110,9 +106,9 @@ __global__ void swiglu_kernel(sw_args a)
 		}
 		return;
 	}
-	for (int64_t i = i0; i < a.T * a.F; i += stride) {
-		int64_t t = i / a.F;
-		float pq = __ldg(a.p + t), q = a.scale_bf16 ? align_round_bf16(pq) : pq;
+	for (int64_t i = i0; i < a.c.T * a.c.F; i += stride) {
+		int64_t t = i / a.c.F;
+		float pq = __ldg(a.p + t), q = a.c.scale_bf16 ? align_round_bf16(pq) : pq;
 		a.y[i] = sw_finish(a, sw_lookup(a, a.g[i]), align_bf16_to_f32(a.u[i]), q);
 	}
 }
@@ -120,15 +116,15 @@ __global__ void swiglu_kernel(sw_args a)
 /* launch.serial: one thread per row, the loops of swiglu.c, silu computed directly */
 __global__ void swiglu_serial_kernel(sw_args a)
 {
-	for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < a.T;
+	for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < a.c.T;
 	     t += (int64_t)gridDim.x * blockDim.x) {
-		float q = a.scale_bf16 ? align_round_bf16(a.p[t]) : a.p[t];
-		for (int64_t f = 0; f < a.F; f++) {
-			int64_t i = t * a.F + f;
+		float q = a.c.scale_bf16 ? align_round_bf16(a.p[t]) : a.p[t];
+		for (int64_t f = 0; f < a.c.F; f++) {
+			int64_t i = t * a.c.F + f;
 			float g = align_bf16_to_f32(a.g[i]);
-			if (a.clamp)
-				g = g > a.L ? a.L : g;
-			a.y[i] = sw_finish(a, sw_silu(g, a.mul, a.math), align_bf16_to_f32(a.u[i]), q);
+			if (a.c.clamp)
+				g = g > a.c.L ? a.c.L : g;
+			a.y[i] = sw_finish(a, sw_silu(g, a.c.mul, a.c.math), align_bf16_to_f32(a.u[i]), q);
 		}
 	}
 }
@@ -138,37 +134,20 @@ extern "C" int swiglu_fwd_cuda(const void *params, const struct align_modes *m, 
                                struct align_dev *dev)
 {
 	cudaStream_t stream = (cudaStream_t)dev->stream;
-	const struct swiglu_params *p = (const struct swiglu_params *)params;
-	if (!p || !m || !in || !out || n_in != 3 || n_out != 1 || in[0].ndim != 2)
-		return ops_cuda_bad_input("swiglu",
-		                          "want inputs g[T,F] bf16, u[T,F] bf16, p[T] f32 and output a[T,F] bf16");
-	int64_t T = in[0].shape[0], F = in[0].shape[1];
-	int64_t gs[2] = {T, F}, ps[1] = {T};
-	if (ops_check(&in[0], ALIGN_DT_BF16, 2, gs) || ops_check(&in[1], ALIGN_DT_BF16, 2, gs) ||
-	    ops_check(&in[2], ALIGN_DT_F32, 1, ps) || ops_check(&out[0], ALIGN_DT_BF16, 2, gs))
-		return ops_cuda_bad_input("swiglu",
-		                          "shape or dtype mismatch (want g, u [T,F] bf16, p[T] f32, a[T,F] bf16)");
-	if (m->v[MODE_MATH_IMPL] == ALIGN_MATH_IMPL_LIBM)
-		return ops_cuda_unsupported("swiglu", m, MODE_MATH_IMPL);
+	sw_args a;
+	ALIGN_TRY(dev->err, swiglu_cfg_init(&a.c, (const struct swiglu_params *)params, m, in, n_in, out, n_out,
+	                                    ALIGN_DEVICE_CUDA, dev->err));
+	ALIGN_TRY(dev->err, op_cfg_data(dev->err, "swiglu", in, n_in, out, n_out));
 	struct align_launch none = {0, 0, 0, 0};
 	const struct align_launch *L = launch ? launch : &none;
 	if (L->block < 0 || L->rows_per_block < 0 || L->grid_cap < 0 || L->serial < 0)
 		return ops_cuda_bad_input("swiglu", "negative launch knob");
-	sw_args a;
+	const int64_t T = a.c.T, F = a.c.F;
 	a.g = (const align_bf16 *)in[0].data;
 	a.u = (const align_bf16 *)in[1].data;
 	a.p = (const float *)in[2].data;
 	a.y = (align_bf16 *)out[0].data;
 	a.table = NULL;
-	a.T = T;
-	a.F = F;
-	a.L = p->limit;
-	a.clamp = p->limit > 0.0f && (!p->shared || m->v[MODE_SWIGLU_SHARED_CLAMP] == ALIGN_SWIGLU_SHARED_CLAMP_ON);
-	a.after = m->v[MODE_SWIGLU_PROBS] == ALIGN_SWIGLU_PROBS_AFTER_W2;
-	a.dbl = m->v[MODE_SWIGLU_ROUND] == ALIGN_SWIGLU_ROUND_DOUBLE;
-	a.scale_bf16 = m->v[MODE_SWIGLU_SCALE] == ALIGN_SWIGLU_SCALE_BF16;
-	a.mul = m->v[MODE_SWIGLU_SILU] == ALIGN_SWIGLU_SILU_MUL;
-	a.math = m->v[MODE_MATH_IMPL];
 	a.vec = F % 8 == 0 && rows_al16(a.g) && rows_al16(a.u) && rows_al16(a.y);
 	if (T <= 0 || F <= 0)
 		return ALIGN_OK;
@@ -185,24 +164,19 @@ extern "C" int swiglu_fwd_cuda(const void *params, const struct align_modes *m, 
 		OPS_CUDA_TRY(cudaGetLastError()); /* the launch */
 		return ALIGN_OK;
 	}
-	float *table = NULL;
-	OPS_CUDA_TRY(cudaMallocAsync((void **)&table, SW_TABLE * sizeof(float), stream));
-	a.table = table;
-	ALIGN_CUDA_LAUNCH(swiglu_table_kernel, (SW_TABLE + 255) / 256, 256, 0, stream, table, a.L, a.mul, a.math);
-	cudaError_t e = cudaGetLastError();
-	if (e == cudaSuccess) {
-		int64_t work = a.vec ? T * F / 8 : T * F, grid = (work + block - 1) / block;
-		if (grid > 132 * 16)
-			grid = 132 * 16; /* grid-stride beyond 16 blocks per SM of an H100 */
-		if (L->grid_cap > 0 && grid > L->grid_cap)
-			grid = L->grid_cap;
-		ALIGN_CUDA_LAUNCH(swiglu_kernel, (unsigned)grid, block, 0, stream, a);
-		e = cudaGetLastError();
-	}
-	cudaError_t ef = cudaFreeAsync(table, stream);
-	if (e != cudaSuccess)
-		return ops_cuda_fail("swiglu_table_kernel / swiglu_kernel launch", e, __FILE__, __LINE__);
-	if (ef != cudaSuccess)
-		return ops_cuda_fail("cudaFreeAsync(table, stream)", ef, __FILE__, __LINE__);
+	void *table = NULL; /* the shared workspace: stream-ordered, this call's kernels only */
+	ALIGN_TRY(dev->err, align_dev_scratch(dev, SW_TABLE * sizeof(float), &table));
+	a.table = (const float *)table;
+	ALIGN_CUDA_LAUNCH(swiglu_table_kernel, (SW_TABLE + 255) / 256, 256, 0, stream, (float *)table, a.c.L, a.c.mul,
+	                  a.c.math);
+	OPS_CUDA_TRY(cudaGetLastError()); /* the launch */
+	int64_t work = a.vec ? T * F / 8 : T * F, grid = (work + block - 1) / block;
+	int64_t cap = (int64_t)(dev->sm_count > 0 ? dev->sm_count : 1) * 16;
+	if (grid > cap)
+		grid = cap; /* grid-stride beyond 16 blocks per SM */
+	if (L->grid_cap > 0 && grid > L->grid_cap)
+		grid = L->grid_cap;
+	ALIGN_CUDA_LAUNCH(swiglu_kernel, (unsigned)grid, block, 0, stream, a);
+	OPS_CUDA_TRY(cudaGetLastError()); /* the launch */
 	return ALIGN_OK;
 }

@@ -15,19 +15,51 @@
  * roundoff): single ub + 8 2^-24; double or SWIGLU_SCALE=bf16 3 ub + 8 2^-24 (the binary32 steps
  * add <= 8 2^-24). Checked by test-ops-ref.c.
  * Elementwise: batch invariant by construction.
+ * Config: swiglu_cfg_init (swiglu.c) checks the tensors and decodes every mode once into struct
+ * swiglu_cfg; both twins call it first and read only the cfg.
  */
 #ifndef ALIGN_SWIGLU_H
 #define ALIGN_SWIGLU_H
 
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct align_modes;
 struct align_tensor;
+struct align_err;
 
 struct swiglu_params {
 	float limit; /* swiglu_limit, 10.0 in DSv4; 0 = no clamp */
 	int shared;  /* 1 for the shared expert (clamp only with SWIGLU_SHARED_CLAMP=on) */
 };
 
+/* what both twins run: the dims and every decoded choice */
+struct swiglu_cfg {
+	int64_t T, F;	/* g, u, a [T,F]; p [T] */
+	float L;	/* clamp limit (params.limit) */
+	int clamp;	/* L > 0 and (routed, or SWIGLU_SHARED_CLAMP=on) */
+	int after;	/* SWIGLU_PROBS=after_w2 */
+	int dbl;	/* SWIGLU_ROUND=double */
+	int scale_bf16; /* SWIGLU_SCALE=bf16 */
+	int mul;	/* SWIGLU_SILU=mul */
+	int math;	/* MATH_IMPL value (ALIGN_MATH_IMPL_*): portable, libm (CPU) or cuda / cuda_fast (GPU) */
+};
+
+/* Check in/out (data may be NULL) and decode the modes for device (enum align_device). ALIGN_ERR_INPUT
+ * for a bad tensor, ALIGN_ERR_UNSUPPORTED for a value device cannot run, ALIGN_ERR_INTERNAL for a value
+ * modes.def has but this function does not handle; the message goes to err (NULL: stderr). */
+int swiglu_cfg_init(struct swiglu_cfg *c, const struct swiglu_params *p, const struct align_modes *m,
+		    const struct align_tensor *in, int n_in, const struct align_tensor *out, int n_out, int device,
+		    struct align_err *err);
+
 int swiglu_fwd_cpu(const struct swiglu_params *p, const struct align_modes *m, const struct align_tensor *in,
 		   int n_in, struct align_tensor *out, int n_out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ALIGN_SWIGLU_H */
