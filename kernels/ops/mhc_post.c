@@ -79,5 +79,5 @@ static const int modes_read[] = {MODE_MHC_HRES_TRANSPOSE, MODE_MHC_COEF, MODE_MH
 
 const struct align_op_impl mhc_post_impl = {
 	4, in_specs, 1, out_specs, "T=8,N=4,D=1024", modes_read, sizeof(struct mhc_params),
-	params_default, params_variant, fwd, NULL,
+	params_default, params_variant, fwd, NULL, NULL,
 };

@@ -76,5 +76,5 @@ static const int modes_read[] = {MODE_MOE_COMBINE_ACC, MODE_MOE_COMBINE_ORDER, M
 
 const struct align_op_impl moe_combine_impl = {
 	4, in_specs, 1, out_specs, "T=16,K=6,D=1024,E=256", modes_read, sizeof(struct moe_combine_params),
-	params_default, params_variant, fwd, NULL,
+	params_default, params_variant, fwd, NULL, NULL,
 };

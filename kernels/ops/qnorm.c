@@ -86,5 +86,5 @@ static const int modes_read[] = {MODE_QNORM_MODE, MODE_RMSNORM_RSQRT, MODE_RMSNO
 
 const struct align_op_impl qnorm_impl = {
 	1, in_specs, 1, out_specs, "T=8,H=8,D=512", modes_read, sizeof(struct qnorm_params),
-	params_default, params_variant, fwd, out_dtype,
+	params_default, params_variant, fwd, out_dtype, NULL,
 };

@@ -65,5 +65,5 @@ static const int modes_read[] = {MODE_RMSNORM_WEIGHT, MODE_RMSNORM_CAST, MODE_RM
 
 const struct align_op_impl rmsnorm_impl = {
 	2, in_specs, 1, out_specs, "T=16,D=4096", modes_read, sizeof(struct rmsnorm_params),
-	params_default, params_variant, fwd, NULL,
+	params_default, params_variant, fwd, NULL, NULL,
 };

@@ -75,5 +75,5 @@ static const int modes_read[] = {MODE_MATH_IMPL, MODE_SWIGLU_SHARED_CLAMP, MODE_
 
 const struct align_op_impl swiglu_impl = {
 	3, in_specs, 1, out_specs, "T=32,F=2048", modes_read, sizeof(struct swiglu_params),
-	params_default, params_variant, fwd, NULL,
+	params_default, params_variant, fwd, NULL, NULL,
 };
