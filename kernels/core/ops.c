@@ -206,6 +206,97 @@ int ops_check(const struct align_tensor *t, int dtype, int ndim, const int64_t *
 	return ALIGN_OK;
 }
 
+int ops_tensor_descs(const struct align_op *op, const struct align_dims *d, const struct align_modes *m,
+		     struct align_tensor *in, struct align_tensor *out, struct align_err *err)
+{
+	const struct align_op_impl *im = op->impl;
+	for (int k = 0; k < im->n_in + im->n_out; k++) {
+		int is_out = k >= im->n_in, i = is_out ? k - im->n_in : k;
+		const struct align_tensor_spec *sp = is_out ? &im->out[i] : &im->in[i];
+		struct align_tensor *t = is_out ? &out[i] : &in[i];
+		memset(t, 0, sizeof *t);
+		if (ops_shape_eval(sp->shape, d, t->shape, &t->ndim))
+			return align_fail(err, ALIGN_ERR_INPUT, "%s: cannot evaluate the shape \"%s\" of tensor '%s'",
+					  op->name, sp->shape, sp->name);
+		t->dtype = is_out && im->out_dtype && m ? im->out_dtype(m, i) : sp->dtype;
+		t->name = sp->name;
+	}
+	return ALIGN_OK;
+}
+
+/* "bf16 [16,64]" */
+static const char *desc_text(char *buf, size_t len, int dtype, int ndim, const int64_t *shape)
+{
+	int n = snprintf(buf, len, "%s [", align_dtype_name(dtype));
+	for (int i = 0; i < ndim && n > 0 && (size_t)n < len; i++)
+		n += snprintf(buf + n, len - (size_t)n, "%s%lld", i ? "," : "", (long long)shape[i]);
+	if (n > 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, "]");
+	return buf;
+}
+
+int ops_check_desc(struct align_err *err, const char *op, const char *name, const struct align_tensor *t, int dtype,
+		   int ndim, const int64_t *shape)
+{
+	int ok = t->dtype == dtype && t->ndim == ndim;
+	for (int i = 0; ok && i < ndim; i++)
+		ok = t->shape[i] == shape[i];
+	if (ok)
+		return ALIGN_OK;
+	char want[96], got[96];
+	int gdim = t->ndim < 0 ? 0 : t->ndim > 4 ? 4 : t->ndim;
+	return align_fail(err, ALIGN_ERR_INPUT, "%s: tensor '%s' must be %s, got %s", op, name,
+			  desc_text(want, sizeof want, dtype, ndim, shape), desc_text(got, sizeof got, t->dtype, gdim, t->shape));
+}
+
+int ops_check_data(struct align_err *err, const struct align_op *op, const struct align_tensor *in, int n_in,
+		   const struct align_tensor *out, int n_out)
+{
+	for (int k = 0; k < n_in + n_out; k++) {
+		const struct align_tensor *t = k < n_in ? &in[k] : &out[k - n_in];
+		const struct align_tensor_spec *sp = k < n_in ? &op->impl->in[k] : &op->impl->out[k - n_in];
+		if (!t->data && align_tensor_numel(t) > 0)
+			return align_fail(err, ALIGN_ERR_INPUT, "%s: tensor '%s' has no data", op->name, sp->name);
+	}
+	return ALIGN_OK;
+}
+
+int ops_cfg_refuse(struct align_err *err, const char *op, int mode_id, int v, int device)
+{
+	const struct align_mode_info *mi = modes_info(mode_id);
+	const char *name = modes_value_name(mode_id, v);
+	return align_fail(err, ALIGN_ERR_UNSUPPORTED, "%s: %s=%s is not supported on the %s", op, mi ? mi->env : "?",
+			  name ? name : "?", device == ALIGN_DEVICE_CPU ? "CPU" : "GPU");
+}
+
+int ops_cfg_unhandled(struct align_err *err, const char *op, int mode_id, int v)
+{
+	const struct align_mode_info *mi = modes_info(mode_id);
+	return align_fail(err, ALIGN_ERR_INTERNAL, "%s: %s value %d not handled", op, mi ? mi->env : "?", v);
+}
+
+int ops_cfg_math(struct align_err *err, const char *op, const struct align_modes *m, int device, int *math)
+{
+	const int v = m->v[MODE_MATH_IMPL];
+	switch ((enum align_MATH_IMPL_value)v) {
+	case ALIGN_MATH_IMPL_PORTABLE:
+		break;
+	case ALIGN_MATH_IMPL_LIBM:
+		if (device != ALIGN_DEVICE_CPU)
+			return ops_cfg_refuse(err, op, MODE_MATH_IMPL, v, device);
+		break;
+	case ALIGN_MATH_IMPL_CUDA:
+	case ALIGN_MATH_IMPL_CUDA_FAST:
+		if (device == ALIGN_DEVICE_CPU)
+			return ops_cfg_refuse(err, op, MODE_MATH_IMPL, v, device);
+		break;
+	default:
+		return ops_cfg_unhandled(err, op, MODE_MATH_IMPL, v);
+	}
+	*math = v;
+	return ALIGN_OK;
+}
+
 /* K distinct ids in [0, n) for row r: a counter-hash shuffle of the first draws */
 static void fill_distinct_row(int32_t *row, int64_t k, int64_t n, uint64_t seed, uint64_t stream, int64_t r)
 {
