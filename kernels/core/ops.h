@@ -83,7 +83,9 @@ struct align_op_impl {
 	int (*params_variant)(void *params, const struct align_dims *d, int k);
 	align_fwd_fn fwd_cpu; /* the CPU twin */
 	int (*out_dtype)(const struct align_modes *m, int out_index); /* NULL: spec dtype */
-	int (*cfg_check)(const void *params, const struct align_modes *m, const struct align_dims *d, int device, struct align_err *err); /* builds the op's config for device from modes and dims (tests: every mode value handled) */
+	/* builds the op's config for device from modes and dims (tests: every mode value handled) */
+	int (*cfg_check)(const void *params, const struct align_modes *m, const struct align_dims *d, int device,
+			 struct align_err *err);
 };
 
 struct align_op {
@@ -132,36 +134,6 @@ int ops_fill_tensor(const struct align_fill *f, const char *op_name, struct alig
 
 /* check helpers used by the ops */
 int ops_check(const struct align_tensor *t, int dtype, int ndim, const int64_t *shape);
-
-/* Helpers of the ops' configs (X_cfg_init in kernels/ops/X.h, shared by both twins). */
-/* descriptors (data NULL) of every input and output of op for dims and modes (cfg_check) */
-int ops_tensor_descs(const struct align_op *op, const struct align_dims *d, const struct align_modes *m,
-		     struct align_tensor *in, struct align_tensor *out, struct align_err *err);
-/* t is dtype [shape]; else ALIGN_ERR_INPUT, "<op>: tensor '<name>' must be bf16 [16,64], got f32 [16,64]" */
-int ops_check_desc(struct align_err *err, const char *op, const char *name, const struct align_tensor *t, int dtype,
-		   int ndim, const int64_t *shape);
-/* every tensor with elements has data; else ALIGN_ERR_INPUT naming it (spec names of op) */
-int ops_check_data(struct align_err *err, const struct align_op *op, const struct align_tensor *in, int n_in,
-		   const struct align_tensor *out, int n_out);
-/* value v of switch mode_id cannot run on device: ALIGN_ERR_UNSUPPORTED,
- * "<op>: <ENV>=<value> is not supported on the <CPU|GPU>" */
-int ops_cfg_refuse(struct align_err *err, const char *op, int mode_id, int v, int device);
-/* a value the op's switch does not handle (a row added to modes.def): ALIGN_ERR_INTERNAL */
-int ops_cfg_unhandled(struct align_err *err, const char *op, int mode_id, int v);
-/* MATH_IMPL for device: *math = the ALIGN_MATH_IMPL_* value the twin runs (portable and libm on the CPU;
- * portable, cuda and cuda_fast on the GPU), else the refusal */
-int ops_cfg_math(struct align_err *err, const char *op, const struct align_modes *m, int device, int *math);
-/* In an X_cfg_init: decode the two-value switch ID (values OFF, ON) into field = (value == ON); any other
- * value is not handled (ALIGN_ERR_INTERNAL). Uses `int v`, `m`, `err` and the op name `op` in scope. */
-#define OPS_CFG_FLAG(ID, OFF, ON, field)                                                                               \
-	switch ((enum align_##ID##_value)(v = m->v[MODE_##ID])) {                                                      \
-	case ALIGN_##ID##_##OFF:                                                                                       \
-	case ALIGN_##ID##_##ON:                                                                                        \
-		field = v == ALIGN_##ID##_##ON;                                                                        \
-		break;                                                                                                 \
-	default:                                                                                                       \
-		return ops_cfg_unhandled(err, op, MODE_##ID, v);                                                       \
-	}
 
 /* element access for f32/bf16 tensors */
 static inline float ops_ld(const struct align_tensor *t, int64_t i)

@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 
+#include "op_cfg.h"
 #include "ops.h"
 
 /* rows x cols of tensor t converted to binary32 operands per MATMUL_OPERAND */
@@ -70,7 +71,7 @@ int matmul_cfg_init(struct matmul_cfg *c, const struct matmul_params *p, const s
 		c->operand = v;
 		break;
 	default:
-		return ops_cfg_unhandled(err, op, MODE_MATMUL_OPERAND, v);
+		return op_cfg_unhandled(err, op, MODE_MATMUL_OPERAND, v, "matmul_cfg_init");
 	}
 	switch ((enum align_MATMUL_ACCUM_value)(v = m->v[MODE_MATMUL_ACCUM])) {
 	case ALIGN_MATMUL_ACCUM_SEQ:
@@ -79,9 +80,10 @@ int matmul_cfg_init(struct matmul_cfg *c, const struct matmul_params *p, const s
 		c->accum = v;
 		break;
 	default:
-		return ops_cfg_unhandled(err, op, MODE_MATMUL_ACCUM, v);
+		return op_cfg_unhandled(err, op, MODE_MATMUL_ACCUM, v, "matmul_cfg_init");
 	}
-	OPS_CFG_FLAG(MATMUL_FMA, OFF, ON, c->fma)
+	ALIGN_TRY(err, op_cfg_flag(err, op, "matmul_cfg_init", m,
+				   MODE_MATMUL_FMA, ALIGN_MATMUL_FMA_OFF, ALIGN_MATMUL_FMA_ON, &c->fma));
 	switch ((enum align_MATMUL_OUT_value)(v = m->v[MODE_MATMUL_OUT])) {
 	case ALIGN_MATMUL_OUT_BF16:
 		c->y_dtype = ALIGN_DT_BF16;
@@ -90,10 +92,10 @@ int matmul_cfg_init(struct matmul_cfg *c, const struct matmul_params *p, const s
 		c->y_dtype = ALIGN_DT_F32;
 		break;
 	default:
-		return ops_cfg_unhandled(err, op, MODE_MATMUL_OUT, v);
+		return op_cfg_unhandled(err, op, MODE_MATMUL_OUT, v, "matmul_cfg_init");
 	}
 	int64_t oshape[2] = {c->T, c->F};
-	ALIGN_TRY(err, ops_check_desc(err, op, "y", &out[0], c->y_dtype, 2, oshape));
+	ALIGN_TRY(err, op_cfg_tensor(err, op, "output", "y", &out[0], c->y_dtype, 2, oshape));
 	switch ((enum align_MATMUL_IMPL_value)(v = m->v[MODE_MATMUL_IMPL])) {
 	case ALIGN_MATMUL_IMPL_PORTABLE:
 		break;
@@ -101,11 +103,11 @@ int matmul_cfg_init(struct matmul_cfg *c, const struct matmul_params *p, const s
 	case ALIGN_MATMUL_IMPL_CUBLAS:
 	case ALIGN_MATMUL_IMPL_CUBLAS_PINNED:
 		if (device == ALIGN_DEVICE_CPU)
-			return ops_cfg_refuse(err, op, MODE_MATMUL_IMPL, v, device);
+			return op_cfg_refuse(err, op, MODE_MATMUL_IMPL, v, device);
 		ALIGN_TRY(err, engine_check(c, v, err));
 		break;
 	default:
-		return ops_cfg_unhandled(err, op, MODE_MATMUL_IMPL, v);
+		return op_cfg_unhandled(err, op, MODE_MATMUL_IMPL, v, "matmul_cfg_init");
 	}
 	c->impl = v;
 	return ALIGN_OK;
@@ -116,7 +118,7 @@ int matmul_fwd_cpu(const struct matmul_params *p, const struct align_modes *m, c
 {
 	struct matmul_cfg c;
 	ALIGN_TRY(NULL, matmul_cfg_init(&c, p, m, in, n_in, out, n_out, ALIGN_DEVICE_CPU, NULL));
-	ALIGN_TRY(NULL, ops_check_data(NULL, ops_at(ALIGN_OP_matmul), in, n_in, out, n_out));
+	ALIGN_TRY(NULL, op_cfg_data(NULL, "matmul", in, n_in, out, n_out));
 	const int64_t T = c.T, D = c.D, F = c.F;
 	float *pa = load_operands(&in[0], c.operand), *pb = load_operands(&in[1], c.operand);
 	if (!pa || !pb) {
@@ -159,7 +161,7 @@ static int cfg_check(const void *params, const struct align_modes *m, const stru
 {
 	struct align_tensor in[2], out[1];
 	struct matmul_cfg c;
-	ALIGN_TRY(err, ops_tensor_descs(ops_at(ALIGN_OP_matmul), d, m, in, out, err));
+	ALIGN_TRY(err, op_cfg_tensors(&matmul_impl, m, d, in, out, err));
 	return matmul_cfg_init(&c, params, m, in, 2, out, 1, device, err);
 }
 

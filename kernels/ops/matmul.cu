@@ -78,6 +78,7 @@
 #include "matmul_cuda.h"
 #include "matmul_dev.cuh"
 #include "ops_cuda.h"
+#include "op_cfg.h"
 /* The GPU-only engines. The emulator (tests/gpu/emu) has no cuBLAS and refuses cublas (status 4); it
  * refuses tc too unless built with ALIGN_EMU_MATMUL_TC (then kernels/ops/matmul_tc.cu must be linked). */
 #if !defined(ALIGN_CUDA_EMU) || defined(ALIGN_EMU_MATMUL_TC)
@@ -867,7 +868,7 @@ extern "C" int matmul_fwd_cuda(const void *params, const struct align_modes *m, 
 		return align_fail(dev->err, ALIGN_ERR_INPUT, "matmul (cuda): negative launch knob");
 	ALIGN_TRY(dev->err, matmul_cfg_init(&c, (const struct matmul_params *)params, m, in, n_in, out, n_out,
 					    ALIGN_DEVICE_CUDA, dev->err));
-	ALIGN_TRY(dev->err, ops_check_data(dev->err, ops_at(ALIGN_OP_matmul), in, n_in, out, n_out));
+	ALIGN_TRY(dev->err, op_cfg_data(dev->err, "matmul", in, n_in, out, n_out));
 	if (c.impl != ALIGN_MATMUL_IMPL_PORTABLE) /* launch knobs do not apply to the GPU-only engines (matmul.h) */
 		return mm_fwd_engine(dev, &c, &in[0], &in[1], &out[0]);
 	struct matmul_cuda_gemm g;

@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 
+#include "op_cfg.h"
 #include "ops.h"
 
 int mhc_head_cfg_init(struct mhc_head_cfg *c, const struct mhc_params *p, const struct align_modes *m,
@@ -16,10 +17,10 @@ int mhc_head_cfg_init(struct mhc_head_cfg *c, const struct mhc_params *p, const 
 	ALIGN_TRY(err, mhc_check_x(op, &in[0], device, err));
 	int64_t T = in[0].shape[0], N = in[0].shape[1], D = in[0].shape[2], K = N * D;
 	int64_t fs[2] = {N, K}, bs[1] = {N}, ss[1] = {1}, ys[2] = {T, D};
-	ALIGN_TRY(err, ops_check_desc(err, op, "fn", &in[1], ALIGN_DT_F32, 2, fs));
-	ALIGN_TRY(err, ops_check_desc(err, op, "base", &in[2], ALIGN_DT_F32, 1, bs));
-	ALIGN_TRY(err, ops_check_desc(err, op, "scale", &in[3], ALIGN_DT_F32, 1, ss));
-	ALIGN_TRY(err, ops_check_desc(err, op, "y", &out[0], ALIGN_DT_BF16, 2, ys));
+	ALIGN_TRY(err, op_cfg_tensor(err, op, "input", "fn", &in[1], ALIGN_DT_F32, 2, fs));
+	ALIGN_TRY(err, op_cfg_tensor(err, op, "input", "base", &in[2], ALIGN_DT_F32, 1, bs));
+	ALIGN_TRY(err, op_cfg_tensor(err, op, "input", "scale", &in[3], ALIGN_DT_F32, 1, ss));
+	ALIGN_TRY(err, op_cfg_tensor(err, op, "output", "y", &out[0], ALIGN_DT_BF16, 2, ys));
 	c->T = T, c->N = N, c->D = D, c->K = K;
 	c->p = *p;
 	return mhc_modes_init(&c->mm, op, m, device, err);
@@ -30,7 +31,7 @@ int mhc_head_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, co
 {
 	struct mhc_head_cfg c;
 	ALIGN_TRY(NULL, mhc_head_cfg_init(&c, p, m, in, n_in, out, n_out, ALIGN_DEVICE_CPU, NULL));
-	ALIGN_TRY(NULL, ops_check_data(NULL, ops_at(ALIGN_OP_mhc_head), in, n_in, out, n_out));
+	ALIGN_TRY(NULL, op_cfg_data(NULL, "mhc_head", in, n_in, out, n_out));
 	const int64_t T = c.T, N = c.N, D = c.D, K = c.K;
 	const struct mhc_modes *mm = &c.mm;
 	float *buf = malloc(((size_t)N * K + 3 * (size_t)K) * sizeof(float));
@@ -91,7 +92,7 @@ static int cfg_check(const void *params, const struct align_modes *m, const stru
 {
 	struct align_tensor in[4], out[1];
 	struct mhc_head_cfg c;
-	ALIGN_TRY(err, ops_tensor_descs(ops_at(ALIGN_OP_mhc_head), d, m, in, out, err));
+	ALIGN_TRY(err, op_cfg_tensors(&mhc_head_impl, m, d, in, out, err));
 	return mhc_head_cfg_init(&c, params, m, in, 4, out, 1, device, err);
 }
 

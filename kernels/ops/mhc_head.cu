@@ -24,6 +24,7 @@
 
 #include "mhc_cuda.cuh"
 #include "mhc_head.h"
+#include "op_cfg.h"
 
 struct mhc_head_args {
 	const align_bf16 *x;
@@ -36,20 +37,20 @@ struct mhc_head_args {
 	int N, D;
 	int rows; /* tokens per CTA */
 	float hc_eps, norm_eps;
-	int inv_rms, emode, computeh_fma, param_bf16, coef_bf16; /* struct mhc_modes; emode: mhc_emode */
-	int accum, opd_x, opd_fn; /* the mapping dot (struct mhc_modes) */
+	struct mhc_modes mm; /* the decoded switches (the config's) */
+	int emode;	     /* mhc_emode(&mm) */
 };
 
 /* pre_i of mhc_head.c: sigmoid(compute_h(mix_i, rs, scale, base_i)) + hc_eps, then R per MHC_COEF */
 __device__ __forceinline__ float mhc_head_coef(const struct mhc_head_args &a, int i, float mix, float rs)
 {
 	float sc = a.scale[0], bs = a.base[i];
-	if (a.param_bf16) {
+	if (a.mm.param_bf16) {
 		sc = align_round_bf16(sc);
 		bs = align_round_bf16(bs);
 	}
-	float pv = hn_add(mhc_dev_sigmoid(mhc_dev_compute_h(mix, rs, sc, bs, a.computeh_fma), a.emode), a.hc_eps);
-	return a.coef_bf16 ? align_round_bf16(pv) : pv;
+	float pv = hn_add(mhc_dev_sigmoid(mhc_dev_compute_h(mix, rs, sc, bs, a.mm.computeh_fma), a.emode), a.hc_eps);
+	return a.mm.coef_bf16 ? align_round_bf16(pv) : pv;
 }
 
 /* y_d = R(pre_0 x[0, d] + pre_1 x[1, d] + ...) left to right */
@@ -72,7 +73,7 @@ __global__ void mhc_head_token_kernel(const struct mhc_head_args a)
 	for (long long grp = blockIdx.x; grp < groups; grp += gridDim.x)
 		for (long long t = grp * a.rows; t < (grp + 1) * a.rows && t < a.T; t++) {
 			const float ss = mhc_block_sumsq(a.x + t * a.K, a.K, red);
-			const float rs = mhc_dev_rms(ss, a.K, a.inv_rms, a.norm_eps);
+			const float rs = mhc_dev_rms(ss, a.K, a.mm.inv_rms, a.norm_eps);
 			if (tid < N)
 				pre[tid] = mhc_head_coef(a, tid, a.mix[t * N + tid], rs);
 			__syncthreads();
@@ -90,9 +91,10 @@ __global__ void mhc_head_serial_kernel(const struct mhc_head_args a)
 	     t += (long long)gridDim.x * blockDim.x) {
 		const align_bf16 *xt = a.x + t * a.K;
 		float mix[MHC_MAX_N], pre[MHC_MAX_N];
-		const float rs = mhc_dev_rms(mhc_pairwise_sq_seq(xt, a.K), a.K, a.inv_rms, a.norm_eps);
+		const float rs = mhc_dev_rms(mhc_pairwise_sq_seq(xt, a.K), a.K, a.mm.inv_rms, a.norm_eps);
 		for (int i = 0; i < N; i++)
-			mix[i] = mm_dot_ref(xt, 1, a.fn + (long long)i * a.K, 0, a.K, a.opd_x, a.opd_fn, a.accum, 0);
+			mix[i] = mm_dot_ref(xt, 1, a.fn + (long long)i * a.K, 0, a.K, a.mm.opd_x, a.mm.opd_fn,
+					    a.mm.accum, 0);
 		for (int i = 0; i < N; i++)
 			pre[i] = mhc_head_coef(a, i, mix[i], rs);
 		for (int d = 0; d < a.D; d++)
@@ -110,7 +112,7 @@ extern "C" int mhc_head_fwd_cuda(const void *params, const struct align_modes *m
 	ALIGN_TRY(dev->err, mhc_launch_resolve("mhc_head", launch, &L, dev->err));
 	ALIGN_TRY(dev->err, mhc_head_cfg_init(&c, (const struct mhc_params *)params, m, in, n_in, out, n_out,
 					      ALIGN_DEVICE_CUDA, dev->err));
-	ALIGN_TRY(dev->err, ops_check_data(dev->err, ops_at(ALIGN_OP_mhc_head), in, n_in, out, n_out));
+	ALIGN_TRY(dev->err, op_cfg_data(dev->err, "mhc_head", in, n_in, out, n_out));
 	const int64_t T = c.T, N = c.N;
 	if (T == 0)
 		return 0;
@@ -128,14 +130,8 @@ extern "C" int mhc_head_fwd_cuda(const void *params, const struct align_modes *m
 	a.rows = L.rows;
 	a.hc_eps = c.p.hc_eps;
 	a.norm_eps = c.p.norm_eps;
-	a.inv_rms = c.mm.inv_rms;
+	a.mm = c.mm;
 	a.emode = mhc_emode(&c.mm);
-	a.computeh_fma = c.mm.computeh_fma;
-	a.param_bf16 = c.mm.param_bf16;
-	a.coef_bf16 = c.mm.coef_bf16;
-	a.accum = c.mm.accum;
-	a.opd_x = c.mm.opd_x;
-	a.opd_fn = c.mm.opd_fn;
 	if (L.serial) {
 		ALIGN_CUDA_LAUNCH(mhc_head_serial_kernel, mhc_grid((T + L.threads - 1) / L.threads, L.grid_cap),
 				  L.threads, 0, stream, a);

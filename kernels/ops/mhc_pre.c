@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 
+#include "op_cfg.h"
 #include "ops.h"
 #include "torch_order.h"
 
@@ -12,12 +13,17 @@ int mhc_modes_init(struct mhc_modes *c, const char *op, const struct align_modes
 		   struct align_err *err)
 {
 	int v;
-	ALIGN_TRY(err, ops_cfg_math(err, op, m, device, &c->math));
-	OPS_CFG_FLAG(MHC_EXP, EXP, EXP2, c->exp2)
-	OPS_CFG_FLAG(MHC_RMS_FORM, RSQRT, INV_RMS, c->inv_rms)
-	OPS_CFG_FLAG(MHC_PARAM, FP32, BF16, c->param_bf16)
-	OPS_CFG_FLAG(MHC_COEF, FP32, BF16, c->coef_bf16)
-	OPS_CFG_FLAG(MHC_COMPUTEH_FMA, OFF, ON, c->computeh_fma)
+	ALIGN_TRY(err, op_cfg_math(err, op, "mhc_modes_init", m, device, &c->math));
+	ALIGN_TRY(err, op_cfg_flag(err, op, "mhc_modes_init", m,
+				   MODE_MHC_EXP, ALIGN_MHC_EXP_EXP, ALIGN_MHC_EXP_EXP2, &c->exp2));
+	ALIGN_TRY(err, op_cfg_flag(err, op, "mhc_modes_init", m,
+				   MODE_MHC_RMS_FORM, ALIGN_MHC_RMS_FORM_RSQRT, ALIGN_MHC_RMS_FORM_INV_RMS, &c->inv_rms));
+	ALIGN_TRY(err, op_cfg_flag(err, op, "mhc_modes_init", m,
+				   MODE_MHC_PARAM, ALIGN_MHC_PARAM_FP32, ALIGN_MHC_PARAM_BF16, &c->param_bf16));
+	ALIGN_TRY(err, op_cfg_flag(err, op, "mhc_modes_init", m,
+				   MODE_MHC_COEF, ALIGN_MHC_COEF_FP32, ALIGN_MHC_COEF_BF16, &c->coef_bf16));
+	ALIGN_TRY(err, op_cfg_flag(err, op, "mhc_modes_init", m,
+				   MODE_MHC_COMPUTEH_FMA, ALIGN_MHC_COMPUTEH_FMA_OFF, ALIGN_MHC_COMPUTEH_FMA_ON, &c->computeh_fma));
 	switch ((enum align_MHC_PROJ_GEMM_value)(v = m->v[MODE_MHC_PROJ_GEMM])) {
 	case ALIGN_MHC_PROJ_GEMM_FP32:
 		c->accum = ALIGN_MATMUL_ACCUM_SEQ;
@@ -32,7 +38,7 @@ int mhc_modes_init(struct mhc_modes *c, const char *op, const struct align_modes
 		c->opd_x = ALIGN_MATMUL_OPERAND_TF32;
 		break;
 	default:
-		return ops_cfg_unhandled(err, op, MODE_MHC_PROJ_GEMM, v);
+		return op_cfg_unhandled(err, op, MODE_MHC_PROJ_GEMM, v, "mhc_modes_init");
 	}
 	c->opd_fn = c->param_bf16 ? ALIGN_MATMUL_OPERAND_BF16 : c->opd_x;
 	return ALIGN_OK;
@@ -61,13 +67,13 @@ int mhc_pre_cfg_init(struct mhc_pre_cfg *c, const struct mhc_params *p, const st
 	ALIGN_TRY(err, mhc_check_x(op, &in[0], device, err));
 	int64_t T = in[0].shape[0], N = in[0].shape[1], D = in[0].shape[2], K = N * D, R = (2 + N) * N;
 	int64_t fs[2] = {R, K}, bs[1] = {R}, ss[1] = {3}, ys[2] = {T, D}, ns[2] = {T, N}, cs[3] = {T, N, N};
-	ALIGN_TRY(err, ops_check_desc(err, op, "fn", &in[1], ALIGN_DT_F32, 2, fs));
-	ALIGN_TRY(err, ops_check_desc(err, op, "base", &in[2], ALIGN_DT_F32, 1, bs));
-	ALIGN_TRY(err, ops_check_desc(err, op, "scale", &in[3], ALIGN_DT_F32, 1, ss));
-	ALIGN_TRY(err, ops_check_desc(err, op, "y", &out[0], ALIGN_DT_BF16, 2, ys));
-	ALIGN_TRY(err, ops_check_desc(err, op, "pre", &out[1], ALIGN_DT_F32, 2, ns));
-	ALIGN_TRY(err, ops_check_desc(err, op, "post", &out[2], ALIGN_DT_F32, 2, ns));
-	ALIGN_TRY(err, ops_check_desc(err, op, "comb", &out[3], ALIGN_DT_F32, 3, cs));
+	ALIGN_TRY(err, op_cfg_tensor(err, op, "input", "fn", &in[1], ALIGN_DT_F32, 2, fs));
+	ALIGN_TRY(err, op_cfg_tensor(err, op, "input", "base", &in[2], ALIGN_DT_F32, 1, bs));
+	ALIGN_TRY(err, op_cfg_tensor(err, op, "input", "scale", &in[3], ALIGN_DT_F32, 1, ss));
+	ALIGN_TRY(err, op_cfg_tensor(err, op, "output", "y", &out[0], ALIGN_DT_BF16, 2, ys));
+	ALIGN_TRY(err, op_cfg_tensor(err, op, "output", "pre", &out[1], ALIGN_DT_F32, 2, ns));
+	ALIGN_TRY(err, op_cfg_tensor(err, op, "output", "post", &out[2], ALIGN_DT_F32, 2, ns));
+	ALIGN_TRY(err, op_cfg_tensor(err, op, "output", "comb", &out[3], ALIGN_DT_F32, 3, cs));
 	c->T = T, c->N = N, c->D = D, c->K = K, c->R = R;
 	c->p = *p;
 	ALIGN_TRY(err, mhc_modes_init(&c->mm, op, m, device, err));
@@ -79,11 +85,14 @@ int mhc_pre_cfg_init(struct mhc_pre_cfg *c, const struct mhc_params *p, const st
 		c->sinkhorn = v;
 		break;
 	default:
-		return ops_cfg_unhandled(err, op, MODE_MHC_SINKHORN, v);
+		return op_cfg_unhandled(err, op, MODE_MHC_SINKHORN, v, "mhc_pre_cfg_init");
 	}
-	OPS_CFG_FLAG(MHC_SUM_ORDER, SEQ, TORCH, c->torch_sums)
-	OPS_CFG_FLAG(MHC_HPRE_EPS, OFF, ON, c->hpre_eps)
-	OPS_CFG_FLAG(MHC_HPOST_EPS, OFF, ON, c->hpost_eps)
+	ALIGN_TRY(err, op_cfg_flag(err, op, "mhc_pre_cfg_init", m,
+				   MODE_MHC_SUM_ORDER, ALIGN_MHC_SUM_ORDER_SEQ, ALIGN_MHC_SUM_ORDER_TORCH, &c->torch_sums));
+	ALIGN_TRY(err, op_cfg_flag(err, op, "mhc_pre_cfg_init", m,
+				   MODE_MHC_HPRE_EPS, ALIGN_MHC_HPRE_EPS_OFF, ALIGN_MHC_HPRE_EPS_ON, &c->hpre_eps));
+	ALIGN_TRY(err, op_cfg_flag(err, op, "mhc_pre_cfg_init", m,
+				   MODE_MHC_HPOST_EPS, ALIGN_MHC_HPOST_EPS_OFF, ALIGN_MHC_HPOST_EPS_ON, &c->hpost_eps));
 	return ALIGN_OK;
 }
 
@@ -177,7 +186,7 @@ int mhc_pre_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, con
 {
 	struct mhc_pre_cfg c;
 	ALIGN_TRY(NULL, mhc_pre_cfg_init(&c, p, m, in, n_in, out, n_out, ALIGN_DEVICE_CPU, NULL));
-	ALIGN_TRY(NULL, ops_check_data(NULL, ops_at(ALIGN_OP_mhc_pre), in, n_in, out, n_out));
+	ALIGN_TRY(NULL, op_cfg_data(NULL, "mhc_pre", in, n_in, out, n_out));
 	const int64_t T = c.T, N = c.N, D = c.D, K = c.K, R = c.R;
 	const struct mhc_modes *mm = &c.mm;
 	float *buf = malloc(((size_t)R * K + 3 * (size_t)K) * sizeof(float));
@@ -250,7 +259,7 @@ static int cfg_check(const void *params, const struct align_modes *m, const stru
 {
 	struct align_tensor in[4], out[4];
 	struct mhc_pre_cfg c;
-	ALIGN_TRY(err, ops_tensor_descs(ops_at(ALIGN_OP_mhc_pre), d, m, in, out, err));
+	ALIGN_TRY(err, op_cfg_tensors(&mhc_pre_impl, m, d, in, out, err));
 	return mhc_pre_cfg_init(&c, params, m, in, 4, out, 4, device, err);
 }
 

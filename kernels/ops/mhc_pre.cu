@@ -39,6 +39,7 @@
 #include <stdio.h>
 
 #include "mhc_cuda.cuh"
+#include "op_cfg.h"
 #include "torch_order.h"
 
 struct mhc_pre_args {
@@ -54,8 +55,8 @@ struct mhc_pre_args {
 	int rows; /* tokens per CTA */
 	int iters;
 	float hc_eps, norm_eps;
-	int inv_rms, emode, computeh_fma, param_bf16, coef_bf16; /* struct mhc_modes; emode: mhc_emode */
-	int accum, opd_x, opd_fn; /* the mapping dot (struct mhc_modes) */
+	struct mhc_modes mm; /* the decoded switches (the config's) */
+	int emode;	     /* mhc_emode(&mm) */
 	int hpre_eps, hpost_eps;  /* 1: MHC_HPRE_EPS=on, MHC_HPOST_EPS=on */
 	int sinkhorn;		  /* ALIGN_MHC_SINKHORN_* */
 	int torch_sums;		  /* MHC_SUM_ORDER=torch */
@@ -142,11 +143,11 @@ __device__ __forceinline__ float mhc_pre_h(const struct mhc_pre_args &a, int r, 
 {
 	const int N = a.N;
 	float sc = a.scale[r < N ? 0 : r < 2 * N ? 1 : 2], bs = a.base[r];
-	if (a.param_bf16) {
+	if (a.mm.param_bf16) {
 		sc = align_round_bf16(sc);
 		bs = align_round_bf16(bs);
 	}
-	return mhc_dev_compute_h(mix, rs, sc, bs, a.computeh_fma);
+	return mhc_dev_compute_h(mix, rs, sc, bs, a.mm.computeh_fma);
 }
 
 /* pre_i and post_i (mhc_pre.h step 4) from h */
@@ -182,7 +183,7 @@ __global__ void mhc_pre_token_kernel(const struct mhc_pre_args a)
 	for (long long grp = blockIdx.x; grp < groups; grp += gridDim.x)
 		for (long long t = grp * a.rows; t < (grp + 1) * a.rows && t < a.T; t++) {
 			const float ss = mhc_block_sumsq(a.x + t * a.K, a.K, red);
-			const float rs = mhc_dev_rms(ss, a.K, a.inv_rms, a.norm_eps);
+			const float rs = mhc_dev_rms(ss, a.K, a.mm.inv_rms, a.norm_eps);
 			for (int r = tid; r < R; r += nt)
 				h[r] = mhc_pre_h(a, r, a.mix[t * R + r], rs);
 			__syncthreads();
@@ -191,7 +192,7 @@ __global__ void mhc_pre_token_kernel(const struct mhc_pre_args a)
 				mhc_pre_coefs(a, h, tid, &pv, &qv);
 				a.pre[t * N + tid] = pv;
 				a.post[t * N + tid] = qv;
-				coef[tid] = a.coef_bf16 ? align_round_bf16(pv) : pv;
+				coef[tid] = a.mm.coef_bf16 ? align_round_bf16(pv) : pv;
 			}
 			if (tid < N * N)
 				M[tid] = h[2 * N + tid];
@@ -252,15 +253,18 @@ __global__ void mhc_pre_serial_kernel(const struct mhc_pre_args a)
 	     t += (long long)gridDim.x * blockDim.x) {
 		const align_bf16 *xt = a.x + t * a.K;
 		float h[(2 + MHC_MAX_N) * MHC_MAX_N], coef[MHC_MAX_N];
-		const float rs = mhc_dev_rms(mhc_pairwise_sq_seq(xt, a.K), a.K, a.inv_rms, a.norm_eps);
+		const float rs = mhc_dev_rms(mhc_pairwise_sq_seq(xt, a.K), a.K, a.mm.inv_rms, a.norm_eps);
 		for (int r = 0; r < R; r++)
-			h[r] = mhc_pre_h(a, r, mm_dot_ref(xt, 1, a.fn + (long long)r * a.K, 0, a.K, a.opd_x, a.opd_fn, a.accum, 0), rs);
+			h[r] = mhc_pre_h(a, r,
+					 mm_dot_ref(xt, 1, a.fn + (long long)r * a.K, 0, a.K, a.mm.opd_x, a.mm.opd_fn,
+						    a.mm.accum, 0),
+					 rs);
 		for (int i = 0; i < N; i++) {
 			float pv, qv;
 			mhc_pre_coefs(a, h, i, &pv, &qv);
 			a.pre[t * N + i] = pv;
 			a.post[t * N + i] = qv;
-			coef[i] = a.coef_bf16 ? align_round_bf16(pv) : pv;
+			coef[i] = a.mm.coef_bf16 ? align_round_bf16(pv) : pv;
 		}
 		float *M = a.comb + t * N * N;
 		for (int i = 0; i < N * N; i++)
@@ -281,7 +285,7 @@ extern "C" int mhc_pre_fwd_cuda(const void *params, const struct align_modes *m,
 	ALIGN_TRY(dev->err, mhc_launch_resolve("mhc_pre", launch, &L, dev->err));
 	ALIGN_TRY(dev->err, mhc_pre_cfg_init(&c, (const struct mhc_params *)params, m, in, n_in, out, n_out,
 					     ALIGN_DEVICE_CUDA, dev->err));
-	ALIGN_TRY(dev->err, ops_check_data(dev->err, ops_at(ALIGN_OP_mhc_pre), in, n_in, out, n_out));
+	ALIGN_TRY(dev->err, op_cfg_data(dev->err, "mhc_pre", in, n_in, out, n_out));
 	const int64_t T = c.T, R = c.R;
 	if (T == 0)
 		return 0;
@@ -303,14 +307,8 @@ extern "C" int mhc_pre_fwd_cuda(const void *params, const struct align_modes *m,
 	a.iters = c.p.sinkhorn_iters;
 	a.hc_eps = c.p.hc_eps;
 	a.norm_eps = c.p.norm_eps;
-	a.inv_rms = c.mm.inv_rms;
+	a.mm = c.mm;
 	a.emode = mhc_emode(&c.mm);
-	a.computeh_fma = c.mm.computeh_fma;
-	a.param_bf16 = c.mm.param_bf16;
-	a.coef_bf16 = c.mm.coef_bf16;
-	a.accum = c.mm.accum;
-	a.opd_x = c.mm.opd_x;
-	a.opd_fn = c.mm.opd_fn;
 	a.hpre_eps = c.hpre_eps;
 	a.hpost_eps = c.hpost_eps;
 	a.sinkhorn = c.sinkhorn;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "matmul.h"
+#include "op_cfg.h"
 #include "ops.h"
 #include "torch_order.h"
 
@@ -94,7 +95,7 @@ static void scores(const struct router_cfg *c, const float *l, float *s)
 static int cfg_modes(struct router_cfg *c, const struct align_modes *m, int device, struct align_err *err)
 {
 	const char *op = "router";
-	ALIGN_TRY(err, ops_cfg_math(err, op, m, device, &c->math));
+	ALIGN_TRY(err, op_cfg_math(err, op, "router_cfg_init", m, device, &c->math));
 	int v = m->v[MODE_ROUTER_GEMM];
 	switch ((enum align_ROUTER_GEMM_value)v) {
 	case ALIGN_ROUTER_GEMM_FP32:
@@ -108,10 +109,13 @@ static int cfg_modes(struct router_cfg *c, const struct align_modes *m, int devi
 		c->x_opd = c->w_opd = ALIGN_MATMUL_OPERAND_TF32;
 		break;
 	default:
-		return ops_cfg_unhandled(err, op, MODE_ROUTER_GEMM, v);
+		return op_cfg_unhandled(err, op, MODE_ROUTER_GEMM, v, "router_cfg_init");
 	}
-	OPS_CFG_FLAG(ROUTER_SQRTSOFTPLUS_EPS, NONE, 1E_20, c->sp_eps)
-	OPS_CFG_FLAG(ROUTER_NORM_EPS, NONE, 1E_20, c->norm_eps)
+	ALIGN_TRY(err, op_cfg_flag(err, op, "router_cfg_init", m,
+				   MODE_ROUTER_SQRTSOFTPLUS_EPS, ALIGN_ROUTER_SQRTSOFTPLUS_EPS_NONE,
+				   ALIGN_ROUTER_SQRTSOFTPLUS_EPS_1E_20, &c->sp_eps));
+	ALIGN_TRY(err, op_cfg_flag(err, op, "router_cfg_init", m,
+				   MODE_ROUTER_NORM_EPS, ALIGN_ROUTER_NORM_EPS_NONE, ALIGN_ROUTER_NORM_EPS_1E_20, &c->norm_eps));
 	switch ((enum align_ROUTER_SUM_value)(v = m->v[MODE_ROUTER_SUM])) {
 	case ALIGN_ROUTER_SUM_FP32:
 	case ALIGN_ROUTER_SUM_FP64:
@@ -119,7 +123,7 @@ static int cfg_modes(struct router_cfg *c, const struct align_modes *m, int devi
 		c->sum = v;
 		break;
 	default:
-		return ops_cfg_unhandled(err, op, MODE_ROUTER_SUM, v);
+		return op_cfg_unhandled(err, op, MODE_ROUTER_SUM, v, "router_cfg_init");
 	}
 	switch ((enum align_ROUTER_TOPK_ORDER_value)(v = m->v[MODE_ROUTER_TOPK_ORDER])) {
 	case ALIGN_ROUTER_TOPK_ORDER_SORTED:
@@ -128,10 +132,12 @@ static int cfg_modes(struct router_cfg *c, const struct align_modes *m, int devi
 		c->topk_order = v;
 		break;
 	default:
-		return ops_cfg_unhandled(err, op, MODE_ROUTER_TOPK_ORDER, v);
+		return op_cfg_unhandled(err, op, MODE_ROUTER_TOPK_ORDER, v, "router_cfg_init");
 	}
-	OPS_CFG_FLAG(ROUTER_GROUP_MASK, NEGINF, ZERO, c->mask_zero)
-	OPS_CFG_FLAG(ROUTER_HASH_TABLE, TABLE, PLACEHOLDER, c->placeholder)
+	ALIGN_TRY(err, op_cfg_flag(err, op, "router_cfg_init", m,
+				   MODE_ROUTER_GROUP_MASK, ALIGN_ROUTER_GROUP_MASK_NEGINF, ALIGN_ROUTER_GROUP_MASK_ZERO, &c->mask_zero));
+	ALIGN_TRY(err, op_cfg_flag(err, op, "router_cfg_init", m,
+				   MODE_ROUTER_HASH_TABLE, ALIGN_ROUTER_HASH_TABLE_TABLE, ALIGN_ROUTER_HASH_TABLE_PLACEHOLDER, &c->placeholder));
 	return ALIGN_OK;
 }
 
@@ -145,13 +151,13 @@ int router_cfg_init(struct router_cfg *c, const struct router_params *p, const s
 				  "router: expects x[T,D], w[E,D], bias[E], ids[T], tid2eid[V,K] -> idx[T,K], wt[T,K]");
 	int64_t T = in[0].shape[0], D = in[0].shape[1], E = in[1].shape[0], V = in[4].shape[0], K = in[4].shape[1];
 	int64_t xs[2] = {T, D}, ws[2] = {E, D}, es[1] = {E}, ts[1] = {T}, hs[2] = {V, K}, ks[2] = {T, K};
-	ALIGN_TRY(err, ops_check_desc(err, "router", "x", &in[0], ALIGN_DT_BF16, 2, xs));
-	ALIGN_TRY(err, ops_check_desc(err, "router", "w", &in[1], ALIGN_DT_F32, 2, ws));
-	ALIGN_TRY(err, ops_check_desc(err, "router", "bias", &in[2], ALIGN_DT_F32, 1, es));
-	ALIGN_TRY(err, ops_check_desc(err, "router", "ids", &in[3], ALIGN_DT_I32, 1, ts));
-	ALIGN_TRY(err, ops_check_desc(err, "router", "tid2eid", &in[4], ALIGN_DT_I32, 2, hs));
-	ALIGN_TRY(err, ops_check_desc(err, "router", "idx", &out[0], ALIGN_DT_I32, 2, ks));
-	ALIGN_TRY(err, ops_check_desc(err, "router", "wt", &out[1], ALIGN_DT_F32, 2, ks));
+	ALIGN_TRY(err, op_cfg_tensor(err, "router", "input", "x", &in[0], ALIGN_DT_BF16, 2, xs));
+	ALIGN_TRY(err, op_cfg_tensor(err, "router", "input", "w", &in[1], ALIGN_DT_F32, 2, ws));
+	ALIGN_TRY(err, op_cfg_tensor(err, "router", "input", "bias", &in[2], ALIGN_DT_F32, 1, es));
+	ALIGN_TRY(err, op_cfg_tensor(err, "router", "input", "ids", &in[3], ALIGN_DT_I32, 1, ts));
+	ALIGN_TRY(err, op_cfg_tensor(err, "router", "input", "tid2eid", &in[4], ALIGN_DT_I32, 2, hs));
+	ALIGN_TRY(err, op_cfg_tensor(err, "router", "output", "idx", &out[0], ALIGN_DT_I32, 2, ks));
+	ALIGN_TRY(err, op_cfg_tensor(err, "router", "output", "wt", &out[1], ALIGN_DT_F32, 2, ks));
 	if (K > E || K > ROUTER_MAX_K)
 		return align_fail(err, ALIGN_ERR_INPUT, "router: K = %lld must lie in 0..min(E = %lld, %d)", (long long)K,
 				  (long long)E, ROUTER_MAX_K);
@@ -231,7 +237,7 @@ int router_fwd_cpu(const struct router_params *p, const struct align_modes *m, c
 {
 	struct router_cfg c;
 	ALIGN_TRY(NULL, router_cfg_init(&c, p, m, in, n_in, out, n_out, ALIGN_DEVICE_CPU, NULL));
-	ALIGN_TRY(NULL, ops_check_data(NULL, ops_at(ALIGN_OP_router), in, n_in, out, n_out));
+	ALIGN_TRY(NULL, op_cfg_data(NULL, "router", in, n_in, out, n_out));
 	const int64_t T = c.T, D = c.D, E = c.E, K = c.K;
 	float *buf = malloc(((size_t)E * D + (size_t)D + 3 * (size_t)E) * sizeof(float) + (size_t)E);
 	if (!buf)
@@ -294,7 +300,7 @@ static int cfg_check(const void *params, const struct align_modes *m, const stru
 {
 	struct align_tensor in[5], out[2];
 	struct router_cfg c;
-	ALIGN_TRY(err, ops_tensor_descs(ops_at(ALIGN_OP_router), d, m, in, out, err));
+	ALIGN_TRY(err, op_cfg_tensors(&router_impl, m, d, in, out, err));
 	return router_cfg_init(&c, params, m, in, 5, out, 2, device, err);
 }
 

@@ -37,6 +37,7 @@
 #include "math_cuda.cuh"
 #include "matmul.h"
 #include "rows_cuda.cuh"
+#include "op_cfg.h"
 #include "torch_order.h"
 
 #define RT_BM 64    /* tokens per GEMM tile */
@@ -388,7 +389,7 @@ extern "C" int router_fwd_cuda(const void *params, const struct align_modes *m, 
 	struct router_cfg c;
 	ALIGN_TRY(dev->err, router_cfg_init(&c, (const struct router_params *)params, m, in, n_in, out, n_out,
 	                                    ALIGN_DEVICE_CUDA, dev->err));
-	ALIGN_TRY(dev->err, ops_check_data(dev->err, ops_at(ALIGN_OP_router), in, n_in, out, n_out));
+	ALIGN_TRY(dev->err, op_cfg_data(dev->err, "router", in, n_in, out, n_out));
 	struct align_launch none = {0, 0, 0, 0};
 	const struct align_launch *L = launch ? launch : &none;
 	if (L->block < 0 || L->rows_per_block < 0 || L->grid_cap < 0 || L->serial < 0)
