@@ -158,29 +158,50 @@ static inline void ops_st(struct align_tensor *t, int64_t i, float v)
 		((float *)t->data)[i] = v;
 }
 
-/* exp / log1p as selected by MATH_IMPL (portable, or the C library on the CPU) */
+/* exp / log1p / sigmoid / softplus of MATH_IMPL value `math` (ALIGN_MATH_IMPL_*; a config's decoded
+ * value): portable = numerics.h (binary64 inside, one rounding); libm = the C library and the binary32
+ * formulas 1/(1+expf(-x)) and (x > 20 ? x : log1pf(expf(x))) (torch CPU style) */
+static inline float ops_math_expf(int math, float x)
+{
+	return math == ALIGN_MATH_IMPL_LIBM ? mimic_libm_expf(x) : align_expf(x);
+}
+
+static inline float ops_math_log1pf(int math, float x)
+{
+	return math == ALIGN_MATH_IMPL_LIBM ? mimic_libm_log1pf(x) : align_log1pf(x);
+}
+
+static inline float ops_math_sigmoidf(int math, float x)
+{
+	return math == ALIGN_MATH_IMPL_LIBM ? 1.0f / (1.0f + mimic_libm_expf(-x)) : align_sigmoidf(x);
+}
+
+static inline float ops_math_softplusf(int math, float x)
+{
+	if (math != ALIGN_MATH_IMPL_LIBM)
+		return align_softplusf(x);
+	return x > 20.0f ? x : mimic_libm_log1pf(mimic_libm_expf(x));
+}
+
+/* the same, reading MATH_IMPL from m */
 static inline float ops_expf(const struct align_modes *m, float x)
 {
-	return m->v[MODE_MATH_IMPL] == ALIGN_MATH_IMPL_LIBM ? mimic_libm_expf(x) : align_expf(x);
+	return ops_math_expf(m->v[MODE_MATH_IMPL], x);
 }
 
 static inline float ops_log1pf(const struct align_modes *m, float x)
 {
-	return m->v[MODE_MATH_IMPL] == ALIGN_MATH_IMPL_LIBM ? mimic_libm_log1pf(x) : align_log1pf(x);
+	return ops_math_log1pf(m->v[MODE_MATH_IMPL], x);
 }
 
-/* sigmoid / softplus: portable = numerics.h (binary64 inside, one rounding); libm = the binary32
- * formulas 1/(1+expf(-x)) and (x > 20 ? x : log1pf(expf(x))) on the C library (torch CPU style) */
 static inline float ops_sigmoidf(const struct align_modes *m, float x)
 {
-	return m->v[MODE_MATH_IMPL] == ALIGN_MATH_IMPL_LIBM ? 1.0f / (1.0f + mimic_libm_expf(-x)) : align_sigmoidf(x);
+	return ops_math_sigmoidf(m->v[MODE_MATH_IMPL], x);
 }
 
 static inline float ops_softplusf(const struct align_modes *m, float x)
 {
-	if (m->v[MODE_MATH_IMPL] != ALIGN_MATH_IMPL_LIBM)
-		return align_softplusf(x);
-	return x > 20.0f ? x : mimic_libm_log1pf(mimic_libm_expf(x));
+	return ops_math_softplusf(m->v[MODE_MATH_IMPL], x);
 }
 
 #endif /* ALIGN_OPS_H */

@@ -57,11 +57,14 @@
  * FMA peak with FMA off (the 40 % goal sits at the edge of what FMA-off arithmetic allows) and
  * ~70-80 % of it with FMA on. tests/gpu/bench-matmul.cu measures both peaks on the device.
  *
+ * Shapes and modes: matmul_cfg_init (matmul.c, shared with the C twin; it also makes the engine
+ * refusals of matmul.h); this file reads only the config.
  * GPU-only engines (MATMUL_IMPL=tc|cublas|cublas_pinned; semantics and refusals in matmul.h "Engines"): the bottom
- * of this file checks the modes, stages operands (element-wise passes: f32 -> bf16 rounding, bf16 ->
- * f32 widening, fp32 -> bf16 output rounding) into stream-ordered temporaries (cudaMallocAsync /
- * cudaFreeAsync on the op's stream, so every pass, the GEMM and the release are ordered on it) and
- * calls matmul_tc_fwd_cuda_out, cublasGemmEx or cublasLtMatmul with the pinned algorithm. None is a twin
+ * of this file stages operands (element-wise passes: f32 -> bf16 rounding, bf16 -> f32 widening, fp32
+ * -> bf16 output rounding) into temporaries carved from the device context's workspace (one
+ * align_dev_scratch call per op call, 256-byte aligned pieces; every pass and the GEMM are ordered on
+ * dev->stream) and calls matmul_tc_fwd_cuda_out, cublasGemmEx or cublasLtMatmul with the pinned
+ * algorithm, on the context's cuBLAS / cuBLASLt handles (created once). None is a twin
  * of the C code; the emulator build (ALIGN_CUDA_EMU) refuses them with status 4. Check:
  * tests/gpu/test-matmul-impl.cu.
  *
@@ -75,6 +78,7 @@
 #include "matmul_cuda.h"
 #include "matmul_dev.cuh"
 #include "ops_cuda.h"
+#include "op_cfg.h"
 /* The GPU-only engines. The emulator (tests/gpu/emu) has no cuBLAS and refuses cublas (status 4); it
  * refuses tc too unless built with ALIGN_EMU_MATMUL_TC (then kernels/ops/matmul_tc.cu must be linked). */
 #if !defined(ALIGN_CUDA_EMU) || defined(ALIGN_EMU_MATMUL_TC)
@@ -98,14 +102,14 @@ struct mm_args {
 	int m, n, k;
 	int a_bf16, b_bf16, y_bf16;
 	int a_vec, b_vec; /* 1: rows may be read 4 elements at a time (stride and pointer aligned) */
-	int opd_a, opd_b; /* enum matmul_operand */
+	int opd_a, opd_b; /* ALIGN_MATMUL_OPERAND_* */
 	int chunk;	  /* split16: ceil(k / 16) */
 };
 
 template <int ACC> struct mm_acc_type {
 	typedef float type;
 };
-template <> struct mm_acc_type<MATMUL_ACC_F64> {
+template <> struct mm_acc_type<ALIGN_MATMUL_ACCUM_FP64> {
 	typedef double type;
 };
 
@@ -234,7 +238,7 @@ __device__ __forceinline__ void mm_kstep(acc_t (&acc)[TM][TN], const float *as, 
 	for (int i = 0; i < TM; i++)
 #pragma unroll
 		for (int j = 0; j < TN; j++) {
-			if (ACC == MATMUL_ACC_F64)
+			if (ACC == ALIGN_MATMUL_ACCUM_FP64)
 				acc[i][j] = acc[i][j] + (acc_t)((double)av[i] * (double)bv[j]);
 			else if (FMA)
 				acc[i][j] = (acc_t)fmaf(av[i], bv[j], (float)acc[i][j]);
@@ -250,12 +254,12 @@ __device__ __forceinline__ void mm_tile(const struct mm_args &g, int m0, int n0,
 {
 	constexpr int NTX = BN / TN, NT = (BM / TM) * NTX;
 	constexpr int A_PER = (BM * BK / 4 + NT - 1) / NT, B_PER = (BN * BK / 4 + NT - 1) / NT;
-	constexpr bool SPLIT = ACC == MATMUL_ACC_SPLIT16;
+	constexpr bool SPLIT = ACC == ALIGN_MATMUL_ACCUM_SPLIT16;
 	constexpr int SM = SPLIT ? TM : 1, SN = SPLIT ? TN : 1;
 	typedef typename mm_acc_type<ACC>::type acc_t;
 	const int tid = threadIdx.x, tx = tid % NTX, ty = tid / NTX;
 	/* -0 + x == x for every x: the FMA-off start; +0 is the fmaf start and the fp64 start */
-	const acc_t init = (ACC == MATMUL_ACC_F64 || FMA) ? (acc_t)0.0f : (acc_t)-0.0f;
+	const acc_t init = (ACC == ALIGN_MATMUL_ACCUM_FP64 || FMA) ? (acc_t)0.0f : (acc_t)-0.0f;
 	acc_t acc[TM][TN];
 	float tot[SM][SN];
 #pragma unroll
@@ -383,19 +387,33 @@ struct mm_variant {
 	  MM_SMEM_BYTES(BM, BN, BK) }
 /* the five (accumulation, fma) kernels of one tile shape: seq, seq+fma, split16, split16+fma, fp64 */
 #define MM_ROW(BM, BN, BK, TM, TN)                                                                             \
-	{ MM_V(BM, BN, BK, TM, TN, MATMUL_ACC_SEQ, 0), MM_V(BM, BN, BK, TM, TN, MATMUL_ACC_SEQ, 1),            \
-	  MM_V(BM, BN, BK, TM, TN, MATMUL_ACC_SPLIT16, 0), MM_V(BM, BN, BK, TM, TN, MATMUL_ACC_SPLIT16, 1),    \
-	  MM_V(BM, BN, BK, TM, TN, MATMUL_ACC_F64, 0) }
+	{ MM_V(BM, BN, BK, TM, TN, ALIGN_MATMUL_ACCUM_SEQ, 0), MM_V(BM, BN, BK, TM, TN, ALIGN_MATMUL_ACCUM_SEQ, 1),            \
+	  MM_V(BM, BN, BK, TM, TN, ALIGN_MATMUL_ACCUM_SPLIT16, 0), MM_V(BM, BN, BK, TM, TN, ALIGN_MATMUL_ACCUM_SPLIT16, 1),    \
+	  MM_V(BM, BN, BK, TM, TN, ALIGN_MATMUL_ACCUM_FP64, 0) }
 
 static const struct mm_variant mm_variants[MATMUL_TILE_COUNT][5] = {
 	/* LARGE: 8x8 per thread for seq; split16 and fp64 need twice the registers per output: 8x4 */
-	{ MM_V(128, 128, 8, 8, 8, MATMUL_ACC_SEQ, 0), MM_V(128, 128, 8, 8, 8, MATMUL_ACC_SEQ, 1),
-	  MM_V(128, 64, 8, 8, 4, MATMUL_ACC_SPLIT16, 0), MM_V(128, 64, 8, 8, 4, MATMUL_ACC_SPLIT16, 1),
-	  MM_V(128, 64, 8, 8, 4, MATMUL_ACC_F64, 0) },
+	{ MM_V(128, 128, 8, 8, 8, ALIGN_MATMUL_ACCUM_SEQ, 0), MM_V(128, 128, 8, 8, 8, ALIGN_MATMUL_ACCUM_SEQ, 1),
+	  MM_V(128, 64, 8, 8, 4, ALIGN_MATMUL_ACCUM_SPLIT16, 0), MM_V(128, 64, 8, 8, 4, ALIGN_MATMUL_ACCUM_SPLIT16, 1),
+	  MM_V(128, 64, 8, 8, 4, ALIGN_MATMUL_ACCUM_FP64, 0) },
 	MM_ROW(32, 32, 16, 4, 2),  /* SMALL: 128 threads */
 	MM_ROW(16, 32, 32, 2, 4),  /* SKINNY: 64 threads */
 	MM_ROW(128, 4, 16, 2, 4),  /* NARROW: 64 threads */
 };
+
+/* the column of mm_variants for (accum, fma): seq, seq+fma, split16, split16+fma, fp64 (fma ignored) */
+static int mm_variant_index(int accum, int fma)
+{
+	switch ((enum align_MATMUL_ACCUM_value)accum) {
+	case ALIGN_MATMUL_ACCUM_SEQ:
+		return fma;
+	case ALIGN_MATMUL_ACCUM_SPLIT16:
+		return 2 + fma;
+	case ALIGN_MATMUL_ACCUM_FP64:
+	default: /* matmul_cuda_gemm_run refused any other value */
+		return 4;
+	}
+}
 
 static int mm_aligned(const void *p, unsigned bytes)
 {
@@ -422,9 +440,10 @@ extern "C" int matmul_cuda_gemm_run(const struct matmul_cuda_gemm *g, cudaStream
 		return mm_einval("sizes must lie in 0..2^31-1");
 	if (g->lda < g->k || g->ldb < g->k || g->ldy < g->n)
 		return mm_einval("a row stride is shorter than the row");
-	if (g->opd_a < 0 || g->opd_a > MATMUL_OPD_TF32 || g->opd_b < 0 || g->opd_b > MATMUL_OPD_TF32)
+	if (g->opd_a < 0 || g->opd_a >= ALIGN_MATMUL_OPERAND__COUNT || g->opd_b < 0 ||
+	    g->opd_b >= ALIGN_MATMUL_OPERAND__COUNT)
 		return mm_einval("unknown operand rounding");
-	if (g->accum < 0 || g->accum > MATMUL_ACC_F64 || g->tile < 0 || g->tile >= MATMUL_TILE_COUNT)
+	if (g->accum < 0 || g->accum >= ALIGN_MATMUL_ACCUM__COUNT || g->tile < 0 || g->tile >= MATMUL_TILE_COUNT)
 		return mm_einval("unknown accumulation order or tile configuration");
 	if (g->grid_cap < 0 || g->serial_block < 0)
 		return mm_einval("negative launch knob");
@@ -457,8 +476,7 @@ extern "C" int matmul_cuda_gemm_run(const struct matmul_cuda_gemm *g, cudaStream
 		OPS_CUDA_TRY(cudaGetLastError()); /* the launch of matmul_serial_kernel */
 		return 0;
 	}
-	int combo = g->accum == MATMUL_ACC_F64 ? 4 : 2 * (g->accum == MATMUL_ACC_SPLIT16) + (g->fma != 0);
-	const struct mm_variant *v = &mm_variants[g->tile][combo];
+	const struct mm_variant *v = &mm_variants[g->tile][mm_variant_index(g->accum, g->fma != 0)];
 	long long tiles = ((g->m + v->bm - 1) / v->bm) * ((g->n + v->bn - 1) / v->bn);
 	ALIGN_CUDA_LAUNCH(v->fn, mm_grid(tiles, g->grid_cap), v->threads, v->smem, stream, a);
 	OPS_CUDA_TRY(cudaGetLastError()); /* the launch of matmul_portable_kernel */
@@ -479,47 +497,21 @@ static int mm_pick_tile(const struct align_launch *l, int64_t m, int64_t n)
 }
 
 /* ---- the GPU-only engines of the op: MATMUL_IMPL=tc, cublas, cublas_pinned (semantics in matmul.h) ---- */
-
-/* status 4 with one message: the value of mode_id cannot run with the requested engine */
-static int mm_refuse(const struct align_modes *m, int mode_id, const char *why)
-{
-	const char *v = modes_value_name(mode_id, m->v[mode_id]);
-	const char *impl = modes_value_name(MODE_MATMUL_IMPL, m->v[MODE_MATMUL_IMPL]);
-	fprintf(stderr, "error: matmul (cuda): %s=%s is not supported with %s=%s (%s)\n", modes_info(mode_id)->env,
-		v ? v : "?", modes_info(MODE_MATMUL_IMPL)->env, impl ? impl : "?", why);
-	return ALIGN_ERR_UNSUPPORTED;
-}
-
-/* the refusals of matmul.h ("Engines"); 0 when the engine can run these modes */
-static int mm_engine_check(const struct align_modes *m, int impl)
-{
-	if (impl != MATMUL_IMPL_TC && impl != MATMUL_IMPL_CUBLAS && impl != MATMUL_IMPL_CUBLAS_PINNED)
-		return ops_cuda_bad_input("matmul", "unknown MATMUL_IMPL value");
-	if (m->v[MODE_MATMUL_ACCUM] != MATMUL_ACC_SEQ)
-		return mm_refuse(m, MODE_MATMUL_ACCUM, "the engine sums in its own order; only the default is accepted");
-	if (m->v[MODE_MATMUL_FMA] != ALIGN_MATMUL_FMA_OFF)
-		return mm_refuse(m, MODE_MATMUL_FMA, "the engine sums in its own order; only the default is accepted");
-	if (impl == MATMUL_IMPL_TC && m->v[MODE_MATMUL_OPERAND] != MATMUL_OPD_BF16)
-		return mm_refuse(m, MODE_MATMUL_OPERAND, "the tensor-core kernel takes bf16 operands");
-	if (impl == MATMUL_IMPL_CUBLAS_PINNED && m->v[MODE_MATMUL_OPERAND] != MATMUL_OPD_BF16)
-		return mm_refuse(m, MODE_MATMUL_OPERAND, "the pinned algorithm is chosen for bf16 operands");
-	return 0;
-}
+/* The refusals of matmul.h ("Engines") are matmul_cfg_init's (matmul.c); the engines run on checked
+ * tensors and a config that allows them. */
 
 #if defined(MM_HAVE_TC) || defined(MM_HAVE_CUBLAS)
-/* In the engines below: on a failed CUDA / cuBLAS call, set rc (message with call, file and line) and
- * go to `out`, where the temporaries and the handle are released. */
+/* In the engines below: on a failed CUDA call, return 3 with the message in dev->err. */
 #define MM_TRY(call)                                                                                           \
 	do {                                                                                                   \
 		cudaError_t e_ = (call);                                                                       \
-		if (e_ != cudaSuccess) {                                                                       \
-			rc = ops_cuda_fail(#call, e_, __FILE__, __LINE__);                                     \
-			goto out;                                                                              \
-		}                                                                                              \
+		if (e_ != cudaSuccess)                                                                         \
+			return align_dev_fail(dev, #call, (int)e_, __FILE__, __LINE__);                        \
 	} while (0)
 
 #define MM_PASS_THREADS 256
 #define MM_PASS_GRID_CAP 4096 /* element-wise passes: grid-stride beyond 1M threads */
+#define MM_SCRATCH_ALIGN 256  /* offsets of the temporaries inside the workspace */
 
 /* dst[r * ldd + k] = the bf16 operand of src[r * d + k] for k < d (a bf16 element as is, an f32 one
  * rounded to nearest even: matmul_operand bf16), +0 for d <= k < ldd; r < rows */
@@ -548,65 +540,69 @@ static cudaError_t mm_to_bf16(const struct align_tensor *t, int64_t rows, int64_
 	return cudaGetLastError();
 }
 
-/* Stream-ordered release of the temporaries (after the work queued before it); keeps the first error. */
-static int mm_free_tmp(void *const *tmp, int n, int rc, cudaStream_t stream)
+/* The temporaries of one engine call from the device context's workspace (one align_dev_scratch call):
+ * p[i] gets bytes[i] bytes at a 256-byte aligned offset, NULL when bytes[i] is 0. Everything that
+ * uses them is ordered on dev->stream, so the next op's use of the workspace comes after. */
+static int mm_scratch(struct align_dev *dev, const size_t *bytes, void **p, int n)
 {
+	size_t off[4], total = 0;
+	for (int i = 0; i < n; i++) {
+		off[i] = total;
+		total += (bytes[i] + MM_SCRATCH_ALIGN - 1) / MM_SCRATCH_ALIGN * MM_SCRATCH_ALIGN;
+	}
+	void *base = NULL;
+	if (total)
+		ALIGN_TRY(dev->err, align_dev_scratch(dev, total, &base));
 	for (int i = 0; i < n; i++)
-		if (tmp[i]) {
-			cudaError_t e = cudaFreeAsync(tmp[i], stream);
-			if (e != cudaSuccess && rc == 0)
-				rc = ops_cuda_fail("cudaFreeAsync(tmp[i], stream)", e, __FILE__, __LINE__);
-		}
-	return rc;
+		p[i] = bytes[i] ? (void *)((char *)base + off[i]) : NULL;
+	return ALIGN_OK;
 }
 #endif /* MM_HAVE_TC || MM_HAVE_CUBLAS */
 
 #ifdef MM_HAVE_TC
 /* tc: operands the kernel cannot read as they are (f32, D % 8 != 0, not 16-byte aligned) are staged as
  * bf16 rows of kp = D rounded up to 8 elements, zero-padded; an unaligned y goes through a temporary. */
-static int mm_fwd_tc(const struct align_tensor *a, const struct align_tensor *b, struct align_tensor *y, int64_t T,
-		     int64_t D, int64_t F, cudaStream_t stream)
+static int mm_fwd_tc(struct align_dev *dev, const struct matmul_cfg *c, const struct align_tensor *a,
+		     const struct align_tensor *b, struct align_tensor *y)
 {
-	const int64_t kp = (D + 7) / 8 * 8;
+	cudaStream_t stream = (cudaStream_t)dev->stream;
+	const int64_t T = c->T, D = c->D, F = c->F, kp = (D + 7) / 8 * 8;
 	const int y_f32 = y->dtype == ALIGN_DT_F32;
 	const size_t ybytes = (size_t)(T * F) * (y_f32 ? sizeof(float) : sizeof(align_bf16));
 	const int stage_a = a->dtype != ALIGN_DT_BF16 || D % 8 != 0 || !mm_aligned(a->data, 16);
 	const int stage_b = b->dtype != ALIGN_DT_BF16 || D % 8 != 0 || !mm_aligned(b->data, 16);
-	void *tmp[3] = {NULL, NULL, NULL}; /* staged a, staged b, y */
-	const void *pa = a->data, *pb = b->data;
-	void *py = y->data;
+	const int stage_y = !mm_aligned(y->data, 16);
+	const size_t bytes[3] = {stage_a ? (size_t)(T * kp) * sizeof(align_bf16) : 0,
+				 stage_b ? (size_t)(F * kp) * sizeof(align_bf16) : 0, stage_y ? ybytes : 0};
+	void *tmp[3]; /* staged a, staged b, y */
 	struct matmul_tc_params p = {T, F, kp};
-	int rc = 0;
-	if (stage_a) {
-		MM_TRY(cudaMallocAsync(&tmp[0], (size_t)(T * kp) * sizeof(align_bf16), stream));
+	ALIGN_TRY(dev->err, mm_scratch(dev, bytes, tmp, 3));
+	if (stage_a)
 		MM_TRY(mm_to_bf16(a, T, D, (align_bf16 *)tmp[0], kp, stream));
-		pa = tmp[0];
-	}
-	if (stage_b) {
-		MM_TRY(cudaMallocAsync(&tmp[1], (size_t)(F * kp) * sizeof(align_bf16), stream));
+	if (stage_b)
 		MM_TRY(mm_to_bf16(b, F, D, (align_bf16 *)tmp[1], kp, stream));
-		pb = tmp[1];
-	}
-	if (!mm_aligned(py, 16)) {
-		MM_TRY(cudaMallocAsync(&tmp[2], ybytes, stream));
-		py = tmp[2];
-	}
-	rc = matmul_tc_fwd_cuda_out(&p, y_f32, pa, pb, py, stream); /* 2 or 3 with its own message */
-	if (rc == 0 && tmp[2])
+	const void *pa = stage_a ? tmp[0] : a->data, *pb = stage_b ? tmp[1] : b->data;
+	int rc = matmul_tc_fwd_cuda_out(&p, y_f32, pa, pb, stage_y ? tmp[2] : y->data, stream); /* own message */
+	if (rc)
+		return rc;
+	if (stage_y)
 		MM_TRY(cudaMemcpyAsync(y->data, tmp[2], ybytes, cudaMemcpyDeviceToDevice, stream));
-out:
-	return mm_free_tmp(tmp, 3, rc, stream);
+	return ALIGN_OK;
 }
 #endif /* MM_HAVE_TC */
 
 #ifdef MM_HAVE_CUBLAS
+static int mm_cublas_fail(struct align_dev *dev, const char *call, cublasStatus_t s, const char *file, int line)
+{
+	return align_fail(dev->err, ALIGN_ERR_INTERNAL, "%s failed: %s (%s) at %s:%d", call, cublasGetStatusString(s),
+			  cublasGetStatusName(s), file, line);
+}
+
 #define MM_BLAS_TRY(call)                                                                                      \
 	do {                                                                                                   \
 		cublasStatus_t s_ = (call);                                                                    \
-		if (s_ != CUBLAS_STATUS_SUCCESS) {                                                             \
-			rc = mm_cublas_fail(#call, s_, __FILE__, __LINE__);                                    \
-			goto out;                                                                              \
-		}                                                                                              \
+		if (s_ != CUBLAS_STATUS_SUCCESS)                                                               \
+			return mm_cublas_fail(dev, #call, s_, __FILE__, __LINE__);                             \
 	} while (0)
 
 /* dst[i] = F(src[i]), exact widening of bf16 to f32 */
@@ -637,136 +633,104 @@ static cudaError_t mm_round(const float *src, int64_t n, align_bf16 *dst, cudaSt
 	return cudaGetLastError();
 }
 
-static int mm_cublas_fail(const char *call, cublasStatus_t s, const char *file, int line)
+/* t as the cublas engine's operand type into dst (rows x D): bf16 (lowp) or f32 */
+static cudaError_t mm_cublas_stage(const struct align_tensor *t, int64_t rows, int64_t D, int lowp, void *dst,
+				   cudaStream_t stream)
 {
-	fprintf(stderr, "error: %s failed: %s (%s) at %s:%d\n", call, cublasGetStatusString(s), cublasGetStatusName(s),
-		file, line);
-	return ALIGN_ERR_INTERNAL;
+	return lowp ? mm_to_bf16(t, rows, D, (align_bf16 *)dst, D, stream)
+		    : mm_widen((const align_bf16 *)t->data, rows * D, (float *)dst, stream);
 }
 
 /* cublas: y^T[F,T] (column-major, ld F) = b^T... as PyTorch's Linear: gemm(transa = T, transb = N, m = F,
- * n = T, k = D, A = b (ld D), B = a (ld D), C = y (ld F)); operand staging and types per matmul.h. */
-static int mm_fwd_cublas(const struct align_modes *m, const struct align_tensor *a, const struct align_tensor *b,
-			 struct align_tensor *y, int64_t T, int64_t D, int64_t F, cudaStream_t stream)
+ * n = T, k = D, A = b (ld D), B = a (ld D), C = y (ld F)); operand staging and types per matmul.h. The
+ * context's handle; its stream and math mode are set on every call (other users set theirs). */
+static int mm_fwd_cublas(struct align_dev *dev, const struct matmul_cfg *c, const struct align_tensor *a,
+			 const struct align_tensor *b, struct align_tensor *y)
 {
-	const int opd = m->v[MODE_MATMUL_OPERAND], lowp = opd == MATMUL_OPD_BF16, y_bf16 = y->dtype == ALIGN_DT_BF16;
+	cudaStream_t stream = (cudaStream_t)dev->stream;
+	const int64_t T = c->T, D = c->D, F = c->F;
+	const int opd = c->operand, lowp = opd == ALIGN_MATMUL_OPERAND_BF16, y_bf16 = y->dtype == ALIGN_DT_BF16;
 	const cudaDataType_t ab_type = lowp ? CUDA_R_16BF : CUDA_R_32F;
 	const cudaDataType_t c_type = lowp && y_bf16 ? CUDA_R_16BF : CUDA_R_32F;
-	const cublasComputeType_t compute = opd == MATMUL_OPD_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-	const cublasMath_t math = opd == MATMUL_OPD_F32 ? CUBLAS_PEDANTIC_MATH : CUBLAS_DEFAULT_MATH;
+	const cublasComputeType_t compute =
+		opd == ALIGN_MATMUL_OPERAND_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+	const cublasMath_t math = opd == ALIGN_MATMUL_OPERAND_FP32 ? CUBLAS_PEDANTIC_MATH : CUBLAS_DEFAULT_MATH;
+	const size_t es = lowp ? sizeof(align_bf16) : sizeof(float);
+	const int stage_a = lowp ? a->dtype != ALIGN_DT_BF16 : a->dtype != ALIGN_DT_F32;
+	const int stage_b = lowp ? b->dtype != ALIGN_DT_BF16 : b->dtype != ALIGN_DT_F32;
+	const int stage_y = !lowp && y_bf16; /* the fp32 result before its bf16 rounding */
+	const size_t bytes[3] = {stage_a ? (size_t)(T * D) * es : 0, stage_b ? (size_t)(F * D) * es : 0,
+				 stage_y ? (size_t)(T * F) * sizeof(float) : 0};
 	const float one = 1.0f, zero = 0.0f;
-	void *tmp[3] = {NULL, NULL, NULL}; /* a, b as the GEMM's type; fp32 result before its bf16 rounding */
-	const void *pa = a->data, *pb = b->data;
-	void *pc = y->data;
-	cublasHandle_t h = NULL;
-	int rc = 0;
+	void *tmp[3], *hv = NULL;
 	if (T > INT_MAX || D > INT_MAX || F > INT_MAX)
-		return ops_cuda_bad_input("matmul", "MATMUL_IMPL=cublas takes T, D and F below 2^31");
-	if (lowp ? a->dtype != ALIGN_DT_BF16 : a->dtype != ALIGN_DT_F32) {
-		MM_TRY(cudaMallocAsync(&tmp[0], (size_t)(T * D) * (lowp ? sizeof(align_bf16) : sizeof(float)), stream));
-		MM_TRY(lowp ? mm_to_bf16(a, T, D, (align_bf16 *)tmp[0], D, stream)
-			    : mm_widen((const align_bf16 *)a->data, T * D, (float *)tmp[0], stream));
-		pa = tmp[0];
-	}
-	if (lowp ? b->dtype != ALIGN_DT_BF16 : b->dtype != ALIGN_DT_F32) {
-		MM_TRY(cudaMallocAsync(&tmp[1], (size_t)(F * D) * (lowp ? sizeof(align_bf16) : sizeof(float)), stream));
-		MM_TRY(lowp ? mm_to_bf16(b, F, D, (align_bf16 *)tmp[1], D, stream)
-			    : mm_widen((const align_bf16 *)b->data, F * D, (float *)tmp[1], stream));
-		pb = tmp[1];
-	}
-	if (!lowp && y_bf16) {
-		MM_TRY(cudaMallocAsync(&tmp[2], (size_t)(T * F) * sizeof(float), stream));
-		pc = tmp[2];
-	}
-	MM_BLAS_TRY(cublasCreate(&h));
+		return align_fail(dev->err, ALIGN_ERR_INPUT, "matmul (cuda): MATMUL_IMPL=cublas takes T, D and F below 2^31");
+	ALIGN_TRY(dev->err, mm_scratch(dev, bytes, tmp, 3));
+	if (stage_a)
+		MM_TRY(mm_cublas_stage(a, T, D, lowp, tmp[0], stream));
+	if (stage_b)
+		MM_TRY(mm_cublas_stage(b, F, D, lowp, tmp[1], stream));
+	ALIGN_TRY(dev->err, align_dev_cublas(dev, &hv));
+	cublasHandle_t h = (cublasHandle_t)hv;
 	MM_BLAS_TRY(cublasSetStream(h, stream));
 	MM_BLAS_TRY(cublasSetMathMode(h, math));
-	MM_BLAS_TRY(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)F, (int)T, (int)D, &one, pb, ab_type, (int)D, pa,
-				 ab_type, (int)D, &zero, pc, c_type, (int)F, compute, CUBLAS_GEMM_DEFAULT));
-	if (tmp[2])
+	MM_BLAS_TRY(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)F, (int)T, (int)D, &one,
+				 stage_b ? tmp[1] : b->data, ab_type, (int)D, stage_a ? tmp[0] : a->data, ab_type,
+				 (int)D, &zero, stage_y ? tmp[2] : y->data, c_type, (int)F, compute,
+				 CUBLAS_GEMM_DEFAULT));
+	if (stage_y)
 		MM_TRY(mm_round((const float *)tmp[2], T * F, (align_bf16 *)y->data, stream));
-out:
-	rc = mm_free_tmp(tmp, 3, rc, stream);
-	if (h) { /* cublasDestroy synchronizes the device: the call returns with y written */
-		cublasStatus_t s = cublasDestroy(h);
-		if (s != CUBLAS_STATUS_SUCCESS && rc == 0)
-			rc = mm_cublas_fail("cublasDestroy(h)", s, __FILE__, __LINE__);
-	}
-	return rc;
+	return ALIGN_OK;
 }
+
 #define MM_PIN_ROWS 8192	   /* the n the pinned algorithm is chosen at (matmul.h) */
 #define MM_PIN_WORKSPACE (32u << 20) /* the workspace the heuristic may plan for */
 
-#define MM_LT_TRY(call)                                                                                        \
-	do {                                                                                                   \
-		cublasStatus_t s_ = (call);                                                                    \
-		if (s_ != CUBLAS_STATUS_SUCCESS) {                                                             \
-			rc = mm_cublas_fail(#call, s_, __FILE__, __LINE__);                                    \
-			goto lt_out;                                                                           \
-		}                                                                                              \
-	} while (0)
-
-/* cublas_pinned: cuBLASLt, one algorithm per (F, kp, output dtype) chosen at n = MM_PIN_ROWS (matmul.h) */
-static int mm_fwd_pinned(const struct align_tensor *a, const struct align_tensor *b, struct align_tensor *y,
-			 int64_t T, int64_t D, int64_t F, cudaStream_t stream)
-{
-	const int64_t kp = (D + 7) / 8 * 8, fp = (F + 7) / 8 * 8; /* padded K, and F (ld of y) */
-	const int y_f32 = y->dtype == ALIGN_DT_F32;
-	const cudaDataType_t c_type = y_f32 ? CUDA_R_32F : CUDA_R_16BF;
-	const size_t es = y_f32 ? sizeof(float) : sizeof(align_bf16), ybytes = (size_t)(T * fp) * es;
-	const int stage_a = a->dtype != ALIGN_DT_BF16 || D % 8 != 0 || !mm_aligned(a->data, 16);
-	const int stage_b = b->dtype != ALIGN_DT_BF16 || D % 8 != 0 || F != fp || !mm_aligned(b->data, 16);
-	void *tmp[4] = {NULL, NULL, NULL, NULL}; /* staged a, staged b, y, workspace */
-	const void *pa = a->data, *pb = b->data;
-	void *py = y->data;
-	cublasLtHandle_t h = NULL;
-	cublasLtMatmulDesc_t desc = NULL;
-	cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL, lref = NULL;
-	cublasLtMatmulPreference_t pref = NULL;
-	cublasLtMatmulHeuristicResult_t res[16], chk;
+/* the cuBLASLt objects of one pinned call, destroyed by mm_lt_free */
+struct mm_lt {
+	cublasLtMatmulDesc_t desc;
+	cublasLtMatrixLayout_t la, lb, lc, lref, lcref;
+	cublasLtMatmulPreference_t pref;
 	cublasLtMatmulAlgo_t algo;
+	size_t workspace; /* bytes the algorithm needs for the actual T */
+};
+
+static void mm_lt_free(struct mm_lt *p)
+{
+	if (p->pref)
+		cublasLtMatmulPreferenceDestroy(p->pref);
+	cublasLtMatrixLayout_t *ls[5] = {&p->la, &p->lb, &p->lc, &p->lref, &p->lcref};
+	for (int i = 0; i < 5; i++)
+		if (*ls[i])
+			cublasLtMatrixLayoutDestroy(*ls[i]);
+	if (p->desc)
+		cublasLtMatmulDescDestroy(p->desc);
+}
+
+/* The pinned algorithm for (fp, kp, c_type), chosen at n = MM_PIN_ROWS, checked for T (matmul.h step 2). */
+static int mm_lt_plan(struct align_dev *dev, cublasLtHandle_t h, struct mm_lt *p, int64_t T, int64_t kp, int64_t fp,
+		      cudaDataType_t c_type, const struct matmul_cfg *c)
+{
 	const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-	const float one = 1.0f, zero = 0.0f;
 	const size_t wmax = MM_PIN_WORKSPACE;
 	const int one_split = 1;
 	const uint32_t no_reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
-	int n = 0, chosen = -1, rc = 0;
-	if (T > INT_MAX || kp > INT_MAX || fp > INT_MAX)
-		return ops_cuda_bad_input("matmul", "MATMUL_IMPL=cublas_pinned takes T, D and F below 2^31");
-	if (stage_a) {
-		MM_TRY(cudaMallocAsync(&tmp[0], (size_t)(T * kp) * sizeof(align_bf16), stream));
-		MM_TRY(mm_to_bf16(a, T, D, (align_bf16 *)tmp[0], kp, stream));
-		pa = tmp[0];
-	}
-	if (stage_b) { /* rows F .. fp-1 stay zero: columns of y that are dropped */
-		MM_TRY(cudaMallocAsync(&tmp[1], (size_t)(fp * kp) * sizeof(align_bf16), stream));
-		MM_TRY(cudaMemsetAsync(tmp[1], 0, (size_t)(fp * kp) * sizeof(align_bf16), stream));
-		MM_TRY(mm_to_bf16(b, F, D, (align_bf16 *)tmp[1], kp, stream));
-		pb = tmp[1];
-	}
-	if (F != fp || !mm_aligned(py, 16)) { /* y through a [T, fp] temporary */
-		MM_TRY(cudaMallocAsync(&tmp[2], ybytes, stream));
-		py = tmp[2];
-	}
-	MM_LT_TRY(cublasLtCreate(&h));
-	MM_LT_TRY(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-	MM_LT_TRY(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-	MM_LT_TRY(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+	cublasLtMatmulHeuristicResult_t res[16], chk;
+	int n = 0, chosen = -1;
+	MM_BLAS_TRY(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+	MM_BLAS_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+	MM_BLAS_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
 	/* column-major views: A = b^T [kp, F], B = a^T [kp, T], C = y^T [F, T] */
-	MM_LT_TRY(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, (uint64_t)kp, (uint64_t)fp, kp));
-	MM_LT_TRY(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, (uint64_t)kp, (uint64_t)T, kp));
-	MM_LT_TRY(cublasLtMatrixLayoutCreate(&lc, c_type, (uint64_t)fp, (uint64_t)T, fp));
-	MM_LT_TRY(cublasLtMatrixLayoutCreate(&lref, CUDA_R_16BF, (uint64_t)kp, MM_PIN_ROWS, kp));
-	MM_LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
-	MM_LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wmax,
-						       sizeof wmax));
-	{
-		cublasLtMatrixLayout_t lcref = NULL;
-		MM_LT_TRY(cublasLtMatrixLayoutCreate(&lcref, c_type, (uint64_t)fp, MM_PIN_ROWS, fp));
-		cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(h, desc, la, lref, lcref, lcref, pref, 16, res, &n);
-		cublasLtMatrixLayoutDestroy(lcref);
-		MM_LT_TRY(hs);
-	}
+	MM_BLAS_TRY(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, (uint64_t)kp, (uint64_t)fp, kp));
+	MM_BLAS_TRY(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, (uint64_t)kp, (uint64_t)T, kp));
+	MM_BLAS_TRY(cublasLtMatrixLayoutCreate(&p->lc, c_type, (uint64_t)fp, (uint64_t)T, fp));
+	MM_BLAS_TRY(cublasLtMatrixLayoutCreate(&p->lref, CUDA_R_16BF, (uint64_t)kp, MM_PIN_ROWS, kp));
+	MM_BLAS_TRY(cublasLtMatrixLayoutCreate(&p->lcref, c_type, (uint64_t)fp, MM_PIN_ROWS, fp));
+	MM_BLAS_TRY(cublasLtMatmulPreferenceCreate(&p->pref));
+	MM_BLAS_TRY(cublasLtMatmulPreferenceSetAttribute(p->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wmax,
+							 sizeof wmax));
+	MM_BLAS_TRY(cublasLtMatmulAlgoGetHeuristic(h, p->desc, p->la, p->lref, p->lcref, p->lcref, p->pref, 16, res,
+						   &n));
 	for (int i = 0; i < n && chosen < 0; i++) {
 		int splitk = 1;
 		size_t got = 0;
@@ -774,101 +738,124 @@ static int mm_fwd_pinned(const struct align_tensor *a, const struct align_tensor
 							 sizeof splitk, &got) == CUBLAS_STATUS_SUCCESS && splitk <= 1)
 			chosen = i;
 	}
-	if (chosen < 0) {
-		fprintf(stderr, "error: matmul (cuda): cuBLASLt offers no algorithm without split-K for F=%lld, D=%lld "
-				"(MATMUL_IMPL=cublas_pinned)\n", (long long)F, (long long)D);
-		rc = ALIGN_ERR_UNSUPPORTED;
-		goto lt_out;
+	if (chosen < 0)
+		return align_fail(dev->err, ALIGN_ERR_UNSUPPORTED,
+				  "matmul (cuda): cuBLASLt offers no algorithm without split-K for F=%lld, D=%lld "
+				  "(MATMUL_IMPL=cublas_pinned)", (long long)c->F, (long long)c->D);
+	p->algo = res[chosen].algo;
+	MM_BLAS_TRY(cublasLtMatmulAlgoConfigSetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one_split,
+							 sizeof one_split));
+	MM_BLAS_TRY(cublasLtMatmulAlgoConfigSetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &no_reduction,
+							 sizeof no_reduction));
+	if (cublasLtMatmulAlgoCheck(h, p->desc, p->la, p->lb, p->lc, p->lc, &p->algo, &chk) != CUBLAS_STATUS_SUCCESS ||
+	    chk.workspaceSize > wmax)
+		return align_fail(dev->err, ALIGN_ERR_UNSUPPORTED,
+				  "matmul (cuda): the pinned cuBLASLt algorithm for F=%lld, D=%lld does not accept "
+				  "T=%lld (MATMUL_IMPL=cublas_pinned)", (long long)c->F, (long long)c->D, (long long)T);
+	p->workspace = chk.workspaceSize;
+	return ALIGN_OK;
+}
+
+/* cublas_pinned: the plan (mm_lt_plan), then the staged operands, the matmul and the copy out of a padded y */
+static int mm_fwd_pinned_run(struct align_dev *dev, cublasLtHandle_t h, struct mm_lt *lt, const struct matmul_cfg *c,
+			     const struct align_tensor *a, const struct align_tensor *b, struct align_tensor *y)
+{
+	cudaStream_t stream = (cudaStream_t)dev->stream;
+	const int64_t T = c->T, D = c->D, F = c->F, kp = (D + 7) / 8 * 8, fp = (F + 7) / 8 * 8; /* padded K, F */
+	const int y_f32 = y->dtype == ALIGN_DT_F32;
+	const cudaDataType_t c_type = y_f32 ? CUDA_R_32F : CUDA_R_16BF;
+	const size_t es = y_f32 ? sizeof(float) : sizeof(align_bf16);
+	const int stage_a = a->dtype != ALIGN_DT_BF16 || D % 8 != 0 || !mm_aligned(a->data, 16);
+	const int stage_b = b->dtype != ALIGN_DT_BF16 || D % 8 != 0 || F != fp || !mm_aligned(b->data, 16);
+	const int stage_y = F != fp || !mm_aligned(y->data, 16); /* y through a [T, fp] temporary */
+	const float one = 1.0f, zero = 0.0f;
+	void *tmp[4]; /* staged a, staged b, y, workspace */
+	ALIGN_TRY(dev->err, mm_lt_plan(dev, h, lt, T, kp, fp, c_type, c));
+	const size_t bytes[4] = {stage_a ? (size_t)(T * kp) * sizeof(align_bf16) : 0,
+				 stage_b ? (size_t)(fp * kp) * sizeof(align_bf16) : 0,
+				 stage_y ? (size_t)(T * fp) * es : 0, lt->workspace};
+	ALIGN_TRY(dev->err, mm_scratch(dev, bytes, tmp, 4));
+	if (stage_a)
+		MM_TRY(mm_to_bf16(a, T, D, (align_bf16 *)tmp[0], kp, stream));
+	if (stage_b) { /* rows F .. fp-1 stay zero: columns of y that are dropped */
+		MM_TRY(cudaMemsetAsync(tmp[1], 0, bytes[1], stream));
+		MM_TRY(mm_to_bf16(b, F, D, (align_bf16 *)tmp[1], kp, stream));
 	}
-	algo = res[chosen].algo;
-	MM_LT_TRY(cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one_split,
-						       sizeof one_split));
-	MM_LT_TRY(cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &no_reduction,
-						       sizeof no_reduction));
-	if (cublasLtMatmulAlgoCheck(h, desc, la, lb, lc, lc, &algo, &chk) != CUBLAS_STATUS_SUCCESS ||
-	    chk.workspaceSize > wmax) {
-		fprintf(stderr, "error: matmul (cuda): the pinned cuBLASLt algorithm for F=%lld, D=%lld does not accept "
-				"T=%lld (MATMUL_IMPL=cublas_pinned)\n", (long long)F, (long long)D, (long long)T);
-		rc = ALIGN_ERR_UNSUPPORTED;
-		goto lt_out;
-	}
-	if (chk.workspaceSize)
-		MM_TRY(cudaMallocAsync(&tmp[3], chk.workspaceSize, stream));
-	MM_LT_TRY(cublasLtMatmul(h, desc, &one, pb, la, pa, lb, &zero, py, lc, py, lc, &algo, tmp[3], chk.workspaceSize,
-				 stream));
-	if (tmp[2]) /* the first F of each fp columns */
+	void *py = stage_y ? tmp[2] : y->data;
+	MM_BLAS_TRY(cublasLtMatmul(h, lt->desc, &one, stage_b ? tmp[1] : b->data, lt->la, stage_a ? tmp[0] : a->data,
+				   lt->lb, &zero, py, lt->lc, py, lt->lc, &lt->algo, tmp[3], lt->workspace, stream));
+	if (stage_y) /* the first F of each fp columns */
 		MM_TRY(cudaMemcpy2DAsync(y->data, (size_t)F * es, tmp[2], (size_t)fp * es, (size_t)F * es, (size_t)T,
 					 cudaMemcpyDeviceToDevice, stream));
-lt_out:
-out:
-	rc = mm_free_tmp(tmp, 4, rc, stream);
-	if (pref)
-		cublasLtMatmulPreferenceDestroy(pref);
-	if (lref)
-		cublasLtMatrixLayoutDestroy(lref);
-	if (lc)
-		cublasLtMatrixLayoutDestroy(lc);
-	if (lb)
-		cublasLtMatrixLayoutDestroy(lb);
-	if (la)
-		cublasLtMatrixLayoutDestroy(la);
-	if (desc)
-		cublasLtMatmulDescDestroy(desc);
-	if (h) {
-		cublasStatus_t sd = cublasLtDestroy(h);
-		if (sd != CUBLAS_STATUS_SUCCESS && rc == 0)
-			rc = mm_cublas_fail("cublasLtDestroy(h)", sd, __FILE__, __LINE__);
-	}
+	return ALIGN_OK;
+}
+
+/* cublas_pinned: cuBLASLt, one algorithm per (F, kp, output dtype) chosen at n = MM_PIN_ROWS (matmul.h), on
+ * the context's handle */
+static int mm_fwd_pinned(struct align_dev *dev, const struct matmul_cfg *c, const struct align_tensor *a,
+			 const struct align_tensor *b, struct align_tensor *y)
+{
+	void *hv = NULL;
+	if (c->T > INT_MAX || (c->D + 7) / 8 * 8 > INT_MAX || (c->F + 7) / 8 * 8 > INT_MAX)
+		return align_fail(dev->err, ALIGN_ERR_INPUT,
+				  "matmul (cuda): MATMUL_IMPL=cublas_pinned takes T, D and F below 2^31");
+	ALIGN_TRY(dev->err, align_dev_cublaslt(dev, &hv));
+	struct mm_lt lt;
+	memset(&lt, 0, sizeof lt);
+	int rc = mm_fwd_pinned_run(dev, (cublasLtHandle_t)hv, &lt, c, a, b, y);
+	mm_lt_free(&lt);
 	return rc;
 }
 #endif /* MM_HAVE_CUBLAS */
 
 #if !defined(MM_HAVE_TC) || !defined(MM_HAVE_CUBLAS)
-static int mm_not_built(int impl) /* emulator builds (tests/gpu/emu) */
+static int mm_not_built(struct align_dev *dev, int impl) /* emulator builds (tests/gpu/emu) */
 {
-	fprintf(stderr, "error: matmul (cuda): %s=%s is not built into the emulator\n", modes_info(MODE_MATMUL_IMPL)->env,
-		modes_value_name(MODE_MATMUL_IMPL, impl));
-	return ALIGN_ERR_UNSUPPORTED;
+	return align_fail(dev->err, ALIGN_ERR_UNSUPPORTED, "matmul (cuda): %s=%s is not built into the emulator",
+			  modes_info(MODE_MATMUL_IMPL)->env, modes_value_name(MODE_MATMUL_IMPL, impl));
 }
 #endif
 
-/* MATMUL_IMPL=tc, cublas or cublas_pinned on checked tensors: refusals, empty shapes, D == 0 (y = +0), then
- * the engine */
-static int mm_fwd_engine(const struct align_modes *m, int impl, const struct align_tensor *a,
-			 const struct align_tensor *b, struct align_tensor *y, int64_t T, int64_t D, int64_t F,
-			 cudaStream_t stream)
+/* MATMUL_IMPL=tc, cublas or cublas_pinned on checked tensors (the config allows the engine): empty shapes,
+ * D == 0 (y = +0), then the engine */
+static int mm_fwd_engine(struct align_dev *dev, const struct matmul_cfg *c, const struct align_tensor *a,
+			 const struct align_tensor *b, struct align_tensor *y)
 {
-	int rc = mm_engine_check(m, impl);
-	if (rc)
-		return rc;
+	switch ((enum align_MATMUL_IMPL_value)c->impl) {
 #ifndef MM_HAVE_TC
-	if (impl == MATMUL_IMPL_TC)
-		return mm_not_built(impl);
+	case ALIGN_MATMUL_IMPL_TC:
+		return mm_not_built(dev, c->impl);
 #endif
 #ifndef MM_HAVE_CUBLAS
-	if (impl == MATMUL_IMPL_CUBLAS || impl == MATMUL_IMPL_CUBLAS_PINNED)
-		return mm_not_built(impl);
+	case ALIGN_MATMUL_IMPL_CUBLAS:
+	case ALIGN_MATMUL_IMPL_CUBLAS_PINNED:
+		return mm_not_built(dev, c->impl);
 #endif
-	if (T == 0 || F == 0)
-		return 0;
-	if (!y->data || (D > 0 && (!a->data || !b->data)))
-		return ops_cuda_bad_input("matmul", "a, b or y is NULL");
-	if (D == 0) { /* every engine's empty sum: +0, as the portable engine */
-		OPS_CUDA_TRY(cudaMemsetAsync(y->data, 0, (size_t)(T * F) * align_dtype_size(y->dtype), stream));
-		return 0;
+	default:
+		break;
 	}
+	if (c->T == 0 || c->F == 0)
+		return 0;
+	if (c->D == 0) { /* every engine's empty sum: +0, as the portable engine */
+		cudaError_t e = cudaMemsetAsync(y->data, 0, (size_t)(c->T * c->F) * align_dtype_size(y->dtype),
+						(cudaStream_t)dev->stream);
+		return e == cudaSuccess ? 0 : align_dev_fail(dev, "cudaMemsetAsync(y)", (int)e, __FILE__, __LINE__);
+	}
+	switch ((enum align_MATMUL_IMPL_value)c->impl) {
 #ifdef MM_HAVE_TC
-	if (impl == MATMUL_IMPL_TC)
-		return mm_fwd_tc(a, b, y, T, D, F, stream);
+	case ALIGN_MATMUL_IMPL_TC:
+		return mm_fwd_tc(dev, c, a, b, y);
 #endif
 #ifdef MM_HAVE_CUBLAS
-	if (impl == MATMUL_IMPL_CUBLAS)
-		return mm_fwd_cublas(m, a, b, y, T, D, F, stream);
-	if (impl == MATMUL_IMPL_CUBLAS_PINNED)
-		return mm_fwd_pinned(a, b, y, T, D, F, stream);
+	case ALIGN_MATMUL_IMPL_CUBLAS:
+		return mm_fwd_cublas(dev, c, a, b, y);
+	case ALIGN_MATMUL_IMPL_CUBLAS_PINNED:
+		return mm_fwd_pinned(dev, c, a, b, y);
 #endif
-	(void)a, (void)b;
-	return ALIGN_ERR_INTERNAL; /* unreachable: every impl value was handled above */
+	default:
+		(void)a, (void)b;
+		return align_fail(dev->err, ALIGN_ERR_INTERNAL, "matmul (cuda): MATMUL_IMPL value %d not handled", c->impl);
+	}
 }
 
 extern "C" int matmul_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,
@@ -876,41 +863,32 @@ extern "C" int matmul_fwd_cuda(const void *params, const struct align_modes *m, 
 			       struct align_dev *dev)
 {
 	cudaStream_t stream = (cudaStream_t)dev->stream;
-	(void)params; /* struct matmul_params has no field that matters */
-	if (!m || !in || !out || n_in != 2 || n_out != 1)
-		return ops_cuda_bad_input("matmul", "expects a[T,D], b[F,D] -> y[T,F]");
-	const struct align_tensor *a = &in[0], *b = &in[1];
-	if (a->ndim != 2 || b->ndim != 2 || a->shape[1] != b->shape[1] || a->dtype == ALIGN_DT_I32 ||
-	    b->dtype == ALIGN_DT_I32)
-		return ops_cuda_bad_input("matmul", "a and b must be 2-d f32/bf16 with the same number of columns");
-	int64_t T = a->shape[0], D = a->shape[1], F = b->shape[0];
-	int64_t oshape[2] = {T, F};
-	int odt = m->v[MODE_MATMUL_OUT] == ALIGN_MATMUL_OUT_BF16 ? ALIGN_DT_BF16 : ALIGN_DT_F32;
-	if (ops_check(&out[0], odt, 2, oshape))
-		return ops_cuda_bad_input("matmul", "y must be [T,F] in the dtype MATMUL_OUT selects");
+	struct matmul_cfg c;
 	if (launch && (launch->block < 0 || launch->rows_per_block < 0 || launch->grid_cap < 0 || launch->serial < 0))
-		return ops_cuda_bad_input("matmul", "negative launch knob");
-	const int impl = m->v[MODE_MATMUL_IMPL];
-	if (impl != MATMUL_IMPL_PORTABLE) /* launch knobs do not apply to the GPU-only engines (matmul.h) */
-		return mm_fwd_engine(m, impl, a, b, &out[0], T, D, F, stream);
+		return align_fail(dev->err, ALIGN_ERR_INPUT, "matmul (cuda): negative launch knob");
+	ALIGN_TRY(dev->err, matmul_cfg_init(&c, (const struct matmul_params *)params, m, in, n_in, out, n_out,
+					    ALIGN_DEVICE_CUDA, dev->err));
+	ALIGN_TRY(dev->err, op_cfg_data(dev->err, "matmul", in, n_in, out, n_out));
+	if (c.impl != ALIGN_MATMUL_IMPL_PORTABLE) /* launch knobs do not apply to the GPU-only engines (matmul.h) */
+		return mm_fwd_engine(dev, &c, &in[0], &in[1], &out[0]);
 	struct matmul_cuda_gemm g;
-	g.a = a->data;
-	g.a_bf16 = a->dtype == ALIGN_DT_BF16;
-	g.lda = D;
-	g.b = b->data;
-	g.b_bf16 = b->dtype == ALIGN_DT_BF16;
-	g.ldb = D;
+	g.a = in[0].data;
+	g.a_bf16 = in[0].dtype == ALIGN_DT_BF16;
+	g.lda = c.D;
+	g.b = in[1].data;
+	g.b_bf16 = in[1].dtype == ALIGN_DT_BF16;
+	g.ldb = c.D;
 	g.y = out[0].data;
-	g.y_bf16 = odt == ALIGN_DT_BF16;
-	g.ldy = F;
-	g.m = T;
-	g.n = F;
-	g.k = D;
-	g.opd_a = m->v[MODE_MATMUL_OPERAND];
-	g.opd_b = m->v[MODE_MATMUL_OPERAND];
-	g.accum = m->v[MODE_MATMUL_ACCUM];
-	g.fma = m->v[MODE_MATMUL_FMA] == ALIGN_MATMUL_FMA_ON;
-	g.tile = mm_pick_tile(launch, T, F);
+	g.y_bf16 = c.y_dtype == ALIGN_DT_BF16;
+	g.ldy = c.F;
+	g.m = c.T;
+	g.n = c.F;
+	g.k = c.D;
+	g.opd_a = c.operand;
+	g.opd_b = c.operand;
+	g.accum = c.accum;
+	g.fma = c.fma;
+	g.tile = mm_pick_tile(launch, c.T, c.F);
 	g.grid_cap = launch ? launch->grid_cap : 0;
 	g.serial_block = launch && launch->serial ? (launch->block > 0 ? launch->block : 128) : 0;
 	return matmul_cuda_gemm_run(&g, stream);

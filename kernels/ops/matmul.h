@@ -19,7 +19,7 @@
  *   plus, for a bf16 output, half a bf16 ulp of the result (<= 2^-8 relative).
  *   test-ops-ref.c checks every mode against an fp64 reference with these bounds.
  *
- * Engines (MATMUL_IMPL, enum matmul_impl; read by the matmul op only: the GEMMs inside router and mhc
+ * Engines (MATMUL_IMPL, ALIGN_MATMUL_IMPL_*; read by the matmul op only: the GEMMs inside router and mhc
  * always run the order above). Everything above describes `portable`, the only engine of the C twin.
  *   portable: steps 1-3, bitwise equal on CPU and GPU (kernels/ops/matmul.c, kernels/ops/matmul.cu).
  *   tc (GPU only; kernels/ops/matmul_tc.cu): the batch-invariant bf16 tensor-core GEMM.
@@ -36,8 +36,9 @@
  *     not the portable engine's bits (other summation order and precision).
  *   cublas (GPU only): cuBLAS as PyTorch eager CUDA calls it for nn.Linear without bias (y = a @ b^T):
  *     cublasGemmEx(transa = T, transb = N, m = F, n = T, k = D, A = b, lda = D, B = a, ldb = D,
- *     C = y, ldc = F, alpha = 1, beta = 0, CUBLAS_GEMM_DEFAULT), a new handle per call bound to the
- *     op's stream, cuBLAS's default workspace, per MATMUL_OPERAND:
+ *     C = y, ldc = F, alpha = 1, beta = 0, CUBLAS_GEMM_DEFAULT) on the device context's handle
+ *     (align_dev_cublas, created once; stream and math mode set on every call), cuBLAS's default
+ *     workspace, per MATMUL_OPERAND:
  *       bf16: A, B CUDA_R_16BF (f32 tensors rounded to bf16 first, as step 1), CUBLAS_COMPUTE_32F,
  *             CUBLAS_DEFAULT_MATH (PyTorch's default allow_bf16_reduced_precision_reduction: a split-K
  *             reduction may round partial sums to bf16), C CUDA_R_16BF (MATMUL_OUT=bf16: cuBLAS's
@@ -50,7 +51,7 @@
  *             of step 1).
  *     Deterministic run to run for one GPU model and cuBLAS version (cuBLAS's reproducibility
  *     guarantee for one stream), NOT batch invariant in general: the kernel (tile shape, split-K)
- *     cuBLAS picks depends on T. The call waits for the GEMM (cublasDestroy synchronizes the device).
+ *     cuBLAS picks depends on T. Asynchronous on dev->stream like the other engines.
  *   cublas_pinned (GPU only): cuBLASLt with one tensor-core algorithm pinned per weight shape, for
  *     batch-invariant GEMMs at cuBLAS speed (tests/gpu/bench-matmul-lt.cu measured it on an H100).
  *     1. operands as tc (MATMUL_OPERAND=bf16 only; f32, D % 8 != 0 or unaligned operands staged as
@@ -71,7 +72,9 @@
  *   Refused (status 4, one message, nothing run or written, never a substitute) for tc and cublas:
  *     MATMUL_ACCUM other than seq and MATMUL_FMA=on (they name the portable engine's order; accepting
  *     them would record an order that did not run), the same for cublas_pinned; for tc and
- *     cublas_pinned also MATMUL_OPERAND fp32 and tf32 (bf16 operands only). ops_fwd_cpu refuses tc and cublas on the CPU (modes.def GPU_ONLY).
+ *     cublas_pinned also MATMUL_OPERAND fp32 and tf32 (bf16 operands only). The engines are GPU only
+ *     (modes.def GPU_ONLY): matmul_cfg_init refuses them on the CPU. These refusals are all made by
+ *     matmul_cfg_init (struct matmul_cfg below), the one decoding of the modes that both twins read.
  *     The launch knobs (struct align_launch) do not apply to tc and cublas and are ignored (negative
  *     values are still refused, status 2). D == 0 gives y = +0 from every engine.
  *   Agreement with portable (same operand and output modes): |y_engine - y_portable| within the
@@ -81,22 +84,48 @@
 #ifndef ALIGN_MATMUL_H
 #define ALIGN_MATMUL_H
 
+#include <stdint.h>
+
 #include "numerics.h"
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" { /* matmul_cfg_init and modes.h's functions are C (libkernels) */
+#endif
+
+#include "modes.h"
 
 struct align_modes;
 struct align_tensor;
-
-enum matmul_accum { MATMUL_ACC_SEQ, MATMUL_ACC_SPLIT16, MATMUL_ACC_F64 };
-enum matmul_operand { MATMUL_OPD_BF16, MATMUL_OPD_F32, MATMUL_OPD_TF32 };
-enum matmul_impl { MATMUL_IMPL_PORTABLE, MATMUL_IMPL_TC, MATMUL_IMPL_CUBLAS, MATMUL_IMPL_CUBLAS_PINNED }; /* modes.def order */
 
 struct matmul_params {
 	int unused; /* shapes come from the tensors; kept for the common calling convention */
 };
 
+/* The op's configuration, built once by matmul_cfg_init (matmul.c) and read by both twins: the shapes
+ * and the decoded modes. Mode values are the generated enums of modes.def. */
+struct matmul_cfg {
+	int64_t T, D, F; /* a[T,D], b[F,D] -> y[T,F] */
+	int y_dtype;	 /* enum align_dtype of y (MATMUL_OUT) */
+	int operand;	 /* ALIGN_MATMUL_OPERAND_*: the rounding of step 1 */
+	int accum;	 /* ALIGN_MATMUL_ACCUM_*: the order of step 2 */
+	int fma;	 /* 1: MATMUL_FMA=on */
+	int impl;	 /* ALIGN_MATMUL_IMPL_*: portable on the CPU; any engine on the GPU */
+};
+
+/* Check a[T,D], b[F,D] (f32 or bf16) -> y[T,F] (dtype per MATMUL_OUT) and decode the modes for device
+ * (enum align_device). 0, ALIGN_ERR_INPUT (shape or dtype), ALIGN_ERR_UNSUPPORTED (a value the device
+ * cannot run, or an engine refusal of "Engines" above), ALIGN_ERR_INTERNAL (a value not handled); the
+ * message goes to err (NULL: stderr). Data pointers are not read. */
+int matmul_cfg_init(struct matmul_cfg *c, const struct matmul_params *p, const struct align_modes *m,
+		    const struct align_tensor *in, int n_in, const struct align_tensor *out, int n_out, int device,
+		    struct align_err *err);
+
 ALIGN_HD static inline float matmul_operand(float v, int operand)
 {
-	return operand == MATMUL_OPD_BF16 ? align_round_bf16(v) : operand == MATMUL_OPD_TF32 ? align_round_tf32(v) : v;
+	return operand == ALIGN_MATMUL_OPERAND_BF16   ? align_round_bf16(v)
+	       : operand == ALIGN_MATMUL_OPERAND_TF32 ? align_round_tf32(v)
+						      : v;
 }
 
 ALIGN_HD static inline float matmul__seq(const float *a, const float *b, int64_t n, int fma)
@@ -116,16 +145,16 @@ ALIGN_HD static inline float matmul__seq(const float *a, const float *b, int64_t
 	return acc;
 }
 
-/* dot(a, b) over n elements in the order of `accum` (enum matmul_accum); fma: use fmaf */
+/* dot(a, b) over n elements in the order of `accum` (ALIGN_MATMUL_ACCUM_*); fma: use fmaf */
 ALIGN_HD static inline float matmul_dot(const float *a, const float *b, int64_t n, int accum, int fma)
 {
-	if (accum == MATMUL_ACC_F64) {
+	if (accum == ALIGN_MATMUL_ACCUM_FP64) {
 		double s = 0.0;
 		for (int64_t k = 0; k < n; k++)
 			s += (double)a[k] * (double)b[k];
 		return (float)s;
 	}
-	if (accum == MATMUL_ACC_SPLIT16) {
+	if (accum == ALIGN_MATMUL_ACCUM_SPLIT16) {
 		int64_t c = (n + 15) / 16;
 		float total = 0.0f;
 		int first = 1;
@@ -141,5 +170,9 @@ ALIGN_HD static inline float matmul_dot(const float *a, const float *b, int64_t 
 
 int matmul_fwd_cpu(const struct matmul_params *p, const struct align_modes *m, const struct align_tensor *in,
 		   int n_in, struct align_tensor *out, int n_out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ALIGN_MATMUL_H */

@@ -3,7 +3,7 @@
  *
  *   y[i, j] = dot(opd_a(a[i, :]), opd_b(b[j, :]))   i < m, j < n, over k = 0..K-1
  *
- * with the dot in the order of `accum` (enum matmul_accum) and `fma`, exactly matmul_dot of
+ * with the dot in the order of `accum` (ALIGN_MATMUL_ACCUM_*) and `fma`, exactly matmul_dot of
  * kernels/ops/matmul.h (the contract and its proof of equality are at the top of kernels/ops/matmul.cu).
  * a and b are row-major with their K elements contiguous (torch Linear layout), f32 or bf16; y is
  * row-major f32 or bf16 (one rounding R(.) of the binary32 result). Device pointers.
@@ -57,9 +57,9 @@ struct matmul_cuda_gemm {
 	int y_bf16;	/* 1: store R(acc) as bf16, 0: store acc as f32 */
 	int64_t ldy;	/* elements between rows of y (>= n) */
 	int64_t m, n, k; /* sizes; k may be 0 (y = +0) */
-	int opd_a;	/* enum matmul_operand applied to every a element as loaded */
-	int opd_b;	/* enum matmul_operand applied to every b element as loaded */
-	int accum;	/* enum matmul_accum */
+	int opd_a;	/* ALIGN_MATMUL_OPERAND_* applied to every a element as loaded */
+	int opd_b;	/* ALIGN_MATMUL_OPERAND_* applied to every b element as loaded */
+	int accum;	/* ALIGN_MATMUL_ACCUM_* */
 	int fma;	/* 1: fmaf(a, b, acc) from acc = +0; 0: acc = a0 b0, then acc + R(a b) */
 	int tile;	/* enum matmul_cuda_tile */
 	int grid_cap;	/* at most this many CTAs (0: one per tile); CTAs loop over the tiles */

@@ -64,14 +64,14 @@ static __device__ MM_NOINLINE float mm_seq_ref(const void *a, int a_bf16, const 
 static __device__ MM_NOINLINE float mm_dot_ref(const void *a, int a_bf16, const void *b, int b_bf16, long long n,
 					 int opd_a, int opd_b, int accum, int fma)
 {
-	if (accum == MATMUL_ACC_F64) {
+	if (accum == ALIGN_MATMUL_ACCUM_FP64) {
 		double s = 0.0;
 		for (long long k = 0; k < n; k++)
 			s = hn_addd(s, hn_muld(hn_f2d(matmul_operand(mm_ld(a, a_bf16, k), opd_a)),
 					       hn_f2d(matmul_operand(mm_ld(b, b_bf16, k), opd_b))));
 		return hn_d2f(s);
 	}
-	if (accum == MATMUL_ACC_SPLIT16) {
+	if (accum == ALIGN_MATMUL_ACCUM_SPLIT16) {
 		long long c = (n + 15) / 16;
 		float total = 0.0f;
 		int first = 1;

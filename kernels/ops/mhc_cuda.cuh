@@ -8,6 +8,7 @@
  *   mhc_dev_rms, mhc_dev_exp, mhc_dev_sigmoid, mhc_dev_compute_h: steps 1, 3 and 4 of mhc_pre.h as
  *                      the C twin writes them;
  *   mhc_launch_*       the launch knobs (struct align_launch) of both twins.
+ * The switches come decoded (struct mhc_modes of mhc_pre.h, built by mhc_modes_init in mhc_pre.c).
  *
  * Every binary32 / binary64 operation that can produce a NaN goes through nan_host.h (hn_add, hn_mul,
  * ...; fmaf through mm_hn_fmaf), so NaN results carry the host's bits, as ops_cuda.h requires; on
@@ -109,15 +110,16 @@ __device__ __forceinline__ float mhc_dev_rms(float ss, long long k, int inv_rms,
 	return inv_rms ? hn_div(1.0f, hn_add(align_sqrtf(q), eps)) : align_rsqrtf(hn_add(q, eps));
 }
 
-/* the e() mode word of the kernels: bit 0 = MHC_EXP=exp2, bits 1.. = MATH_IMPL value */
-static inline int mhc_emode(const struct align_modes *m)
+/* the e() mode word of the kernels from the decoded switches: bit 0 = MHC_EXP=exp2, bits 1.. = the
+ * ALIGN_MATH_IMPL_* value */
+static inline int mhc_emode(const struct mhc_modes *c)
 {
-	return (m->v[MODE_MHC_EXP] == ALIGN_MHC_EXP_EXP2) | (m->v[MODE_MATH_IMPL] << 1);
+	return c->exp2 | (c->math << 1);
 }
 
 /* mhc_exp of mhc_pre.c: exp(x), or exp2(x * log2e) with a binary32 product; portable numerics.h
  * (bitwise the C twin) or, for the GPU-only MATH_IMPL=cuda / cuda_fast, CUDA's expf / exp2f
- * (math_cuda.cuh). libm has no device twin: the launchers refuse it. */
+ * (math_cuda.cuh). libm has no device twin: the configs refuse it (ops_cfg_math). */
 __device__ __forceinline__ float mhc_dev_exp(float x, int emode)
 {
 	int math = emode >> 1;
@@ -137,24 +139,11 @@ __device__ __forceinline__ float mhc_dev_compute_h(float mix, float rs, float sc
 	return fma ? mm_hn_fmaf(p, scale, base) : hn_add(hn_mul(p, scale), base);
 }
 
-/* operand roundings of mhc_project: gemm 0 fp32 seq, 1 split16, 2 tf32 split16 */
-__host__ __device__ static inline int mhc_opd_x(int gemm)
-{
-	return gemm == 2 ? MATMUL_OPD_TF32 : MATMUL_OPD_F32;
-}
-
-/* fn already F(R(.)) when param_bf16, and tf32(F(R(v))) == F(R(v)): a bf16 value has 8 significant
- * bits, TF32 keeps 11, and a NaN stays the same quiet NaN */
-__host__ __device__ static inline int mhc_opd_fn(int gemm, int param_bf16)
-{
-	return param_bf16 ? MATMUL_OPD_BF16 : gemm == 2 ? MATMUL_OPD_TF32 : MATMUL_OPD_F32;
-}
-
 /* mhc_project of mhc_pre.c for all T tokens: mix[t * rows + r] = dot(xq_t, row_r), the portable GEMM
- * (matmul_cuda.h), seq order (gemm 0) or split16 (1, 2), no FMA. x: [T, k] bf16, fn: [rows, k] f32,
- * mix: [T, rows] f32, device pointers. */
+ * (matmul_cuda.h) in the order and operand roundings of the decoded switches c (accum, opd_x; fn as
+ * stored with opd_fn), no FMA. x: [T, k] bf16, fn: [rows, k] f32, mix: [T, rows] f32, device pointers. */
 static inline int mhc_cuda_project(const void *x, const void *fn, float *mix, int64_t T, int64_t rows, int64_t k,
-				   int gemm, int param_bf16, int grid_cap, cudaStream_t stream)
+				   const struct mhc_modes *c, int grid_cap, cudaStream_t stream)
 {
 	struct matmul_cuda_gemm g;
 	g.a = x;
@@ -169,9 +158,9 @@ static inline int mhc_cuda_project(const void *x, const void *fn, float *mix, in
 	g.m = T;
 	g.n = rows;
 	g.k = k;
-	g.opd_a = mhc_opd_x(gemm);
-	g.opd_b = mhc_opd_fn(gemm, param_bf16);
-	g.accum = gemm == 0 ? MATMUL_ACC_SEQ : MATMUL_ACC_SPLIT16;
+	g.opd_a = c->opd_x;
+	g.opd_b = c->opd_fn;
+	g.accum = c->accum;
 	g.fma = 0;
 	g.tile = rows <= 4 ? MATMUL_TILE_NARROW : MATMUL_TILE_SKINNY;
 	g.grid_cap = grid_cap;
@@ -188,7 +177,8 @@ struct mhc_launch {
 	int serial;   /* 1: reference path */
 };
 
-static inline int mhc_launch_resolve(const char *op, const struct align_launch *l, struct mhc_launch *r)
+static inline int mhc_launch_resolve(const char *op, const struct align_launch *l, struct mhc_launch *r,
+				     struct align_err *err)
 {
 	r->threads = 256;
 	r->rows = 1;
@@ -197,7 +187,7 @@ static inline int mhc_launch_resolve(const char *op, const struct align_launch *
 	if (!l)
 		return 0;
 	if (l->block < 0 || l->rows_per_block < 0 || l->grid_cap < 0 || l->serial < 0)
-		return ops_cuda_bad_input(op, "negative launch knob");
+		return align_fail(err, ALIGN_ERR_INPUT, "%s (cuda): negative launch knob", op);
 	r->serial = l->serial != 0;
 	if (r->serial) {
 		r->threads = l->block > 0 ? (l->block > 1024 ? 1024 : l->block) : 128;

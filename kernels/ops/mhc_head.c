@@ -1,26 +1,44 @@
-/* mhc_head.c: CPU twin of mHC hc_head (contract in mhc_head.h). */
+/* mhc_head.c: CPU twin of mHC hc_head (contract in mhc_head.h) and the op's configuration
+ * (mhc_head_cfg_init), which the CUDA twin (mhc_head.cu) calls too. */
 #include "mhc_head.h"
 
 #include <stdlib.h>
 
+#include "op_cfg.h"
 #include "ops.h"
+
+int mhc_head_cfg_init(struct mhc_head_cfg *c, const struct mhc_params *p, const struct align_modes *m,
+		      const struct align_tensor *in, int n_in, const struct align_tensor *out, int n_out, int device,
+		      struct align_err *err)
+{
+	const char *op = "mhc_head";
+	if (!c || !p || !m || !in || !out || n_in != 4 || n_out != 1)
+		return align_fail(err, ALIGN_ERR_INPUT, "mhc_head: expects x[T,N,D], fn, base, scale -> y");
+	ALIGN_TRY(err, mhc_check_x(op, &in[0], device, err));
+	int64_t T = in[0].shape[0], N = in[0].shape[1], D = in[0].shape[2], K = N * D;
+	int64_t fs[2] = {N, K}, bs[1] = {N}, ss[1] = {1}, ys[2] = {T, D};
+	ALIGN_TRY(err, op_cfg_tensor(err, op, "input", "fn", &in[1], ALIGN_DT_F32, 2, fs));
+	ALIGN_TRY(err, op_cfg_tensor(err, op, "input", "base", &in[2], ALIGN_DT_F32, 1, bs));
+	ALIGN_TRY(err, op_cfg_tensor(err, op, "input", "scale", &in[3], ALIGN_DT_F32, 1, ss));
+	ALIGN_TRY(err, op_cfg_tensor(err, op, "output", "y", &out[0], ALIGN_DT_BF16, 2, ys));
+	c->T = T, c->N = N, c->D = D, c->K = K;
+	c->p = *p;
+	return mhc_modes_init(&c->mm, op, m, device, err);
+}
 
 int mhc_head_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, const struct align_tensor *in,
 		     int n_in, struct align_tensor *out, int n_out)
 {
-	if (n_in != 4 || n_out != 1 || in[0].ndim != 3)
-		return ALIGN_ERR_INPUT;
-	int64_t T = in[0].shape[0], N = in[0].shape[1], D = in[0].shape[2], K = N * D;
-	int64_t xs[3] = {T, N, D}, fs[2] = {N, K}, bs[1] = {N}, ss[1] = {1}, ys[2] = {T, D};
-	if (N > MHC_MAX_N || ops_check(&in[0], ALIGN_DT_BF16, 3, xs) || ops_check(&in[1], ALIGN_DT_F32, 2, fs) ||
-	    ops_check(&in[2], ALIGN_DT_F32, 1, bs) || ops_check(&in[3], ALIGN_DT_F32, 1, ss) ||
-	    ops_check(&out[0], ALIGN_DT_BF16, 2, ys))
-		return ALIGN_ERR_INPUT;
+	struct mhc_head_cfg c;
+	ALIGN_TRY(NULL, mhc_head_cfg_init(&c, p, m, in, n_in, out, n_out, ALIGN_DEVICE_CPU, NULL));
+	ALIGN_TRY(NULL, op_cfg_data(NULL, "mhc_head", in, n_in, out, n_out));
+	const int64_t T = c.T, N = c.N, D = c.D, K = c.K;
+	const struct mhc_modes *mm = &c.mm;
 	float *buf = malloc(((size_t)N * K + 3 * (size_t)K) * sizeof(float));
 	if (!buf)
 		return ALIGN_ERR_INTERNAL;
 	float *fn = buf, *x32 = fn + N * K, *scratch = x32 + K;
-	int pb = m->v[MODE_MHC_PARAM] == ALIGN_MHC_PARAM_BF16, fma = m->v[MODE_MHC_COMPUTEH_FMA] == ALIGN_MHC_COMPUTEH_FMA_ON;
+	const int pb = mm->param_bf16;
 	const float *fn_in = in[1].data, *base_in = in[2].data;
 	for (int64_t i = 0; i < N * K; i++)
 		fn[i] = pb ? align_round_bf16(fn_in[i]) : fn_in[i];
@@ -31,11 +49,11 @@ int mhc_head_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, co
 	for (int64_t t = 0; t < T; t++) {
 		for (int64_t i = 0; i < K; i++)
 			x32[i] = ops_ld(&in[0], t * K + i);
-		float rs = mhc_rms_factor(x32, K, m->v[MODE_MHC_RMS_FORM] == ALIGN_MHC_RMS_FORM_INV_RMS, p->norm_eps);
-		mhc_project(m, x32, fn, N, K, scratch, mix);
+		float rs = mhc_rms_factor(x32, K, mm->inv_rms, c.p.norm_eps);
+		mhc_project(mm, x32, fn, N, K, scratch, mix);
 		for (int64_t i = 0; i < N; i++) {
-			pre[i] = mhc_sigmoid(m, mhc_compute_h(mix[i], rs, scale, base[i], fma)) + p->hc_eps;
-			if (m->v[MODE_MHC_COEF] == ALIGN_MHC_COEF_BF16)
+			pre[i] = mhc_sigmoid(mm, mhc_compute_h(mix[i], rs, scale, base[i], mm->computeh_fma)) + c.p.hc_eps;
+			if (mm->coef_bf16)
 				pre[i] = align_round_bf16(pre[i]);
 		}
 		for (int64_t d = 0; d < D; d++) {
@@ -69,6 +87,15 @@ static int fwd(const void *params, const struct align_modes *m, const struct ali
 	return mhc_head_fwd_cpu(params, m, in, n_in, out, n_out);
 }
 
+static int cfg_check(const void *params, const struct align_modes *m, const struct align_dims *d, int device,
+		     struct align_err *err)
+{
+	struct align_tensor in[4], out[1];
+	struct mhc_head_cfg c;
+	ALIGN_TRY(err, op_cfg_tensors(&mhc_head_impl, m, d, in, out, err));
+	return mhc_head_cfg_init(&c, params, m, in, 4, out, 1, device, err);
+}
+
 static const struct align_tensor_spec in_specs[] = {
 	{"x", ALIGN_DT_BF16, "T,N,D", {ALIGN_FILL_SPECIAL, 1.0f, 10.0f}, "final residual streams"},
 	{"fn", ALIGN_DT_F32, "N,N*D", {ALIGN_FILL_NORMAL, 0.02f, 0}, "hc_head_fn"},
@@ -83,5 +110,5 @@ static const int modes_read[] = {MODE_MATH_IMPL, MODE_MHC_RMS_FORM, MODE_MHC_PRO
 
 const struct align_op_impl mhc_head_impl = {
 	4, in_specs, 1, out_specs, "T=8,N=4,D=1024", modes_read, sizeof(struct mhc_params),
-	params_default, params_variant, fwd, NULL, NULL,
+	params_default, params_variant, fwd, NULL, cfg_check,
 };

@@ -1,6 +1,7 @@
 /* mhc_pre.cu: CUDA twin of mHC hc_pre (contract in mhc_pre.h, C twin mhc_pre.c), bitwise equal to
  * the C twin in every mode it accepts; MATH_IMPL=libm (glibc expf on the CPU) has no device twin
- * and returns ALIGN_ERR_UNSUPPORTED (4); MATH_IMPL=cuda / cuda_fast (GPU only) use CUDA's expf / exp2f
+ * and returns ALIGN_ERR_UNSUPPORTED (4) from mhc_pre_cfg_init (mhc_pre.c: shapes and modes, shared with
+ * the C twin; the kernels read only the config); MATH_IMPL=cuda / cuda_fast (GPU only) use CUDA's expf / exp2f
  * (mhc_dev_exp, math_cuda.cuh).
  *
  * x[T,N,D] bf16, fn[(2+N)N, ND] f32, base[(2+N)N] f32, scale[3] f32
@@ -20,7 +21,7 @@
  *        MHC_SUM_ORDER=torch), the owner divides its own
  *        element by the C twin's divisor; barriers separate reads from writes;
  *      - y_d = R(sum_j pre'_j x[j,d]) left to right, threads striding over d.
- *   Mix goes through a stream-ordered workspace (cudaMallocAsync, T R floats). NaN results carry
+ *   Mix goes through the device context's workspace (align_dev_scratch, T R floats, ordered on dev->stream). NaN results carry
  *   the host's bits (nan_host.h; see mhc_cuda.cuh). Launch knobs: mhc_cuda.cuh. The serial path
  *   (launch->serial) is one thread per token running mhc_pre.c's loops as written
  *   (mhc_pre_token_serial), mapping dots included, with no workspace.
@@ -38,6 +39,7 @@
 #include <stdio.h>
 
 #include "mhc_cuda.cuh"
+#include "op_cfg.h"
 #include "torch_order.h"
 
 struct mhc_pre_args {
@@ -53,14 +55,24 @@ struct mhc_pre_args {
 	int rows; /* tokens per CTA */
 	int iters;
 	float hc_eps, norm_eps;
-	int inv_rms, exp2, computeh_fma, param_bf16, coef_bf16, hpre_eps, hpost_eps, contract, gemm;
-	int torch_sums; /* MHC_SUM_ORDER=torch */
+	struct mhc_modes mm; /* the decoded switches (the config's) */
+	int emode;	     /* mhc_emode(&mm) */
+	int hpre_eps, hpost_eps;  /* 1: MHC_HPRE_EPS=on, MHC_HPOST_EPS=on */
+	int sinkhorn;		  /* ALIGN_MHC_SINKHORN_* */
+	int torch_sums;		  /* MHC_SUM_ORDER=torch */
 };
 
-/* the divisor of one Sinkhorn step for line sum s. mode: 1 = s + eps, 2 = max(s, eps) */
+/* the divisions of one Sinkhorn step (mhc_sk_step) */
+enum mhc_sk_mode {
+	MHC_SK_SOFTMAX_EPS, /* v / s + eps: c1's first row step, s the softmax denominator */
+	MHC_SK_ADD_EPS,	    /* v / (s + eps): c1 and c0p */
+	MHC_SK_MAX_EPS,	    /* v / max(s, eps): c0 */
+};
+
+/* the divisor of one Sinkhorn step for line sum s (mode MHC_SK_ADD_EPS or MHC_SK_MAX_EPS) */
 __device__ __forceinline__ float mhc_sk_div(float s, int mode, float eps)
 {
-	return mode == 2 ? (s > eps ? s : eps) : hn_add(s, eps);
+	return mode == MHC_SK_MAX_EPS ? (s > eps ? s : eps) : hn_add(s, eps);
 }
 
 /* a line sum of the Sinkhorn (mhc_pre.c row_sum / col_sum; c1's first row step sums the softmax
@@ -79,16 +91,16 @@ __device__ __forceinline__ float mhc_sk_sum(const float *M, int n, int cols, int
 }
 
 /* One Sinkhorn normalisation of rows (cols = 0) or columns (cols = 1) of the n x n matrix M (shared);
- * thread tid < n*n owns element tid and sums its line itself (mhc_sk_sum). mode: 0 = "v / s + eps"
- * (c1 first row step), 1 = "v / (s + eps)", 2 = "v / max(s, eps)". All threads must call it. */
+ * thread tid < n*n owns element tid and sums its line itself (mhc_sk_sum). mode: enum mhc_sk_mode.
+ * All threads must call it. */
 __device__ __forceinline__ void mhc_sk_step(float *M, int n, int cols, int mode, float eps, int torch)
 {
 	const int tid = threadIdx.x;
 	float mine = 0.0f;
 	if (tid < n * n) {
 		int j = tid / n, k = tid % n;
-		float s = mhc_sk_sum(M, n, cols, cols ? k : j, mode == 0, torch);
-		mine = mode == 0 ? hn_add(hn_div(M[tid], s), eps) : hn_div(M[tid], mhc_sk_div(s, mode, eps));
+		float s = mhc_sk_sum(M, n, cols, cols ? k : j, mode == MHC_SK_SOFTMAX_EPS, torch);
+		mine = mode == MHC_SK_SOFTMAX_EPS ? hn_add(hn_div(M[tid], s), eps) : hn_div(M[tid], mhc_sk_div(s, mode, eps));
 	}
 	__syncthreads();
 	if (tid < n * n)
@@ -96,8 +108,8 @@ __device__ __forceinline__ void mhc_sk_step(float *M, int n, int cols, int mode,
 	__syncthreads();
 }
 
-/* sinkhorn() of mhc_pre.c on the n x n matrix M (shared), by the whole CTA */
-__device__ __forceinline__ void mhc_sinkhorn(float *M, int n, int contract, int iters, float eps, int exp2,
+/* sinkhorn() of mhc_pre.c on the n x n matrix M (shared), by the whole CTA; contract: ALIGN_MHC_SINKHORN_* */
+__device__ __forceinline__ void mhc_sinkhorn(float *M, int n, int contract, int iters, float eps, int emode,
 					     int torch)
 {
 	const int tid = threadIdx.x;
@@ -107,19 +119,19 @@ __device__ __forceinline__ void mhc_sinkhorn(float *M, int n, int contract, int 
 		float mx = M[j * n];
 		for (int k = 1; k < n; k++)
 			mx = M[j * n + k] > mx ? M[j * n + k] : mx;
-		mine = mhc_dev_exp(hn_sub(M[tid], mx), exp2);
+		mine = mhc_dev_exp(hn_sub(M[tid], mx), emode);
 	}
 	__syncthreads();
 	if (tid < n * n)
 		M[tid] = mine;
 	__syncthreads();
 	int rounds = iters;
-	if (contract == 0) { /* c1: softmax + eps, a column step, then iters - 1 full rounds */
-		mhc_sk_step(M, n, 0, 0, eps, torch);
-		mhc_sk_step(M, n, 1, 1, eps, torch);
+	if (contract == ALIGN_MHC_SINKHORN_C1) { /* c1: softmax + eps, a column step, then iters - 1 full rounds */
+		mhc_sk_step(M, n, 0, MHC_SK_SOFTMAX_EPS, eps, torch);
+		mhc_sk_step(M, n, 1, MHC_SK_ADD_EPS, eps, torch);
 		rounds -= 1;
 	}
-	const int mode = contract == 1 ? 2 : 1;
+	const int mode = contract == ALIGN_MHC_SINKHORN_C0 ? MHC_SK_MAX_EPS : MHC_SK_ADD_EPS;
 	for (int it = 0; it < rounds; it++) {
 		mhc_sk_step(M, n, 0, mode, eps, torch);
 		mhc_sk_step(M, n, 1, mode, eps, torch);
@@ -131,20 +143,20 @@ __device__ __forceinline__ float mhc_pre_h(const struct mhc_pre_args &a, int r, 
 {
 	const int N = a.N;
 	float sc = a.scale[r < N ? 0 : r < 2 * N ? 1 : 2], bs = a.base[r];
-	if (a.param_bf16) {
+	if (a.mm.param_bf16) {
 		sc = align_round_bf16(sc);
 		bs = align_round_bf16(bs);
 	}
-	return mhc_dev_compute_h(mix, rs, sc, bs, a.computeh_fma);
+	return mhc_dev_compute_h(mix, rs, sc, bs, a.mm.computeh_fma);
 }
 
 /* pre_i and post_i (mhc_pre.h step 4) from h */
 __device__ __forceinline__ void mhc_pre_coefs(const struct mhc_pre_args &a, const float *h, int i, float *pv,
 					      float *qv)
 {
-	float sp = mhc_dev_sigmoid(h[i], a.exp2), so = mhc_dev_sigmoid(h[a.N + i], a.exp2);
-	*pv = a.hpre_eps == 0 ? hn_add(sp, a.hc_eps) : sp;
-	*qv = a.hpost_eps == 0 ? hn_mul(2.0f, so) : hn_mul(2.0f, hn_add(so, a.hc_eps));
+	float sp = mhc_dev_sigmoid(h[i], a.emode), so = mhc_dev_sigmoid(h[a.N + i], a.emode);
+	*pv = a.hpre_eps ? hn_add(sp, a.hc_eps) : sp;
+	*qv = a.hpost_eps ? hn_mul(2.0f, hn_add(so, a.hc_eps)) : hn_mul(2.0f, so);
 }
 
 /* y_d = R(sum_j coef_j x[j, d]) left to right (mhc_pre.h step 6) */
@@ -171,7 +183,7 @@ __global__ void mhc_pre_token_kernel(const struct mhc_pre_args a)
 	for (long long grp = blockIdx.x; grp < groups; grp += gridDim.x)
 		for (long long t = grp * a.rows; t < (grp + 1) * a.rows && t < a.T; t++) {
 			const float ss = mhc_block_sumsq(a.x + t * a.K, a.K, red);
-			const float rs = mhc_dev_rms(ss, a.K, a.inv_rms, a.norm_eps);
+			const float rs = mhc_dev_rms(ss, a.K, a.mm.inv_rms, a.norm_eps);
 			for (int r = tid; r < R; r += nt)
 				h[r] = mhc_pre_h(a, r, a.mix[t * R + r], rs);
 			__syncthreads();
@@ -180,12 +192,12 @@ __global__ void mhc_pre_token_kernel(const struct mhc_pre_args a)
 				mhc_pre_coefs(a, h, tid, &pv, &qv);
 				a.pre[t * N + tid] = pv;
 				a.post[t * N + tid] = qv;
-				coef[tid] = a.coef_bf16 ? align_round_bf16(pv) : pv;
+				coef[tid] = a.mm.coef_bf16 ? align_round_bf16(pv) : pv;
 			}
 			if (tid < N * N)
 				M[tid] = h[2 * N + tid];
 			__syncthreads();
-			mhc_sinkhorn(M, N, a.contract, a.iters, a.hc_eps, a.exp2, a.torch_sums);
+			mhc_sinkhorn(M, N, a.sinkhorn, a.iters, a.hc_eps, a.emode, a.torch_sums);
 			if (tid < N * N)
 				a.comb[t * N * N + tid] = M[tid];
 			for (int d = tid; d < a.D; d += nt)
@@ -194,18 +206,18 @@ __global__ void mhc_pre_token_kernel(const struct mhc_pre_args a)
 		}
 }
 
-/* sinkhorn() of mhc_pre.c as written, in one thread */
-__device__ void mhc_sinkhorn_serial(float *M, int n, int contract, int iters, float eps, int exp2, int torch)
+/* sinkhorn() of mhc_pre.c as written, in one thread; contract: ALIGN_MHC_SINKHORN_* */
+__device__ void mhc_sinkhorn_serial(float *M, int n, int contract, int iters, float eps, int emode, int torch)
 {
 	for (int j = 0; j < n; j++) {
 		float mx = M[j * n];
 		for (int k = 1; k < n; k++)
 			mx = M[j * n + k] > mx ? M[j * n + k] : mx;
 		for (int k = 0; k < n; k++)
-			M[j * n + k] = mhc_dev_exp(hn_sub(M[j * n + k], mx), exp2);
+			M[j * n + k] = mhc_dev_exp(hn_sub(M[j * n + k], mx), emode);
 	}
 	int rounds = iters;
-	if (contract == 0) {
+	if (contract == ALIGN_MHC_SINKHORN_C1) {
 		for (int j = 0; j < n; j++) {
 			float s = mhc_sk_sum(M, n, 0, j, 1, torch);
 			for (int k = 0; k < n; k++)
@@ -218,7 +230,7 @@ __device__ void mhc_sinkhorn_serial(float *M, int n, int contract, int iters, fl
 		}
 		rounds -= 1;
 	}
-	const int mode = contract == 1 ? 2 : 1;
+	const int mode = contract == ALIGN_MHC_SINKHORN_C0 ? MHC_SK_MAX_EPS : MHC_SK_ADD_EPS;
 	for (int it = 0; it < rounds; it++) {
 		for (int j = 0; j < n; j++) {
 			float d = mhc_sk_div(mhc_sk_sum(M, n, 0, j, 0, torch), mode, eps);
@@ -237,47 +249,30 @@ __device__ void mhc_sinkhorn_serial(float *M, int n, int contract, int iters, fl
 __global__ void mhc_pre_serial_kernel(const struct mhc_pre_args a)
 {
 	const int N = a.N, R = (2 + N) * N;
-	const int ox = mhc_opd_x(a.gemm), ofn = mhc_opd_fn(a.gemm, a.param_bf16);
-	const int acc = a.gemm == 0 ? MATMUL_ACC_SEQ : MATMUL_ACC_SPLIT16;
 	for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < a.T;
 	     t += (long long)gridDim.x * blockDim.x) {
 		const align_bf16 *xt = a.x + t * a.K;
 		float h[(2 + MHC_MAX_N) * MHC_MAX_N], coef[MHC_MAX_N];
-		const float rs = mhc_dev_rms(mhc_pairwise_sq_seq(xt, a.K), a.K, a.inv_rms, a.norm_eps);
+		const float rs = mhc_dev_rms(mhc_pairwise_sq_seq(xt, a.K), a.K, a.mm.inv_rms, a.norm_eps);
 		for (int r = 0; r < R; r++)
-			h[r] = mhc_pre_h(a, r, mm_dot_ref(xt, 1, a.fn + (long long)r * a.K, 0, a.K, ox, ofn, acc, 0), rs);
+			h[r] = mhc_pre_h(a, r,
+					 mm_dot_ref(xt, 1, a.fn + (long long)r * a.K, 0, a.K, a.mm.opd_x, a.mm.opd_fn,
+						    a.mm.accum, 0),
+					 rs);
 		for (int i = 0; i < N; i++) {
 			float pv, qv;
 			mhc_pre_coefs(a, h, i, &pv, &qv);
 			a.pre[t * N + i] = pv;
 			a.post[t * N + i] = qv;
-			coef[i] = a.coef_bf16 ? align_round_bf16(pv) : pv;
+			coef[i] = a.mm.coef_bf16 ? align_round_bf16(pv) : pv;
 		}
 		float *M = a.comb + t * N * N;
 		for (int i = 0; i < N * N; i++)
 			M[i] = h[2 * N + i];
-		mhc_sinkhorn_serial(M, N, a.contract, a.iters, a.hc_eps, a.exp2, a.torch_sums);
+		mhc_sinkhorn_serial(M, N, a.sinkhorn, a.iters, a.hc_eps, a.emode, a.torch_sums);
 		for (int d = 0; d < a.D; d++)
 			mhc_pre_y(a, coef, t, d);
 	}
-}
-
-static int mhc_pre_check(const struct align_tensor *in, int n_in, const struct align_tensor *out, int n_out)
-{
-	if (n_in != 4 || n_out != 4 || in[0].ndim != 3)
-		return ops_cuda_bad_input("mhc_pre", "expects x[T,N,D], fn, base, scale -> y, pre, post, comb");
-	int64_t T = in[0].shape[0], N = in[0].shape[1], D = in[0].shape[2], K = N * D, R = (2 + N) * N;
-	int64_t xs[3] = {T, N, D}, fs[2] = {R, K}, bs[1] = {R}, ss[1] = {3}, ys[2] = {T, D}, ns[2] = {T, N},
-		cs[3] = {T, N, N};
-	if (N < 1 || N > MHC_MAX_N || ops_check(&in[0], ALIGN_DT_BF16, 3, xs) ||
-	    ops_check(&in[1], ALIGN_DT_F32, 2, fs) || ops_check(&in[2], ALIGN_DT_F32, 1, bs) ||
-	    ops_check(&in[3], ALIGN_DT_F32, 1, ss) || ops_check(&out[0], ALIGN_DT_BF16, 2, ys) ||
-	    ops_check(&out[1], ALIGN_DT_F32, 2, ns) || ops_check(&out[2], ALIGN_DT_F32, 2, ns) ||
-	    ops_check(&out[3], ALIGN_DT_F32, 3, cs))
-		return ops_cuda_bad_input("mhc_pre", "shape or dtype mismatch (N must be 1..8)");
-	if (T > 0x7fffffff || D > 0x7fffffff || K > 0x7fffffff)
-		return ops_cuda_bad_input("mhc_pre", "T, D or N*D too large");
-	return 0;
 }
 
 extern "C" int mhc_pre_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,
@@ -285,18 +280,13 @@ extern "C" int mhc_pre_fwd_cuda(const void *params, const struct align_modes *m,
 				struct align_dev *dev)
 {
 	cudaStream_t stream = (cudaStream_t)dev->stream;
-	const struct mhc_params *p = (const struct mhc_params *)params;
-	if (!p || !m || !in || !out)
-		return ops_cuda_bad_input("mhc_pre", "NULL argument");
-	int rc = mhc_pre_check(in, n_in, out, n_out);
-	if (rc)
-		return rc;
 	struct mhc_launch L;
-	if ((rc = mhc_launch_resolve("mhc_pre", launch, &L)))
-		return rc;
-	if (m->v[MODE_MATH_IMPL] == ALIGN_MATH_IMPL_LIBM)
-		return ops_cuda_unsupported("mhc_pre", m, MODE_MATH_IMPL);
-	int64_t T = in[0].shape[0], N = in[0].shape[1], D = in[0].shape[2], K = N * D, R = (2 + N) * N;
+	struct mhc_pre_cfg c;
+	ALIGN_TRY(dev->err, mhc_launch_resolve("mhc_pre", launch, &L, dev->err));
+	ALIGN_TRY(dev->err, mhc_pre_cfg_init(&c, (const struct mhc_params *)params, m, in, n_in, out, n_out,
+					     ALIGN_DEVICE_CUDA, dev->err));
+	ALIGN_TRY(dev->err, op_cfg_data(dev->err, "mhc_pre", in, n_in, out, n_out));
+	const int64_t T = c.T, R = c.R;
 	if (T == 0)
 		return 0;
 	struct mhc_pre_args a;
@@ -310,44 +300,31 @@ extern "C" int mhc_pre_fwd_cuda(const void *params, const struct align_modes *m,
 	a.post = (float *)out[2].data;
 	a.comb = (float *)out[3].data;
 	a.T = T;
-	a.K = K;
-	a.N = (int)N;
-	a.D = (int)D;
+	a.K = c.K;
+	a.N = (int)c.N;
+	a.D = (int)c.D;
 	a.rows = L.rows;
-	a.iters = p->sinkhorn_iters;
-	a.hc_eps = p->hc_eps;
-	a.norm_eps = p->norm_eps;
-	a.inv_rms = m->v[MODE_MHC_RMS_FORM] == ALIGN_MHC_RMS_FORM_INV_RMS;
-	a.exp2 = mhc_emode(m); /* MHC_EXP and MATH_IMPL */
-	a.computeh_fma = m->v[MODE_MHC_COMPUTEH_FMA] == ALIGN_MHC_COMPUTEH_FMA_ON;
-	a.param_bf16 = m->v[MODE_MHC_PARAM] == ALIGN_MHC_PARAM_BF16;
-	a.coef_bf16 = m->v[MODE_MHC_COEF] == ALIGN_MHC_COEF_BF16;
-	a.hpre_eps = m->v[MODE_MHC_HPRE_EPS];
-	a.hpost_eps = m->v[MODE_MHC_HPOST_EPS];
-	a.contract = m->v[MODE_MHC_SINKHORN];
-	a.torch_sums = m->v[MODE_MHC_SUM_ORDER] == ALIGN_MHC_SUM_ORDER_TORCH;
-	a.gemm = m->v[MODE_MHC_PROJ_GEMM];
+	a.iters = c.p.sinkhorn_iters;
+	a.hc_eps = c.p.hc_eps;
+	a.norm_eps = c.p.norm_eps;
+	a.mm = c.mm;
+	a.emode = mhc_emode(&c.mm);
+	a.hpre_eps = c.hpre_eps;
+	a.hpost_eps = c.hpost_eps;
+	a.sinkhorn = c.sinkhorn;
+	a.torch_sums = c.torch_sums;
 	if (L.serial) {
 		ALIGN_CUDA_LAUNCH(mhc_pre_serial_kernel, mhc_grid((T + L.threads - 1) / L.threads, L.grid_cap), L.threads,
 				  0, stream, a);
 		OPS_CUDA_TRY(cudaGetLastError()); /* the launch of mhc_pre_serial_kernel */
 		return 0;
 	}
-	float *mix = NULL;
-	OPS_CUDA_TRY(cudaMallocAsync((void **)&mix, (size_t)(T * R) * sizeof(float), stream));
-	a.mix = mix;
-	rc = mhc_cuda_project(a.x, a.fn, mix, T, R, K, a.gemm, a.param_bf16, L.grid_cap, stream);
-	if (rc == 0) {
-		ALIGN_CUDA_LAUNCH(mhc_pre_token_kernel, mhc_grid((T + L.rows - 1) / L.rows, L.grid_cap), L.threads,
-				  (MHC_PRE_SMEM_FLOATS + 2 * L.threads) * sizeof(float), stream, a);
-		cudaError_t e = cudaGetLastError(); /* the launch of mhc_pre_token_kernel */
-		if (e != cudaSuccess)
-			rc = ops_cuda_fail("mhc_pre_token_kernel<<<...>>>", e, __FILE__, __LINE__);
-	}
-	cudaError_t e = cudaFreeAsync(mix, stream);
-	if (rc)
-		return rc;
-	if (e != cudaSuccess)
-		return ops_cuda_fail("cudaFreeAsync(mix, stream)", e, __FILE__, __LINE__);
+	void *mix = NULL; /* the workspace: mix[T, R] */
+	ALIGN_TRY(dev->err, align_dev_scratch(dev, (size_t)(T * R) * sizeof(float), &mix));
+	a.mix = (const float *)mix;
+	ALIGN_TRY(dev->err, mhc_cuda_project(a.x, a.fn, (float *)mix, T, R, c.K, &c.mm, L.grid_cap, stream));
+	ALIGN_CUDA_LAUNCH(mhc_pre_token_kernel, mhc_grid((T + L.rows - 1) / L.rows, L.grid_cap), L.threads,
+			  (MHC_PRE_SMEM_FLOATS + 2 * L.threads) * sizeof(float), stream, a);
+	OPS_CUDA_TRY(cudaGetLastError()); /* the launch of mhc_pre_token_kernel */
 	return 0;
 }

@@ -36,12 +36,18 @@
  * sum of squares overflows and rs = 0). Measured, not proven: the mapping GEMM's worst case
  * K 2^-24 sum|x fn| can exceed 2^-18 after the rs scaling.
  * Tokens are independent (batch invariance).
+ * Both twins call mhc_pre_cfg_init first and then read only the config (struct mhc_pre_cfg); the
+ * switches shared with hc_head are decoded once, by mhc_modes_init (struct mhc_modes).
  */
 #ifndef ALIGN_MHC_PRE_H
 #define ALIGN_MHC_PRE_H
 
 #include "matmul.h"
 #include "reduce.h"
+
+#ifdef __cplusplus
+extern "C" { /* the cfg functions are C (libkernels) */
+#endif
 
 struct align_modes;
 struct align_tensor;
@@ -53,6 +59,43 @@ struct mhc_params {
 	float hc_eps;	    /* 1e-6 */
 	float norm_eps;	    /* 1e-6 */
 };
+
+/* The switches hc_pre and hc_head share, decoded once (mhc_modes_init) for both ops and both twins. */
+struct mhc_modes {
+	int math;	  /* ALIGN_MATH_IMPL_* the twin runs in e() (step 4) */
+	int exp2;	  /* 1: MHC_EXP=exp2 */
+	int inv_rms;	  /* 1: MHC_RMS_FORM=inv_rms (step 1) */
+	int accum;	  /* ALIGN_MATMUL_ACCUM_* of the mapping dot (MHC_PROJ_GEMM: fp32 seq; split16, tf32 split16) */
+	int opd_x;	  /* ALIGN_MATMUL_OPERAND_* of x32 and of the parameter-rounded fn (TF32 for tf32, else FP32) */
+	int opd_fn;	  /* the same for fn as stored (what the GPU GEMM loads): BF16 when MHC_PARAM=bf16 (the
+			     parameter rounding; tf32(F(R(v))) == F(R(v))), else opd_x */
+	int param_bf16;	  /* 1: MHC_PARAM=bf16 (step 0) */
+	int coef_bf16;	  /* 1: MHC_COEF=bf16 (step 6) */
+	int computeh_fma; /* 1: MHC_COMPUTEH_FMA=on (step 3) */
+};
+
+/* hc_pre's configuration (mhc_pre_cfg_init in mhc_pre.c), read by both twins */
+struct mhc_pre_cfg {
+	int64_t T, N, D, K, R;	/* x[T,N,D], K = N*D, R = (2+N)*N mapping rows */
+	struct mhc_params p;	/* the op's params */
+	struct mhc_modes mm;	/* the shared switches */
+	int sinkhorn;		/* ALIGN_MHC_SINKHORN_* (step 5) */
+	int torch_sums;		/* 1: MHC_SUM_ORDER=torch */
+	int hpre_eps;		/* 1: MHC_HPRE_EPS=on */
+	int hpost_eps;		/* 1: MHC_HPOST_EPS=on */
+};
+
+/* Decode the shared switches for device (enum align_device): 0, ALIGN_ERR_UNSUPPORTED (MATH_IMPL not
+ * runnable there), ALIGN_ERR_INTERNAL (a value not handled); op names the op in the message. */
+int mhc_modes_init(struct mhc_modes *c, const char *op, const struct align_modes *m, int device,
+		   struct align_err *err);
+/* x[T,N,D] bf16 with 1 <= N <= MHC_MAX_N (and T, D, N*D below 2^31 on the GPU) */
+int mhc_check_x(const char *op, const struct align_tensor *x, int device, struct align_err *err);
+/* Check x, fn, base, scale -> y, pre, post, comb and decode the modes; 0, ALIGN_ERR_INPUT,
+ * ALIGN_ERR_UNSUPPORTED, ALIGN_ERR_INTERNAL with the message in err (NULL: stderr). */
+int mhc_pre_cfg_init(struct mhc_pre_cfg *c, const struct mhc_params *p, const struct align_modes *m,
+		     const struct align_tensor *in, int n_in, const struct align_tensor *out, int n_out, int device,
+		     struct align_err *err);
 
 /* step 1 */
 ALIGN_HD static inline float mhc_rms_factor(const float *x32, int64_t k, int inv_rms, float eps)
@@ -67,14 +110,18 @@ ALIGN_HD static inline float mhc_compute_h(float mix, float rs, float scale, flo
 	return fma ? fmaf(mix * rs, scale, base) : (mix * rs) * scale + base;
 }
 
-/* shared by hc_pre and hc_head: e(x) and sigmoid per MHC_EXP / MATH_IMPL */
-float mhc_exp(const struct align_modes *m, float x);
-float mhc_sigmoid(const struct align_modes *m, float z);
+/* shared by hc_pre and hc_head (C twins): e(x) and sigmoid per MHC_EXP / MATH_IMPL */
+float mhc_exp(const struct mhc_modes *c, float x);
+float mhc_sigmoid(const struct mhc_modes *c, float z);
 /* step 2 for `rows` rows of fn (already parameter-rounded): mix[r] = dot(x32, fn_r) */
-void mhc_project(const struct align_modes *m, const float *x32, const float *fn, int64_t rows, int64_t k,
-		 float *xq, float *mix);
+void mhc_project(const struct mhc_modes *c, const float *x32, const float *fn, int64_t rows, int64_t k, float *xq,
+		 float *mix);
 
 int mhc_pre_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, const struct align_tensor *in,
 		    int n_in, struct align_tensor *out, int n_out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ALIGN_MHC_PRE_H */

@@ -1,6 +1,7 @@
 /* router.cu: CUDA twin of the DSv4 MoE gate (contract: router.h; specification: router.c).
  * x[T,D] bf16, w[E,D] f32, bias[E] f32, ids[T] i32, tid2eid[V,K] i32 -> idx[T,K] i32, wt[T,K] f32, the C
- * twin's bytes in every portable mode; MATH_IMPL=libm has no GPU twin and returns 4; MATH_IMPL=cuda and
+ * twin's bytes in every portable mode; shapes and modes come from router_cfg_init (router.c, shared with
+ * the C twin; the kernels read only the config); MATH_IMPL=libm has no GPU twin and returns 4; MATH_IMPL=cuda and
  * cuda_fast (GPU only) swap the score functions for CUDA's (math_cuda.cuh). ROUTER_TOPK_ORDER=torch and
  * ROUTER_SUM=torch run torch_order.h, the same code as the C twin.
  *
@@ -36,9 +37,9 @@
 #include "math_cuda.cuh"
 #include "matmul.h"
 #include "rows_cuda.cuh"
+#include "op_cfg.h"
 #include "torch_order.h"
 
-#define RT_MAX_K 64 /* = ROUTER_MAX_K of router.c */
 #define RT_BM 64    /* tokens per GEMM tile */
 #define RT_BN 64    /* experts per GEMM tile */
 #define RT_BK 32    /* k per shared-memory stage */
@@ -59,7 +60,7 @@ struct rt_args {
 	unsigned char *taken;   /* workspace [E][T] */
 	int *err;               /* workspace: set to 1 when a hash-layer id or table entry is out of range */
 	int64_t T, D, E, V, K;
-	int gemm;  /* ROUTER_GEMM value */
+	int x_opd, w_opd; /* ALIGN_MATMUL_OPERAND_* of x and w (struct router_cfg) */
 	int score; /* enum router_score */
 	int n_groups, topk_groups, hash;
 	float route_scale;
@@ -69,7 +70,7 @@ struct rt_args {
 	int sum_torch;    /* ROUTER_SUM=torch */
 	int index_order;  /* ROUTER_TOPK_ORDER=index */
 	int topk_torch;   /* ROUTER_TOPK_ORDER=torch */
-	int math;         /* MATH_IMPL value (math_cuda.cuh) */
+	int math;         /* ALIGN_MATH_IMPL_* value (math_cuda.cuh) */
 	int mask_zero;    /* ROUTER_GROUP_MASK=zero */
 	int placeholder;  /* ROUTER_HASH_TABLE=placeholder */
 	int vec_x, vec_w; /* 16-byte operand loads */
@@ -79,12 +80,12 @@ struct rt_args {
 
 ALIGN_HD static inline float rt_xop(const rt_args &a, float v)
 {
-	return a.gemm == 2 ? align_round_tf32(v) : v;
+	return matmul_operand(v, a.x_opd);
 }
 
 ALIGN_HD static inline float rt_wop(const rt_args &a, float v)
 {
-	return a.gemm == 1 ? align_round_bf16(v) : a.gemm == 2 ? align_round_tf32(v) : v;
+	return matmul_operand(v, a.w_opd);
 }
 
 /* matmul_dot(xq_t, wq_e, D, seq, no FMA) with the host's NaN rules */
@@ -200,13 +201,13 @@ ALIGN_HD static inline void rt_topk(const float *b, int64_t bs, int64_t n, int64
 /* step 4: group-limited masking of the token's b (stride T) in place */
 ALIGN_HD static inline void rt_group_mask(const rt_args &a, float *b, unsigned char *taken)
 {
-	float gscore[RT_MAX_K];
-	int32_t sel[RT_MAX_K], keep[RT_MAX_K];
+	float gscore[ROUTER_MAX_K];
+	int32_t sel[ROUTER_MAX_K], keep[ROUTER_MAX_K];
 	const int64_t G = a.n_groups, gs = a.E / G, T = a.T;
 	const int64_t per = a.K / a.topk_groups > 0 ? a.K / a.topk_groups : 1;
 	for (int64_t g = 0; g < G; g++) {
 		if (a.topk_torch) {
-			float v[RT_MAX_K];
+			float v[ROUTER_MAX_K];
 			torch_topk(b + g * gs * T, T, gs, per, sel, taken, T);
 			for (int64_t j = 0; j < per; j++)
 				v[j] = b[(g * gs + sel[j]) * T];
@@ -271,8 +272,8 @@ ALIGN_HD static inline int rt_route_token(const rt_args &a, int64_t t)
 	const int64_t E = a.E, T = a.T, K = a.K, V = a.V;
 	float *s = a.ls + t, *b = a.bs + t;
 	unsigned char *taken = a.taken + t;
-	int32_t sel[RT_MAX_K];
-	float wt[RT_MAX_K];
+	int32_t sel[ROUTER_MAX_K];
+	float wt[ROUTER_MAX_K];
 	rt_scores(a, s);
 	if (a.hash) {
 		int32_t id = a.ids[t];
@@ -348,27 +349,6 @@ __global__ void router_serial_kernel(rt_args a)
 	}
 }
 
-/* router.c's check(): the same refusals */
-static int rt_check(const struct router_params *p, const struct align_tensor *in, int n_in,
-                    const struct align_tensor *out, int n_out)
-{
-	if (n_in != 5 || n_out != 2 || in[0].ndim != 2 || in[1].ndim != 2 || in[4].ndim != 2)
-		return ops_cuda_bad_input("router",
-		                          "want x[T,D], w[E,D], bias[E], ids[T], tid2eid[V,K] -> idx, wt [T,K]");
-	int64_t T = in[0].shape[0], D = in[0].shape[1], E = in[1].shape[0], V = in[4].shape[0], K = in[4].shape[1];
-	int64_t xs[2] = {T, D}, ws[2] = {E, D}, es[1] = {E}, ts[1] = {T}, hs[2] = {V, K}, ks[2] = {T, K};
-	if (ops_check(&in[0], ALIGN_DT_BF16, 2, xs) || ops_check(&in[1], ALIGN_DT_F32, 2, ws) ||
-	    ops_check(&in[2], ALIGN_DT_F32, 1, es) || ops_check(&in[3], ALIGN_DT_I32, 1, ts) ||
-	    ops_check(&in[4], ALIGN_DT_I32, 2, hs) || ops_check(&out[0], ALIGN_DT_I32, 2, ks) ||
-	    ops_check(&out[1], ALIGN_DT_F32, 2, ks))
-		return ops_cuda_bad_input("router", "shape or dtype mismatch");
-	if (K > E || K > RT_MAX_K ||
-	    (p->n_groups > 1 && (E % p->n_groups || p->topk_groups < 1 || p->topk_groups > p->n_groups ||
-	                         p->n_groups > RT_MAX_K || K > (int64_t)p->topk_groups * (E / p->n_groups))))
-		return ops_cuda_bad_input("router", "K, groups or topk_groups out of range");
-	return ALIGN_OK;
-}
-
 static int64_t rt_grid(int64_t work, int per_block, int cap)
 {
 	int64_t g = (work + per_block - 1) / per_block;
@@ -406,18 +386,14 @@ extern "C" int router_fwd_cuda(const void *params, const struct align_modes *m, 
                                struct align_dev *dev)
 {
 	cudaStream_t stream = (cudaStream_t)dev->stream;
-	const struct router_params *p = (const struct router_params *)params;
-	if (!p || !m || !in || !out)
-		return ops_cuda_bad_input("router", "NULL argument");
-	int rc = rt_check(p, in, n_in, out, n_out);
-	if (rc)
-		return rc;
-	if (m->v[MODE_MATH_IMPL] == ALIGN_MATH_IMPL_LIBM)
-		return ops_cuda_unsupported("router", m, MODE_MATH_IMPL);
+	struct router_cfg c;
+	ALIGN_TRY(dev->err, router_cfg_init(&c, (const struct router_params *)params, m, in, n_in, out, n_out,
+	                                    ALIGN_DEVICE_CUDA, dev->err));
+	ALIGN_TRY(dev->err, op_cfg_data(dev->err, "router", in, n_in, out, n_out));
 	struct align_launch none = {0, 0, 0, 0};
 	const struct align_launch *L = launch ? launch : &none;
 	if (L->block < 0 || L->rows_per_block < 0 || L->grid_cap < 0 || L->serial < 0)
-		return ops_cuda_bad_input("router", "negative launch knob");
+		return align_fail(dev->err, ALIGN_ERR_INPUT, "router (cuda): negative launch knob");
 	rt_args a;
 	memset(&a, 0, sizeof a);
 	a.x = (const align_bf16 *)in[0].data;
@@ -427,53 +403,51 @@ extern "C" int router_fwd_cuda(const void *params, const struct align_modes *m, 
 	a.tid2eid = (const int32_t *)in[4].data;
 	a.idx = (int32_t *)out[0].data;
 	a.wt = (float *)out[1].data;
-	a.T = in[0].shape[0];
-	a.D = in[0].shape[1];
-	a.E = in[1].shape[0];
-	a.V = in[4].shape[0];
-	a.K = in[4].shape[1];
-	a.gemm = m->v[MODE_ROUTER_GEMM];
-	a.score = p->score;
-	a.n_groups = p->n_groups;
-	a.topk_groups = p->topk_groups;
-	a.hash = p->hash;
-	a.route_scale = p->route_scale;
-	a.sp_eps = m->v[MODE_ROUTER_SQRTSOFTPLUS_EPS] == ALIGN_ROUTER_SQRTSOFTPLUS_EPS_1E_20;
-	a.norm_eps = m->v[MODE_ROUTER_NORM_EPS] == ALIGN_ROUTER_NORM_EPS_1E_20;
-	a.sum64 = m->v[MODE_ROUTER_SUM] == ALIGN_ROUTER_SUM_FP64;
-	a.sum_torch = m->v[MODE_ROUTER_SUM] == ALIGN_ROUTER_SUM_TORCH;
-	a.index_order = m->v[MODE_ROUTER_TOPK_ORDER] == ALIGN_ROUTER_TOPK_ORDER_INDEX;
-	a.topk_torch = m->v[MODE_ROUTER_TOPK_ORDER] == ALIGN_ROUTER_TOPK_ORDER_TORCH;
-	a.math = m->v[MODE_MATH_IMPL];
-	a.mask_zero = m->v[MODE_ROUTER_GROUP_MASK] == ALIGN_ROUTER_GROUP_MASK_ZERO;
-	a.placeholder = m->v[MODE_ROUTER_HASH_TABLE] == ALIGN_ROUTER_HASH_TABLE_PLACEHOLDER;
+	a.T = c.T;
+	a.D = c.D;
+	a.E = c.E;
+	a.V = c.V;
+	a.K = c.K;
+	a.x_opd = c.x_opd;
+	a.w_opd = c.w_opd;
+	a.score = c.p.score;
+	a.n_groups = c.p.n_groups;
+	a.topk_groups = c.p.topk_groups;
+	a.hash = c.p.hash;
+	a.route_scale = c.p.route_scale;
+	a.sp_eps = c.sp_eps;
+	a.norm_eps = c.norm_eps;
+	a.sum64 = c.sum == ALIGN_ROUTER_SUM_FP64;
+	a.sum_torch = c.sum == ALIGN_ROUTER_SUM_TORCH;
+	a.index_order = c.topk_order == ALIGN_ROUTER_TOPK_ORDER_INDEX;
+	a.topk_torch = c.topk_order == ALIGN_ROUTER_TOPK_ORDER_TORCH;
+	a.math = c.math;
+	a.mask_zero = c.mask_zero;
+	a.placeholder = c.placeholder;
 	a.vec_x = a.D % 8 == 0 && rows_al16(a.x);
 	a.vec_w = a.D % 4 == 0 && rows_al16(a.w);
 	if (a.T <= 0 || a.E <= 0)
 		return ALIGN_OK;
+	/* the workspace: ls [E][T], bs [E][T], taken [E][T] (16-byte padded), err */
 	size_t n = (size_t)(a.E * a.T), bytes = 2 * n * sizeof(float) + (n + 15) / 16 * 16 + 16;
-	unsigned char *ws = NULL;
-	OPS_CUDA_TRY(cudaMallocAsync((void **)&ws, bytes, stream));
+	void *ws = NULL;
+	ALIGN_TRY(dev->err, align_dev_scratch(dev, bytes, &ws));
 	a.ls = (float *)ws;
 	a.bs = a.ls + n;
 	a.taken = (unsigned char *)(a.bs + n);
 	a.err = (int *)(a.taken + (n + 15) / 16 * 16);
 	int flag = 0;
-	rc = rt_launch(a, L, stream);
-	if (!rc && a.hash) {
+	ALIGN_TRY(dev->err, rt_launch(a, L, stream));
+	if (a.hash) {
 		cudaError_t e = cudaMemcpyAsync(&flag, a.err, sizeof flag, cudaMemcpyDeviceToHost, stream);
 		if (e == cudaSuccess)
 			e = cudaStreamSynchronize(stream);
 		if (e != cudaSuccess)
-			rc = ops_cuda_fail("cudaMemcpyAsync / cudaStreamSynchronize (hash-layer check)", e, __FILE__,
-			                   __LINE__);
+			return align_dev_fail(dev, "cudaMemcpyAsync / cudaStreamSynchronize (hash-layer check)", (int)e,
+			                      __FILE__, __LINE__);
 	}
-	cudaError_t ef = cudaFreeAsync(ws, stream);
-	if (rc)
-		return rc;
-	if (ef != cudaSuccess)
-		return ops_cuda_fail("cudaFreeAsync(ws, stream)", ef, __FILE__, __LINE__);
 	if (flag)
-		return ops_cuda_bad_input("router", "a token id or tid2eid entry is out of range (hash layer)");
+		return align_fail(dev->err, ALIGN_ERR_INPUT,
+		                  "router (cuda): a token id or tid2eid entry is out of range (hash layer)");
 	return ALIGN_OK;
 }

@@ -35,12 +35,23 @@
  * outside it fp32 underflow/overflow decides (not bounded). The bound is measured, not proven: the
  * worst-case GEMM error D 2^-24 sum|x w| exceeds 2^-16 relative for cancelling logits.
  * Rows are independent (batch invariance).
+ * Both twins call router_cfg_init first and then read only the config (struct router_cfg).
  */
 #ifndef ALIGN_ROUTER_H
 #define ALIGN_ROUTER_H
 
+#include <stdint.h>
+
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" { /* router_cfg_init is C (libkernels) */
+#endif
+
 struct align_modes;
 struct align_tensor;
+
+#define ROUTER_MAX_K 64 /* largest K and n_groups */
 
 enum router_score { ROUTER_SCORE_SQRTSOFTPLUS, ROUTER_SCORE_SIGMOID, ROUTER_SCORE_SOFTMAX };
 
@@ -52,7 +63,33 @@ struct router_params {
 	int hash;	   /* 1 = hash-routed layer */
 };
 
+/* The op's configuration, built once by router_cfg_init (router.c) and read by both twins: the shapes,
+ * the params and the decoded modes (mode values are the generated enums of modes.def). */
+struct router_cfg {
+	int64_t T, D, E, V, K;	  /* x[T,D], w[E,D], tid2eid[V,K], idx/wt[T,K] */
+	struct router_params p;	  /* the op's params, checked */
+	int math;		  /* ALIGN_MATH_IMPL_* the twin runs (step 2) */
+	int x_opd, w_opd;	  /* ALIGN_MATMUL_OPERAND_* of x and w in step 1 (ROUTER_GEMM; FP32 = as is) */
+	int sp_eps;		  /* 1: ROUTER_SQRTSOFTPLUS_EPS=1e-20 */
+	int norm_eps;		  /* 1: ROUTER_NORM_EPS=1e-20 */
+	int sum;		  /* ALIGN_ROUTER_SUM_* */
+	int topk_order;		  /* ALIGN_ROUTER_TOPK_ORDER_* */
+	int mask_zero;		  /* 1: ROUTER_GROUP_MASK=zero */
+	int placeholder;	  /* 1: ROUTER_HASH_TABLE=placeholder */
+};
+
+/* Check the tensors (dtypes, shapes, K and the groups against E) and decode the modes for device
+ * (enum align_device). 0, ALIGN_ERR_INPUT, ALIGN_ERR_UNSUPPORTED (MATH_IMPL=libm on the GPU, cuda and
+ * cuda_fast on the CPU), ALIGN_ERR_INTERNAL (a value not handled); message in err (NULL: stderr). */
+int router_cfg_init(struct router_cfg *c, const struct router_params *p, const struct align_modes *m,
+		    const struct align_tensor *in, int n_in, const struct align_tensor *out, int n_out, int device,
+		    struct align_err *err);
+
 int router_fwd_cpu(const struct router_params *p, const struct align_modes *m, const struct align_tensor *in,
 		   int n_in, struct align_tensor *out, int n_out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* ALIGN_ROUTER_H */

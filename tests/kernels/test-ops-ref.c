@@ -77,8 +77,8 @@ static void ref_matmul(struct ctx *c)
 				s += p;
 				S += fabsl(p);
 			}
-			ld tol = acc == MATMUL_ACC_SEQ ? D * U * S
-				 : acc == MATMUL_ACC_SPLIT16 ? ((D + 15) / 16 + 16) * U * S
+			ld tol = acc == ALIGN_MATMUL_ACCUM_SEQ ? D * U * S
+				 : acc == ALIGN_MATMUL_ACCUM_SPLIT16 ? ((D + 15) / 16 + 16) * U * S
 							      : U * fabsl(s) + D * 0x1p-53L * S;
 			if (c->out[0].dtype == ALIGN_DT_BF16)
 				tol += ulp_bf16(fabsl(s) + tol) / 2;
