@@ -349,7 +349,7 @@ int bisect_write_report(const struct bisect *b, const struct bisect_result *res,
 	int rc = ALIGN_OK;
 	if (!path) {
 		if (write_to(stdout, r, fmt) || fflush(stdout))
-			rc = err_internal("cannot write the report: %s", strerror(errno));
+			rc = fail_internal(b->err, "cannot write the report: %s", strerror(errno));
 		json_decref(r);
 		return rc;
 	}
@@ -359,15 +359,15 @@ int bisect_write_report(const struct bisect *b, const struct bisect_result *res,
 	int fd = mkstemp(tmp);
 	FILE *f = fd >= 0 && !fchmod(fd, 0644) ? fdopen(fd, "w") : NULL;
 	if (!f) {
-		rc = err_input("cannot write '%s': %s", path, strerror(errno));
+		rc = fail_input(b->err, "cannot write '%s': %s", path, strerror(errno));
 		if (fd >= 0)
 			close(fd), unlink(tmp);
 	} else if (write_to(f, r, fmt) || fflush(f) || fsync(fileno(f))) {
-		rc = err_internal("cannot write '%s': %s", path, strerror(errno));
+		rc = fail_internal(b->err, "cannot write '%s': %s", path, strerror(errno));
 		fclose(f);
 		unlink(tmp);
 	} else if (fclose(f) || rename(tmp, path)) {
-		rc = err_internal("cannot write '%s': %s", path, strerror(errno));
+		rc = fail_internal(b->err, "cannot write '%s': %s", path, strerror(errno));
 		unlink(tmp);
 	}
 	free(tmp);

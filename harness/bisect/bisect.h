@@ -15,6 +15,8 @@
 #ifndef ALIGN_BISECT_H
 #define ALIGN_BISECT_H
 
+#include "status.h"
+
 #include <jansson.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -51,7 +53,8 @@ struct bisect_trial {
 	long long run_id;
 	enum trial_verdict verdict;
 	char *reason;       /* unusable: why */
-	json_t *first_diff; /* diverges: the first divergent record (owned) */
+	json_t *first_diff; /* diverges: the first divergent record as a report JSON ITEM (owned), made from
+	                     * the report's struct (report_item_json) or read from the cache table */
 	long long n_diff;   /* number of differing records */
 	double duration;    /* seconds the command ran */
 	int cached;         /* 1: answered by the cache table, no process */
@@ -60,6 +63,7 @@ struct bisect_trial {
 };
 
 struct bisect {
+	struct align_err *err; /* the command's error record (ctx->err): every failure leaves its message here */
 	sqlite3 *db;
 	const char *db_path;
 	char **cmd; /* the command as typed (argv of the trials) */
@@ -91,11 +95,12 @@ struct bisect {
 };
 
 /* bisect-spec.c */
+/* Set (val NULL: unset) key; 0, or -1 when out of memory. */
 int bisect_env_set(struct bisect_env *e, const char *key, const char *val);
 const char *bisect_env_get(const struct bisect_env *e, const char *key, int *present);
 void bisect_env_free(struct bisect_env *e);
-/* Merge one ENV_SPEC (later keys win) into e; prints "error: ..." and returns ALIGN_EINPUT. */
-int bisect_spec_parse(const char *opt, const char *spec, struct bisect_env *e);
+/* Merge one ENV_SPEC (later keys win) into e; on failure the message is in err (ALIGN_ERR_INPUT). */
+int bisect_spec_parse(const char *opt, const char *spec, struct bisect_env *e, struct align_err *err);
 /* The switches: keys whose value differs between good and bad (sorted by key). */
 int bisect_switches(struct bisect *b, const struct bisect_env *bad);
 /* Human-readable "KEY=VALUE" or "KEY unset" for switch i at its bad (bad=1) or good value. */
@@ -138,7 +143,7 @@ char *bisect_path_join(const char *dir, const char *name);
 /* Compare trial t's run with b->baseline_run; sets verdict, n_diff and first_diff. */
 int bisect_compare(struct bisect *b, struct bisect_trial *t);
 /* Set b->compared from the baseline run and the metrics. */
-void bisect_set_compared(struct bisect *b);
+int bisect_set_compared(struct bisect *b);
 
 /* bisect-search.c */
 struct bisect_culprit {

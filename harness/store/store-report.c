@@ -1,0 +1,395 @@
+/* store-report: the SQL of 'align report' (contract in store-report.h). Each statement is written once
+ * here, with named parameters; the comparison engine (harness/report) sees rows, never SQL. */
+#include "store-report.h"
+
+#include "err.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- statement helpers ---- */
+
+int store_sql_prepare(sqlite3 *db, const char *what, const char *sql, sqlite3_stmt **q, struct align_err *e)
+{
+	if (sqlite3_prepare_v2(db, sql, -1, q, NULL) != SQLITE_OK) {
+		*q = NULL;
+		return fail_internal(e, "sqlite: cannot prepare %s: %s", what, sqlite3_errmsg(db));
+	}
+	return ALIGN_OK;
+}
+
+static int param(sqlite3_stmt *q, const char *name, int *i, struct align_err *e)
+{
+	if (!(*i = sqlite3_bind_parameter_index(q, name)))
+		return fail_internal(e, "sqlite: no parameter '%s' in '%s'", name, sqlite3_sql(q));
+	return ALIGN_OK;
+}
+
+static int bound(sqlite3_stmt *q, const char *name, int rc, struct align_err *e)
+{
+	if (rc != SQLITE_OK)
+		return fail_internal(e, "sqlite: cannot bind '%s': %s", name, sqlite3_errmsg(sqlite3_db_handle(q)));
+	return ALIGN_OK;
+}
+
+int store_sql_text(sqlite3_stmt *q, const char *name, const char *text, struct align_err *e)
+{
+	int i;
+	ALIGN_TRY(e, param(q, name, &i, e));
+	return bound(q, name, text ? sqlite3_bind_text(q, i, text, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(q, i), e);
+}
+
+int store_sql_int64(sqlite3_stmt *q, const char *name, int64_t v, struct align_err *e)
+{
+	int i;
+	ALIGN_TRY(e, param(q, name, &i, e));
+	return bound(q, name, sqlite3_bind_int64(q, i, v), e);
+}
+
+int store_sql_double(sqlite3_stmt *q, const char *name, double v, struct align_err *e)
+{
+	int i;
+	ALIGN_TRY(e, param(q, name, &i, e));
+	return bound(q, name, sqlite3_bind_double(q, i, v), e);
+}
+
+int store_sql_rows(sqlite3_stmt *q, const char *what, int (*row)(void *u, sqlite3_stmt *q), void *u, int fin,
+		   struct align_err *e)
+{
+	int step, rc = ALIGN_OK;
+	while ((step = sqlite3_step(q)) == SQLITE_ROW)
+		if (row && (rc = row(u, q)))
+			break;
+	if (!rc && step != SQLITE_DONE)
+		rc = fail_internal(e, "sqlite: %s: %s", what, sqlite3_errmsg(sqlite3_db_handle(q)));
+	if (fin)
+		sqlite3_finalize(q);
+	else
+		sqlite3_reset(q);
+	return rc;
+}
+
+char *store_sql_dup(sqlite3_stmt *q, int i, int *oom)
+{
+	const unsigned char *s = sqlite3_column_text(q, i);
+	char *d = s ? strdup((const char *)s) : NULL;
+	if (s && !d)
+		*oom = 1;
+	return d;
+}
+
+/* ---- runs ---- */
+
+static int run_row(void *u, sqlite3_stmt *q)
+{
+	struct store_run_row *r = u;
+	int oom = 0;
+	r->id = sqlite3_column_int64(q, 0);
+	r->name = store_sql_dup(q, 1, &oom), r->framework = store_sql_dup(q, 2, &oom);
+	r->format = store_sql_dup(q, 3, &oom), r->header = store_sql_dup(q, 6, &oom);
+	r->resumed = sqlite3_column_int(q, 4);
+	r->records = sqlite3_column_int64(q, 5);
+	return oom || !r->name || !r->framework || !r->format ? ALIGN_ERR_INTERNAL : 1;
+}
+
+int store_report_run(sqlite3 *db, const char *name, int64_t id, struct store_run_row *out, int *found,
+		     struct align_err *e)
+{
+	static const char sql[] = "SELECT id, name, framework, format, resumed, "
+				  "(SELECT coalesce(sum(n), 0) FROM stepsum WHERE run_id=run.id), header FROM run "
+				  "WHERE CASE WHEN :name IS NULL THEN id=:id ELSE name=:name END";
+	sqlite3_stmt *q;
+	memset(out, 0, sizeof *out);
+	ALIGN_TRY(e, store_sql_prepare(db, "the run lookup", sql, &q, e));
+	int rc = store_sql_text(q, ":name", name, e);
+	if (!rc)
+		rc = store_sql_int64(q, ":id", id, e);
+	if (rc) {
+		sqlite3_finalize(q);
+		return rc;
+	}
+	rc = store_sql_rows(q, "the run lookup", run_row, out, 1, e);
+	*found = rc == 1;
+	if (rc == ALIGN_ERR_INTERNAL) {
+		store_report_run_free(out);
+		return fail_internal(e, "out of memory");
+	}
+	return rc == 1 ? ALIGN_OK : rc;
+}
+
+void store_report_run_free(struct store_run_row *r)
+{
+	free(r->name), free(r->framework), free(r->format), free(r->header);
+	memset(r, 0, sizeof *r);
+}
+
+void store_report_run_names(sqlite3 *db, char *buf, size_t len)
+{
+	sqlite3_stmt *q;
+	size_t n = 0;
+	buf[0] = '\0';
+	if (store_sql_prepare(db, "the run list", "SELECT name FROM run ORDER BY id", &q, NULL) == ALIGN_OK) {
+		while (sqlite3_step(q) == SQLITE_ROW && n + 1 < len)
+			n += (size_t)snprintf(buf + n, len - n, "%s'%s'", n ? ", " : "", sqlite3_column_text(q, 0));
+		sqlite3_finalize(q);
+	}
+	if (!n)
+		snprintf(buf, len, "none");
+}
+
+struct ids {
+	int64_t *ids;
+	int n;
+};
+
+static int id_row(void *u, sqlite3_stmt *q)
+{
+	struct ids *s = u;
+	s->ids[s->n++] = sqlite3_column_int64(q, 0);
+	return ALIGN_OK;
+}
+
+int store_report_first_runs(sqlite3 *db, int64_t ids[3], int *n, struct align_err *e)
+{
+	sqlite3_stmt *q;
+	struct ids s = {ids, 0};
+	ALIGN_TRY(e, store_sql_prepare(db, "the first runs", "SELECT id FROM run ORDER BY id LIMIT 3", &q, e));
+	int rc = store_sql_rows(q, "the first runs", id_row, &s, 1, e);
+	*n = s.n;
+	return rc;
+}
+
+/* ---- names ---- */
+
+int store_report_canons(sqlite3 *db, int64_t run, store_text_fn fn, void *u, struct align_err *e)
+{
+	static const char sql[] = "SELECT canon FROM record WHERE run_id=:run AND canon > :after ORDER BY canon LIMIT 1";
+	sqlite3_stmt *q;
+	ALIGN_TRY(e, store_sql_prepare(db, "the canon seek", sql, &q, e));
+	char *last = strdup("");
+	int rc = last ? store_sql_int64(q, ":run", run, e) : fail_internal(e, "out of memory");
+	while (rc == ALIGN_OK && (rc = store_sql_text(q, ":after", last, e)) == ALIGN_OK) {
+		int step = sqlite3_step(q);
+		if (step != SQLITE_ROW) {
+			if (step != SQLITE_DONE)
+				rc = fail_internal(e, "sqlite: the canon seek: %s", sqlite3_errmsg(db));
+			break;
+		}
+		int oom = 0;
+		free(last);
+		last = store_sql_dup(q, 0, &oom);
+		sqlite3_reset(q);
+		rc = !last ? fail_internal(e, "out of memory") : fn(u, last);
+	}
+	free(last);
+	sqlite3_finalize(q);
+	return rc;
+}
+
+struct text_cb {
+	store_text_fn fn;
+	void *u;
+};
+
+static int text_row(void *u, sqlite3_stmt *q)
+{
+	struct text_cb *t = u;
+	return t->fn(t->u, (const char *)sqlite3_column_text(q, 0));
+}
+
+/* Prepare sql and bind :a and :b to the two runs. */
+static int prepare_pair(sqlite3 *db, const char *what, const char *sql, int64_t run_a, int64_t run_b,
+			sqlite3_stmt **q, struct align_err *e)
+{
+	ALIGN_TRY(e, store_sql_prepare(db, what, sql, q, e));
+	int rc = store_sql_int64(*q, ":a", run_a, e);
+	if (!rc)
+		rc = store_sql_int64(*q, ":b", run_b, e);
+	if (rc)
+		sqlite3_finalize(*q);
+	return rc;
+}
+
+int store_report_meta_canons(sqlite3 *db, int64_t run_a, int64_t run_b, store_text_fn fn, void *u,
+			     struct align_err *e)
+{
+	static const char sql[] = "SELECT DISTINCT canon FROM meta_canon WHERE run_id IN (:a, :b) ORDER BY canon";
+	sqlite3_stmt *q;
+	struct text_cb t = {fn, u};
+	ALIGN_TRY(e, prepare_pair(db, "the job-metadata names", sql, run_a, run_b, &q, e));
+	return store_sql_rows(q, "the job-metadata names", text_row, &t, 1, e);
+}
+
+struct source_cb {
+	store_source_fn fn;
+	void *u;
+};
+
+static int source_row(void *u, sqlite3_stmt *q)
+{
+	struct source_cb *s = u;
+	const unsigned char *path = sqlite3_column_text(q, 1);
+	return s->fn(s->u, sqlite3_column_int64(q, 0), path ? (const char *)path : "");
+}
+
+int store_report_sources(sqlite3 *db, int64_t run_a, int64_t run_b, store_source_fn fn, void *u, struct align_err *e)
+{
+	static const char sql[] = "SELECT id, path FROM source WHERE run_id IN (:a, :b) ORDER BY id";
+	sqlite3_stmt *q;
+	struct source_cb s = {fn, u};
+	ALIGN_TRY(e, prepare_pair(db, "the sources", sql, run_a, run_b, &q, e));
+	return store_sql_rows(q, "the sources", source_row, &s, 1, e);
+}
+
+/* ---- step summaries and counts ---- */
+
+struct stepsum_cb {
+	store_stepsum_fn fn;
+	void *u;
+	int side;
+};
+
+static int stepsum_row(void *u, sqlite3_stmt *q)
+{
+	struct stepsum_cb *s = u;
+	struct store_stepsum_row row = {sqlite3_column_int64(q, 0), sqlite3_column_int64(q, 1),
+					sqlite3_column_int64(q, 2), sqlite3_column_int64(q, 3),
+					sqlite3_column_int64(q, 4)};
+	return s->fn(s->u, s->side, &row);
+}
+
+int store_report_stepsums(sqlite3 *db, int64_t run_a, int64_t run_b, store_stepsum_fn fn, void *u,
+			  struct align_err *e)
+{
+	static const char sql[] = "SELECT rank, step, n, n_exact, h FROM stepsum WHERE run_id=:run ORDER BY step, rank";
+	sqlite3_stmt *q;
+	struct stepsum_cb s = {fn, u, 0};
+	ALIGN_TRY(e, store_sql_prepare(db, "the step summaries", sql, &q, e));
+	int rc = ALIGN_OK;
+	for (s.side = 0; s.side < 2 && rc == ALIGN_OK; s.side++)
+		if (!(rc = store_sql_int64(q, ":run", s.side ? run_b : run_a, e)))
+			rc = store_sql_rows(q, "the step summaries", stepsum_row, &s, 0, e);
+	sqlite3_finalize(q);
+	return rc;
+}
+
+struct count_cb {
+	store_count_fn fn;
+	void *u;
+	int table;
+};
+
+static int count_row(void *u, sqlite3_stmt *q)
+{
+	struct count_cb *s = u;
+	struct store_canon_count row = {(const char *)sqlite3_column_text(q, 0), sqlite3_column_int64(q, 1),
+					sqlite3_column_int64(q, 2), sqlite3_column_int64(q, 3),
+					sqlite3_column_int64(q, 4), s->table};
+	return s->fn(s->u, &row);
+}
+
+int store_report_canon_counts(sqlite3 *db, int64_t run, int resumed, const char *canons_json, store_count_fn fn,
+			      void *u, struct align_err *e)
+{
+	/* [resumed][filtered]: a run that was not resumed is counted from the index (record_key) alone; a
+	 * resumed one needs the table (superseded rows), which also gives the exact count */
+	static const char *const sql[2][2] = {
+		{"SELECT canon, rank, step, count(*), NULL FROM record WHERE run_id=:run GROUP BY canon, rank, step",
+		 "SELECT canon, rank, step, count(*), NULL FROM record WHERE run_id=:run "
+		 "AND canon IN (SELECT value FROM json_each(:canons)) GROUP BY canon, rank, step"},
+		{"SELECT canon, rank, step, count(*), sum(bits IS NOT NULL OR digest IS NOT NULL) FROM record "
+		 "WHERE run_id=:run AND superseded=0 GROUP BY canon, rank, step",
+		 "SELECT canon, rank, step, count(*), sum(bits IS NOT NULL OR digest IS NOT NULL) FROM record "
+		 "WHERE run_id=:run AND superseded=0 AND canon IN (SELECT value FROM json_each(:canons)) "
+		 "GROUP BY canon, rank, step"},
+	};
+	sqlite3_stmt *q;
+	struct count_cb s = {fn, u, resumed != 0};
+	ALIGN_TRY(e, store_sql_prepare(db, "the per-name counts", sql[resumed != 0][canons_json != NULL], &q, e));
+	int rc = store_sql_int64(q, ":run", run, e);
+	if (!rc && canons_json)
+		rc = store_sql_text(q, ":canons", canons_json, e);
+	if (rc) {
+		sqlite3_finalize(q);
+		return rc;
+	}
+	return store_sql_rows(q, "the per-name counts", count_row, &s, 1, e);
+}
+
+/* ---- reading a step ---- */
+
+struct store_step_reader {
+	sqlite3_stmt *q;
+};
+
+int store_report_reader_open(sqlite3 *db, struct store_step_reader **out, struct align_err *e)
+{
+	static const char sql[] =
+		"SELECT canon, name, rank, micro, seq, occ, line, source_id, dtype, bits, value, text, digits, lo, hi, "
+		"digest, digest_alg, missing FROM record WHERE run_id=:run AND step=:step AND superseded=0 "
+		"AND rank IN (SELECT value FROM json_each(:ranks)) AND canon IN (SELECT value FROM json_each(:canons))";
+	if (!(*out = calloc(1, sizeof **out)))
+		return fail_internal(e, "out of memory");
+	int rc = store_sql_prepare(db, "the step reader", sql, &(*out)->q, e);
+	if (rc) {
+		free(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+static const char *col_text(sqlite3_stmt *q, int i) { return (const char *)sqlite3_column_text(q, i); }
+
+struct record_cb {
+	store_record_fn fn;
+	void *u;
+};
+
+static int record_row(void *u, sqlite3_stmt *q)
+{
+	struct record_cb *s = u;
+	struct store_record_row w = {
+		.canon = col_text(q, 0), .name = col_text(q, 1), .dtype = col_text(q, 8), .text = col_text(q, 11),
+		.digest = col_text(q, 15), .digest_alg = col_text(q, 16), .missing = col_text(q, 17),
+		.rank = sqlite3_column_int64(q, 2), .micro = sqlite3_column_int64(q, 3), .seq = sqlite3_column_int64(q, 4),
+		.occ = sqlite3_column_int64(q, 5), .line = sqlite3_column_int64(q, 6),
+		.source_id = sqlite3_column_int64(q, 7),
+		.has_bits = sqlite3_column_type(q, 9) != SQLITE_NULL, .bits = (uint64_t)sqlite3_column_int64(q, 9),
+		.has_value = sqlite3_column_type(q, 10) != SQLITE_NULL, .value = sqlite3_column_double(q, 10),
+		.digits = sqlite3_column_int(q, 12),
+		.has_interval = sqlite3_column_type(q, 13) != SQLITE_NULL && sqlite3_column_type(q, 14) != SQLITE_NULL,
+		.lo = sqlite3_column_double(q, 13), .hi = sqlite3_column_double(q, 14),
+	};
+	return s->fn(s->u, &w);
+}
+
+int store_report_read_step(struct store_step_reader *r, int64_t run, int64_t step, const char *ranks_json,
+			   const char *canons_json, store_record_fn fn, void *u, struct align_err *e)
+{
+	struct record_cb s = {fn, u};
+	ALIGN_TRY(e, store_sql_int64(r->q, ":run", run, e));
+	ALIGN_TRY(e, store_sql_int64(r->q, ":step", step, e));
+	ALIGN_TRY(e, store_sql_text(r->q, ":ranks", ranks_json, e));
+	ALIGN_TRY(e, store_sql_text(r->q, ":canons", canons_json, e));
+	return store_sql_rows(r->q, "the step reader", record_row, &s, 0, e);
+}
+
+void store_report_reader_close(struct store_step_reader *r)
+{
+	if (!r)
+		return;
+	sqlite3_finalize(r->q);
+	free(r);
+}
+
+int store_report_cache_size(sqlite3 *db, struct align_err *e)
+{
+	char *msg = NULL;
+	if (sqlite3_exec(db, "PRAGMA cache_size=-65536", NULL, NULL, &msg) != SQLITE_OK) {
+		int rc = fail_internal(e, "sqlite: cannot set the page cache: %s", msg ? msg : sqlite3_errmsg(db));
+		sqlite3_free(msg);
+		return rc;
+	}
+	return ALIGN_OK;
+}
