@@ -174,6 +174,14 @@ void bisect_run_name(const struct bisect *b, const char *env, char *out, size_t 
 	snprintf(out, len, "bisect:%.16s", h);
 }
 
+json_t *bisect_cmd_json(const struct bisect *b)
+{
+	json_t *a = json_array();
+	for (int i = 0; a && i < b->n_cmd; i++)
+		json_array_append_new(a, json_string(b->cmd[i]));
+	return a;
+}
+
 json_t *bisect_set_json(const struct bisect *b, const unsigned char *set)
 {
 	json_t *a = json_array();

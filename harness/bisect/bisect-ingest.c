@@ -106,7 +106,7 @@ int bisect_trial_ingest(struct bisect *b, struct bisect_trial *t, const char *di
 		bisect_unusable(t, "trace rejected: %s: cannot be read", files[bad]);
 	else if (!rc && !(rc = store_bisect_owner(b->db, sha, n, &owner, b->err)) && owner == 0 &&
 	         !(rc = ingest_new(b, name, log, files, n, &bad, &owner)) && bad)
-		bisect_unusable(t, "trace rejected: %s: ingest refused it (its error is on stderr above)",
+		bisect_unusable(t, "trace rejected: %s: ingest refused it",
 		                n == 1 ? files[0] : dir);
 	else if (!rc && owner < 0)
 		bisect_unusable(t, "traces partly identical to another run's files (ingest keeps one copy of identical "

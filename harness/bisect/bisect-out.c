@@ -84,7 +84,6 @@ static json_t *rest_json(const struct bisect *b, const struct bisect_trial *t)
 static json_t *report_json(const struct bisect *b, const struct bisect_result *res)
 {
 	json_t *o = json_object(), *sw = json_array(), *trials = json_array(), *metrics = json_array();
-	json_error_t e;
 	int counts[4] = {0}, cached = 0;
 	for (size_t i = 0; i < b->n_sw; i++) {
 		json_t *s = json_object();
@@ -101,7 +100,7 @@ static json_t *report_json(const struct bisect *b, const struct bisect_result *r
 	for (int i = 0; i < b->n_metrics; i++)
 		json_array_append_new(metrics, json_string(b->metrics[i]));
 	json_object_set_new(o, "align_bisect", json_integer(1));
-	json_object_set_new(o, "command", json_loads(b->cmd_json, 0, &e));
+	json_object_set_new(o, "command", bisect_cmd_json(b));
 	json_object_set_new(o, "database", json_string(b->db_path));
 	json_object_set_new(o, "workdir", json_string(b->workdir));
 	json_object_set_new(o, "baseline", str_or_null(b->baseline_run));

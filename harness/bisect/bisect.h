@@ -7,11 +7,13 @@
  *   bisect-compare.c  a trial's run against the baseline run: the first divergent record
  *   bisect-search.c   delta debugging (ddmin), every independent culprit, the interaction analysis
  *   bisect-out.c      the report: text, JSON, Markdown
+ *   (store/store-bisect.c holds every SQL statement of these parts)
  *
  * A switch is a key whose value differs between the good and the bad environment (NULL = unset on
  * that side). A subset of switches is a byte array over bisect.sw: set[i] = 1 puts switch i at its bad
  * value, every other key keeps its good value. Everything is owned by struct bisect and freed by
- * bisect_free; no state lives outside it but the SIGINT/SIGTERM flag (cmd-bisect.c says why). */
+ * bisect_free; no state lives outside it but the SIGINT/SIGTERM flag (cmd-bisect.c says why). A failure
+ * leaves its one message in *err (the command's context) and returns its status. */
 #ifndef ALIGN_BISECT_H
 #define ALIGN_BISECT_H
 
@@ -69,7 +71,7 @@ struct bisect {
 	char **cmd; /* the command as typed (argv of the trials) */
 	int n_cmd;
 	char *exe;                /* what cmd[0] runs: an absolute path (trials run in their own directory) */
-	char *cmd_json;           /* the command as typed, JSON array (reports, cache rows) */
+	char *cmd_json;           /* the command as typed, JSON array text (cache rows) */
 	struct bisect_env good;   /* the merged good environment */
 	struct bisect_switch *sw; /* the search space, sorted by key */
 	size_t n_sw;
@@ -117,6 +119,8 @@ int bisect_make_key(struct bisect *b);
 void bisect_env_digest(const struct bisect *b, const unsigned char *set, char out[65]);
 /* The run name of a trial: bisect:<16 hex of sha256(key, env)>. */
 void bisect_run_name(const struct bisect *b, const char *env, char *out, size_t len);
+/* The command as typed, a JSON array (new reference). */
+json_t *bisect_cmd_json(const struct bisect *b);
 /* JSON array of the switches a subset puts at their bad value ("KEY=V" / "KEY unset"). */
 json_t *bisect_set_json(const struct bisect *b, const unsigned char *set);
 /* Fill t from the cache table; 1 when found and still valid, 0 when it must run, <0 on error. */

@@ -300,17 +300,18 @@ static int prepare(struct bisect *b, struct bisect_opts *o)
 		return rc;
 	if (b->n_sw == 0)
 		return fail_input(b->err, "the good and bad environments do not differ: no switch to bisect");
-	json_t *cmd = json_array();
-	for (int i = 0; i < b->n_cmd; i++)
-		json_array_append_new(cmd, json_string(b->cmd[i]));
-	b->cmd_json = json_dumps(cmd, JSON_COMPACT);
+	json_t *cmd = bisect_cmd_json(b);
+	b->cmd_json = cmd ? json_dumps(cmd, JSON_COMPACT) : NULL;
 	json_decref(cmd);
+	if (!b->cmd_json)
+		return fail_internal(b->err, "out of memory");
 	if ((rc = resolve_command(b)) || (o->out && (rc = check_out_dir(b->err, o->out))))
 		return rc;
 	b->db_path = cmd_db_path(o->db);
 	if (b->baseline_opt && access(b->db_path, F_OK))
 		return fail_input(b->err, "no database '%s' to take --baseline '%s' from (see 'align ingest', or pass --db)",
 		                 b->db_path, b->baseline_opt);
+	/* TODO-LEAD: store_open (store.c, converted by another helper) prints its message itself */
 	if ((rc = store_open(b->db_path, STORE_WRITE, ALIGN_BUSY_MS, &b->db)))
 		return rc;
 	if (b->baseline_opt && (rc = baseline_exists(b)))

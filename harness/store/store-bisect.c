@@ -169,17 +169,9 @@ int store_bisect_trial_load(sqlite3 *db, const char *bisect, const char *env, st
 	*found = 0;
 	ALIGN_TRY(e, prepare_named(db, "the trial cache lookup", sql, ":bisect", bisect, &q, e));
 	int rc = store_sql_text(q, ":env", env, e);
-	if (rc) {
-		sqlite3_finalize(q);
-		return rc;
-	}
-	rc = store_sql_rows(q, "the trial cache lookup", trial_row, row, 1, e);
-	if (rc == ALIGN_ERR_INTERNAL) {
+	if ((rc = store_sql_one(q, rc, "the trial cache lookup", trial_row, row, found, e)))
 		store_bisect_row_free(row);
-		return fail_internal(e, "out of memory");
-	}
-	*found = rc == 1;
-	return rc == 1 ? ALIGN_OK : rc;
+	return rc;
 }
 
 void store_bisect_row_free(struct store_bisect_row *r)

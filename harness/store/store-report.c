@@ -70,6 +70,21 @@ int store_sql_rows(sqlite3_stmt *q, const char *what, int (*row)(void *u, sqlite
 	return rc;
 }
 
+int store_sql_one(sqlite3_stmt *q, int bound, const char *what, int (*row)(void *u, sqlite3_stmt *q), void *u,
+		  int *found, struct align_err *e)
+{
+	*found = 0;
+	if (bound) {
+		sqlite3_finalize(q);
+		return bound;
+	}
+	int rc = store_sql_rows(q, what, row, u, 1, e);
+	*found = rc == 1;
+	if (rc == ALIGN_ERR_INTERNAL)
+		return fail_internal(e, "out of memory"); /* first message wins: a SQLite one stays */
+	return rc == 1 ? ALIGN_OK : rc;
+}
+
 char *store_sql_dup(sqlite3_stmt *q, int i, int *oom)
 {
 	const unsigned char *s = sqlite3_column_text(q, i);
@@ -105,17 +120,9 @@ int store_report_run(sqlite3 *db, const char *name, int64_t id, struct store_run
 	int rc = store_sql_text(q, ":name", name, e);
 	if (!rc)
 		rc = store_sql_int64(q, ":id", id, e);
-	if (rc) {
-		sqlite3_finalize(q);
-		return rc;
-	}
-	rc = store_sql_rows(q, "the run lookup", run_row, out, 1, e);
-	*found = rc == 1;
-	if (rc == ALIGN_ERR_INTERNAL) {
+	if ((rc = store_sql_one(q, rc, "the run lookup", run_row, out, found, e)))
 		store_report_run_free(out);
-		return fail_internal(e, "out of memory");
-	}
-	return rc == 1 ? ALIGN_OK : rc;
+	return rc;
 }
 
 void store_report_run_free(struct store_run_row *r)
@@ -160,6 +167,19 @@ int store_report_first_runs(sqlite3 *db, int64_t ids[3], int *n, struct align_er
 	return rc;
 }
 
+/* The caller's callback and its argument, for the row adapters below (one member of fn is set). */
+struct row_cb {
+	union {
+		store_text_fn text;
+		store_source_fn source;
+		store_stepsum_fn stepsum;
+		store_count_fn count;
+		store_record_fn record;
+	} fn;
+	void *u;
+	int flag; /* stepsum: the side (0 run A, 1 run B); counts: the table path gives n_exact */
+};
+
 /* ---- names ---- */
 
 int store_report_canons(sqlite3 *db, int64_t run, store_text_fn fn, void *u, struct align_err *e)
@@ -187,76 +207,59 @@ int store_report_canons(sqlite3 *db, int64_t run, store_text_fn fn, void *u, str
 	return rc;
 }
 
-struct text_cb {
-	store_text_fn fn;
-	void *u;
-};
-
 static int text_row(void *u, sqlite3_stmt *q)
 {
-	struct text_cb *t = u;
-	return t->fn(t->u, (const char *)sqlite3_column_text(q, 0));
+	struct row_cb *t = u;
+	return t->fn.text(t->u, (const char *)sqlite3_column_text(q, 0));
 }
 
-/* Prepare sql and bind :a and :b to the two runs. */
-static int prepare_pair(sqlite3 *db, const char *what, const char *sql, int64_t run_a, int64_t run_b,
-			sqlite3_stmt **q, struct align_err *e)
+/* Run sql over the two runs (:a, :b), each row to row(cb, q). */
+static int pair_rows(sqlite3 *db, const char *what, const char *sql, int64_t run_a, int64_t run_b,
+		     int (*row)(void *u, sqlite3_stmt *q), void *cb, struct align_err *e)
 {
-	ALIGN_TRY(e, store_sql_prepare(db, what, sql, q, e));
-	int rc = store_sql_int64(*q, ":a", run_a, e);
+	sqlite3_stmt *q;
+	ALIGN_TRY(e, store_sql_prepare(db, what, sql, &q, e));
+	int rc = store_sql_int64(q, ":a", run_a, e);
 	if (!rc)
-		rc = store_sql_int64(*q, ":b", run_b, e);
-	if (rc)
-		sqlite3_finalize(*q);
-	return rc;
+		rc = store_sql_int64(q, ":b", run_b, e);
+	if (rc) {
+		sqlite3_finalize(q);
+		return rc;
+	}
+	return store_sql_rows(q, what, row, cb, 1, e);
 }
 
 int store_report_meta_canons(sqlite3 *db, int64_t run_a, int64_t run_b, store_text_fn fn, void *u,
 			     struct align_err *e)
 {
 	static const char sql[] = "SELECT DISTINCT canon FROM meta_canon WHERE run_id IN (:a, :b) ORDER BY canon";
-	sqlite3_stmt *q;
-	struct text_cb t = {fn, u};
-	ALIGN_TRY(e, prepare_pair(db, "the job-metadata names", sql, run_a, run_b, &q, e));
-	return store_sql_rows(q, "the job-metadata names", text_row, &t, 1, e);
+	struct row_cb t = {.fn.text = fn, .u = u};
+	return pair_rows(db, "the job-metadata names", sql, run_a, run_b, text_row, &t, e);
 }
-
-struct source_cb {
-	store_source_fn fn;
-	void *u;
-};
 
 static int source_row(void *u, sqlite3_stmt *q)
 {
-	struct source_cb *s = u;
+	struct row_cb *s = u;
 	const unsigned char *path = sqlite3_column_text(q, 1);
-	return s->fn(s->u, sqlite3_column_int64(q, 0), path ? (const char *)path : "");
+	return s->fn.source(s->u, sqlite3_column_int64(q, 0), path ? (const char *)path : "");
 }
 
 int store_report_sources(sqlite3 *db, int64_t run_a, int64_t run_b, store_source_fn fn, void *u, struct align_err *e)
 {
 	static const char sql[] = "SELECT id, path FROM source WHERE run_id IN (:a, :b) ORDER BY id";
-	sqlite3_stmt *q;
-	struct source_cb s = {fn, u};
-	ALIGN_TRY(e, prepare_pair(db, "the sources", sql, run_a, run_b, &q, e));
-	return store_sql_rows(q, "the sources", source_row, &s, 1, e);
+	struct row_cb s = {.fn.source = fn, .u = u};
+	return pair_rows(db, "the sources", sql, run_a, run_b, source_row, &s, e);
 }
 
 /* ---- step summaries and counts ---- */
 
-struct stepsum_cb {
-	store_stepsum_fn fn;
-	void *u;
-	int side;
-};
-
 static int stepsum_row(void *u, sqlite3_stmt *q)
 {
-	struct stepsum_cb *s = u;
+	struct row_cb *s = u;
 	struct store_stepsum_row row = {sqlite3_column_int64(q, 0), sqlite3_column_int64(q, 1),
 					sqlite3_column_int64(q, 2), sqlite3_column_int64(q, 3),
 					sqlite3_column_int64(q, 4)};
-	return s->fn(s->u, s->side, &row);
+	return s->fn.stepsum(s->u, s->flag, &row);
 }
 
 int store_report_stepsums(sqlite3 *db, int64_t run_a, int64_t run_b, store_stepsum_fn fn, void *u,
@@ -264,29 +267,23 @@ int store_report_stepsums(sqlite3 *db, int64_t run_a, int64_t run_b, store_steps
 {
 	static const char sql[] = "SELECT rank, step, n, n_exact, h FROM stepsum WHERE run_id=:run ORDER BY step, rank";
 	sqlite3_stmt *q;
-	struct stepsum_cb s = {fn, u, 0};
+	struct row_cb s = {.fn.stepsum = fn, .u = u};
 	ALIGN_TRY(e, store_sql_prepare(db, "the step summaries", sql, &q, e));
 	int rc = ALIGN_OK;
-	for (s.side = 0; s.side < 2 && rc == ALIGN_OK; s.side++)
-		if (!(rc = store_sql_int64(q, ":run", s.side ? run_b : run_a, e)))
+	for (s.flag = 0; s.flag < 2 && rc == ALIGN_OK; s.flag++)
+		if (!(rc = store_sql_int64(q, ":run", s.flag ? run_b : run_a, e)))
 			rc = store_sql_rows(q, "the step summaries", stepsum_row, &s, 0, e);
 	sqlite3_finalize(q);
 	return rc;
 }
 
-struct count_cb {
-	store_count_fn fn;
-	void *u;
-	int table;
-};
-
 static int count_row(void *u, sqlite3_stmt *q)
 {
-	struct count_cb *s = u;
+	struct row_cb *s = u;
 	struct store_canon_count row = {(const char *)sqlite3_column_text(q, 0), sqlite3_column_int64(q, 1),
 					sqlite3_column_int64(q, 2), sqlite3_column_int64(q, 3),
-					sqlite3_column_int64(q, 4), s->table};
-	return s->fn(s->u, &row);
+					sqlite3_column_int64(q, 4), s->flag};
+	return s->fn.count(s->u, &row);
 }
 
 int store_report_canon_counts(sqlite3 *db, int64_t run, int resumed, const char *canons_json, store_count_fn fn,
@@ -305,7 +302,7 @@ int store_report_canon_counts(sqlite3 *db, int64_t run, int resumed, const char 
 		 "GROUP BY canon, rank, step"},
 	};
 	sqlite3_stmt *q;
-	struct count_cb s = {fn, u, resumed != 0};
+	struct row_cb s = {.fn.count = fn, .u = u, .flag = resumed != 0};
 	ALIGN_TRY(e, store_sql_prepare(db, "the per-name counts", sql[resumed != 0][canons_json != NULL], &q, e));
 	int rc = store_sql_int64(q, ":run", run, e);
 	if (!rc && canons_json)
@@ -341,14 +338,9 @@ int store_report_reader_open(sqlite3 *db, struct store_step_reader **out, struct
 
 static const char *col_text(sqlite3_stmt *q, int i) { return (const char *)sqlite3_column_text(q, i); }
 
-struct record_cb {
-	store_record_fn fn;
-	void *u;
-};
-
 static int record_row(void *u, sqlite3_stmt *q)
 {
-	struct record_cb *s = u;
+	struct row_cb *s = u;
 	struct store_record_row w = {
 		.canon = col_text(q, 0), .name = col_text(q, 1), .dtype = col_text(q, 8), .text = col_text(q, 11),
 		.digest = col_text(q, 15), .digest_alg = col_text(q, 16), .missing = col_text(q, 17),
@@ -361,13 +353,13 @@ static int record_row(void *u, sqlite3_stmt *q)
 		.has_interval = sqlite3_column_type(q, 13) != SQLITE_NULL && sqlite3_column_type(q, 14) != SQLITE_NULL,
 		.lo = sqlite3_column_double(q, 13), .hi = sqlite3_column_double(q, 14),
 	};
-	return s->fn(s->u, &w);
+	return s->fn.record(s->u, &w);
 }
 
 int store_report_read_step(struct store_step_reader *r, int64_t run, int64_t step, const char *ranks_json,
 			   const char *canons_json, store_record_fn fn, void *u, struct align_err *e)
 {
-	struct record_cb s = {fn, u};
+	struct row_cb s = {.fn.record = fn, .u = u};
 	ALIGN_TRY(e, store_sql_int64(r->q, ":run", run, e));
 	ALIGN_TRY(e, store_sql_int64(r->q, ":step", step, e));
 	ALIGN_TRY(e, store_sql_text(r->q, ":ranks", ranks_json, e));

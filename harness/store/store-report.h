@@ -98,6 +98,11 @@ int store_sql_double(sqlite3_stmt *q, const char *name, double v, struct align_e
 /* Step q to the end, calling row(u, q) per row; finalize when fin. what names it in the message. */
 int store_sql_rows(sqlite3_stmt *q, const char *what, int (*row)(void *u, sqlite3_stmt *q), void *u, int fin,
 		   struct align_err *e);
+/* Step q (finalized here) for at most one row, which row(u, q) fills, returning 1, or ALIGN_ERR_INTERNAL
+ * when out of memory. bound: the status of binding q's parameters (not ALIGN_OK: q is only finalized and
+ * bound returned). *found: a row came. */
+int store_sql_one(sqlite3_stmt *q, int bound, const char *what, int (*row)(void *u, sqlite3_stmt *q), void *u,
+		  int *found, struct align_err *e);
 /* Column i as a malloc'd string (NULL when the column is NULL); *oom set when strdup failed. */
 char *store_sql_dup(sqlite3_stmt *q, int i, int *oom);
 

@@ -1,0 +1,117 @@
+/* test-store-report: the statement helpers of harness/store/store-report.c (a statement that cannot be
+ * prepared, or a parameter it does not have, fails with one message naming it; the first message
+ * wins), the run lookup by name and by id, and the provenance the report reads from run.header (a
+ * field recorded by both runs with different values differs; one recorded by one run only does not).
+ * Exit status is the verdict. */
+#include "report.h"
+#include "store-report.h"
+#include "store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int fails;
+
+#define CHECK(cond, ...)                                                                                      \
+	do {                                                                                                  \
+		if (!(cond)) {                                                                                \
+			fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__);                                 \
+			fprintf(stderr, __VA_ARGS__);                                                         \
+			fputc('\n', stderr);                                                                  \
+			fails++;                                                                              \
+		}                                                                                             \
+	} while (0)
+
+static void helpers(sqlite3 *db)
+{
+	struct align_err e = {0};
+	sqlite3_stmt *q;
+	int rc = store_sql_prepare(db, "the broken statement", "SELEC nothing", &q, &e);
+	CHECK(rc == ALIGN_ERR_INTERNAL && q == NULL, "bad SQL prepared (rc %d)", rc);
+	CHECK(strstr(e.msg, "cannot prepare the broken statement"), "message '%s' does not name the statement", e.msg);
+	/* the first message wins */
+	rc = store_sql_prepare(db, "another", "SELEC", &q, &e);
+	CHECK(strstr(e.msg, "the broken statement") && !strstr(e.msg, "another"), "second message replaced the first: '%s'",
+	      e.msg);
+	align_err_clear(&e);
+	CHECK(store_sql_prepare(db, "a lookup", "SELECT :x", &q, &e) == ALIGN_OK, "'SELECT :x' not prepared: %s", e.msg);
+	rc = store_sql_int64(q, ":y", 1, &e);
+	CHECK(rc == ALIGN_ERR_INTERNAL && strstr(e.msg, "no parameter ':y'"), "unknown parameter: rc %d '%s'", rc, e.msg);
+	align_err_clear(&e);
+	CHECK(store_sql_text(q, ":x", "v", &e) == ALIGN_OK && sqlite3_step(q) == SQLITE_ROW &&
+	          !strcmp((const char *)sqlite3_column_text(q, 0), "v"),
+	      "':x' bound by name does not come back");
+	sqlite3_finalize(q);
+}
+
+static void runs(sqlite3 *db)
+{
+	struct align_err e = {0};
+	struct store_run_row r;
+	int found = -1;
+	CHECK(store_report_run(db, "b", 0, &r, &found, &e) == ALIGN_OK && found == 1 && !strcmp(r.name, "b") &&
+	          r.header && strstr(r.header, "H200"),
+	      "run 'b' by name: found %d, %s", found, e.msg);
+	int64_t id = r.id;
+	store_report_run_free(&r);
+	CHECK(store_report_run(db, NULL, id, &r, &found, &e) == ALIGN_OK && found && !strcmp(r.name, "b"),
+	      "run 'b' by id %lld", (long long)id);
+	store_report_run_free(&r);
+	CHECK(store_report_run(db, "zz", 0, &r, &found, &e) == ALIGN_OK && found == 0 && !r.name, "run 'zz' found");
+	int64_t ids[3];
+	int n = -1;
+	CHECK(store_report_first_runs(db, ids, &n, &e) == ALIGN_OK && n == 3, "first runs: %d", n);
+	char names[256];
+	store_report_run_names(db, names, sizeof names);
+	CHECK(!strcmp(names, "'a', 'b', 'c'"), "run names '%s'", names);
+}
+
+static void provenance(sqlite3 *db, const char *run_b, const char *want)
+{
+	struct align_err e = {0};
+	struct report_opts o = {.run_a = "a", .run_b = run_b, .limit = 5};
+	struct report r;
+	int rc = report_compute(db, &o, &r, &e);
+	CHECK(rc == ALIGN_OK, "report a,%s: %s", run_b, e.msg);
+	if (rc)
+		return;
+	char got[256] = "";
+	for (int i = 0; i < REPORT_PROV_FIELDS; i++)
+		if (report_prov_differs(&r, i))
+			snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", got[0] ? "," : "", report_prov_fields[i]);
+	CHECK(!strcmp(got, want), "a vs %s: provenance differs in '%s', want '%s'", run_b, got, want);
+	report_free(&r);
+}
+
+int main(void)
+{
+	char path[] = "/tmp/test-store-report-XXXXXX";
+	int fd = mkstemp(path);
+	if (fd < 0)
+		return 99;
+	close(fd);
+	unlink(path);
+	sqlite3 *db;
+	if (store_open(path, STORE_WRITE, 1000, &db))
+		return 99;
+	const char *sql =
+		"INSERT INTO run(name, framework, format, header, created) VALUES "
+		"('a', 'align', 'atf', '{\"align_trace\":1,\"device\":\"NVIDIA H100\",\"cublas_version\":130000,"
+		"\"driver_version\":\"570\"}', '2026-01-01T00:00:00Z'),"
+		"('b', 'align', 'atf', '{\"align_trace\":1,\"device\":\"NVIDIA H200\",\"cublas_version\":120900}', "
+		"'2026-01-01T00:00:00Z'),"
+		"('c', 'align', 'atf', NULL, '2026-01-01T00:00:00Z')";
+	if (store_exec(db, sql))
+		return 99;
+	helpers(db);
+	runs(db);
+	provenance(db, "b", "cublas_version,device");
+	provenance(db, "c", "");
+	store_close(db);
+	unlink(path);
+	if (fails)
+		fprintf(stderr, "%d check(s) failed\n", fails);
+	return fails ? 1 : 0;
+}
