@@ -1,8 +1,8 @@
 /* bisect-ingest: a finished trial's trace files into the database as the trial's run.
  *
- * The files are ingested in-process with ingest_files() as run bisect:<hash> (bisect_run_name). Whether
- * a trace is usable is ingest's status, never text read back; a refused trace makes the trial
- * unusable with a reason naming the file.
+ * The files are ingested in-process with ingest_files_err() as run bisect:<hash> (bisect_run_name).
+ * Whether a trace is usable is ingest's status; a refused trace makes the trial unusable, its reason
+ * ingest's own message from the error record ("FILE:LINE: what"), never text read back.
  * Ingest keeps one copy of identical content (source.sha256 is unique), so:
  *   - no file known yet: ingest them all (a run of that name left by an interrupted bisect is removed
  *     first: its cache row was never written);
@@ -58,32 +58,28 @@ static void stdout_aside_end(struct stdout_aside *q)
 	}
 }
 
-/* SHA-256 of the decompressed content, as ingest computes it. */
-static int hash_file(const char *path, char sha[65])
+/* SHA-256 of the decompressed content, as ingest computes it (constant memory); why not in e. */
+static int hash_file(const char *path, char sha[65], struct align_err *e)
 {
 	struct reader *r;
-	char *buf;
-	size_t len;
-	int rc = reader_open(path, &r);
-	if (rc)
-		return rc;
-	if (!(rc = reader_slurp(r, &buf, &len)))
+	ALIGN_TRY(e, reader_open_err(path, e, &r));
+	int rc = reader_drain(r);
+	if (!rc)
 		reader_sha256(r, sha);
 	reader_close(r);
 	return rc;
 }
 
-/* Ingest the files as run name (none of their contents is known yet). *bad: ingest refused them. */
+/* Ingest the files as run name (none of their contents is known yet). *bad: ingest refused them, why
+ * in why (ingest's own message, "FILE:LINE: what"). */
 static int ingest_new(struct bisect *b, const char *name, const char *log, char **files, int n, int *bad,
-                      int64_t *owner)
+                      struct align_err *why, int64_t *owner)
 {
 	ALIGN_TRY(b->err, store_bisect_drop_run(b->db, name, b->err));
 	struct ingest_opts io = {.micro_batches = 1, .n_order = 1, .order = {"main"}, .quiet = 1};
 	struct stdout_aside q;
 	stdout_aside_begin(&q, log);
-	/* TODO-LEAD: ingest_files prints its error itself (stderr) and gives only the status; once it
-	 * fills a struct align_err, pass one here and take the trial's reason from its message */
-	int rc = ingest_files(b->db, b->db_path, name, 0, NULL, &io, files, n);
+	int rc = ingest_files_err(b->db, b->db_path, name, 0, NULL, &io, files, n, why);
 	stdout_aside_end(&q);
 	*bad = rc != ALIGN_OK;
 	if (*bad)
@@ -97,17 +93,15 @@ int bisect_trial_ingest(struct bisect *b, struct bisect_trial *t, const char *di
 	bisect_run_name(b, t->env, name, sizeof name);
 	char(*sha)[65] = calloc((size_t)n, sizeof *sha);
 	char *log = bisect_path_join(dir, "ingest.txt");
-	int rc = sha && log ? ALIGN_OK : fail_internal(b->err, "out of memory"), bad = -1;
+	int rc = sha && log ? ALIGN_OK : fail_internal(b->err, "out of memory"), bad = 0;
+	struct align_err why = {0}; /* a trace's own failure: the trial's reason, not the command's error */
 	int64_t owner = 0;
-	for (int i = 0; !rc && i < n && bad < 0; i++)
-		if (hash_file(files[i], sha[i]) != ALIGN_OK)
-			bad = i; /* TODO-LEAD: the reader's message (printed by it) names why */
-	if (!rc && bad >= 0)
-		bisect_unusable(t, "trace rejected: %s: cannot be read", files[bad]);
-	else if (!rc && !(rc = store_bisect_owner(b->db, sha, n, &owner, b->err)) && owner == 0 &&
-	         !(rc = ingest_new(b, name, log, files, n, &bad, &owner)) && bad)
-		bisect_unusable(t, "trace rejected: %s: ingest refused it",
-		                n == 1 ? files[0] : dir);
+	for (int i = 0; !rc && i < n && !bad; i++)
+		bad = hash_file(files[i], sha[i], &why) != ALIGN_OK;
+	if (!rc && !bad && !(rc = store_bisect_owner(b->db, sha, n, &owner, b->err)) && owner == 0)
+		rc = ingest_new(b, name, log, files, n, &bad, &why, &owner);
+	if (!rc && bad)
+		bisect_unusable(t, "trace rejected: %s", why.msg[0] ? why.msg : "ingest refused it");
 	else if (!rc && owner < 0)
 		bisect_unusable(t, "traces partly identical to another run's files (ingest keeps one copy of identical "
 		                   "content, so this trial has no run of its own)");

@@ -125,9 +125,7 @@ static int on_opt(void *u, int key, const char *arg)
 	case 'B': b->baseline_opt = arg; return ALIGN_OK;
 	case 'm': return add_metric(b, arg);
 	case 'j':
-		/* TODO-LEAD: cmd_parse_int (core/cmd-util.c) still prints its message at once; pass b->err
-		 * once it takes an error record */
-		ALIGN_TRY(b->err, cmd_parse_int("--jobs", arg, 1, 64, &jobs));
+		ALIGN_TRY(b->err, cmd_parse_int_err("--jobs", arg, 1, 64, &jobs, b->err));
 		b->jobs = (int)jobs;
 		return ALIGN_OK;
 	case 't': return parse_timeout(b->err, arg, &b->timeout);
@@ -311,8 +309,7 @@ static int prepare(struct bisect *b, struct bisect_opts *o)
 	if (b->baseline_opt && access(b->db_path, F_OK))
 		return fail_input(b->err, "no database '%s' to take --baseline '%s' from (see 'align ingest', or pass --db)",
 		                 b->db_path, b->baseline_opt);
-	/* TODO-LEAD: store_open (store.c, converted by another helper) prints its message itself */
-	if ((rc = store_open(b->db_path, STORE_WRITE, ALIGN_BUSY_MS, &b->db)))
+	if ((rc = store_open_err(b->db_path, STORE_WRITE, ALIGN_BUSY_MS, &b->db, b->err)))
 		return rc;
 	if (b->baseline_opt && (rc = baseline_exists(b)))
 		return rc;

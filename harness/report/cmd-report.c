@@ -98,9 +98,7 @@ static int on_opt(void *u, int key, const char *arg)
 	case 'f': return parse_format(a, arg);
 	case 'o': a->out_path = arg; return ALIGN_OK;
 	case 'l':
-		/* TODO-LEAD: cmd_parse_int (core/cmd-util.c) still prints its message at once; pass
-		 * &a->ctx->err once it takes an error record */
-		ALIGN_TRY(&a->ctx->err, cmd_parse_int("--limit", arg, 0, 1000000, &n));
+		ALIGN_TRY(&a->ctx->err, cmd_parse_int_err("--limit", arg, 0, 1000000, &n, &a->ctx->err));
 		a->o.limit = (long)n;
 		return ALIGN_OK;
 	case 'S': a->o.no_stepsum = 1; return ALIGN_OK;
@@ -164,8 +162,7 @@ static int report_main(struct report_args *a)
 		ALIGN_TRY(e, out_open(&of, e));
 	a->ctx->db_path = cmd_db_path(a->db_opt);
 	a->o.db_path = a->ctx->db_path;
-	/* TODO-LEAD: store_open (store.c, converted by another helper) prints its message itself */
-	int rc = store_open(a->ctx->db_path, STORE_READ, ALIGN_BUSY_MS, &a->ctx->db);
+	int rc = store_open_err(a->ctx->db_path, STORE_READ, ALIGN_BUSY_MS, &a->ctx->db, e);
 	struct report r;
 	if (!rc)
 		rc = report_compute(a->ctx->db, &a->o, &r, e);

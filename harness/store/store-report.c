@@ -3,56 +3,13 @@
 #include "store-report.h"
 
 #include "err.h"
+#include "store.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- statement helpers ---- */
-
-int store_sql_prepare(sqlite3 *db, const char *what, const char *sql, sqlite3_stmt **q, struct align_err *e)
-{
-	if (sqlite3_prepare_v2(db, sql, -1, q, NULL) != SQLITE_OK) {
-		*q = NULL;
-		return fail_internal(e, "sqlite: cannot prepare %s: %s", what, sqlite3_errmsg(db));
-	}
-	return ALIGN_OK;
-}
-
-static int param(sqlite3_stmt *q, const char *name, int *i, struct align_err *e)
-{
-	if (!(*i = sqlite3_bind_parameter_index(q, name)))
-		return fail_internal(e, "sqlite: no parameter '%s' in '%s'", name, sqlite3_sql(q));
-	return ALIGN_OK;
-}
-
-static int bound(sqlite3_stmt *q, const char *name, int rc, struct align_err *e)
-{
-	if (rc != SQLITE_OK)
-		return fail_internal(e, "sqlite: cannot bind '%s': %s", name, sqlite3_errmsg(sqlite3_db_handle(q)));
-	return ALIGN_OK;
-}
-
-int store_sql_text(sqlite3_stmt *q, const char *name, const char *text, struct align_err *e)
-{
-	int i;
-	ALIGN_TRY(e, param(q, name, &i, e));
-	return bound(q, name, text ? sqlite3_bind_text(q, i, text, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(q, i), e);
-}
-
-int store_sql_int64(sqlite3_stmt *q, const char *name, int64_t v, struct align_err *e)
-{
-	int i;
-	ALIGN_TRY(e, param(q, name, &i, e));
-	return bound(q, name, sqlite3_bind_int64(q, i, v), e);
-}
-
-int store_sql_double(sqlite3_stmt *q, const char *name, double v, struct align_err *e)
-{
-	int i;
-	ALIGN_TRY(e, param(q, name, &i, e));
-	return bound(q, name, sqlite3_bind_double(q, i, v), e);
-}
 
 int store_sql_rows(sqlite3_stmt *q, const char *what, int (*row)(void *u, sqlite3_stmt *q), void *u, int fin,
 		   struct align_err *e)
@@ -70,14 +27,9 @@ int store_sql_rows(sqlite3_stmt *q, const char *what, int (*row)(void *u, sqlite
 	return rc;
 }
 
-int store_sql_one(sqlite3_stmt *q, int bound, const char *what, int (*row)(void *u, sqlite3_stmt *q), void *u,
-		  int *found, struct align_err *e)
+int store_sql_one(sqlite3_stmt *q, const char *what, int (*row)(void *u, sqlite3_stmt *q), void *u, int *found,
+		  struct align_err *e)
 {
-	*found = 0;
-	if (bound) {
-		sqlite3_finalize(q);
-		return bound;
-	}
 	int rc = store_sql_rows(q, what, row, u, 1, e);
 	*found = rc == 1;
 	if (rc == ALIGN_ERR_INTERNAL)
@@ -105,7 +57,11 @@ static int run_row(void *u, sqlite3_stmt *q)
 	r->format = store_sql_dup(q, 3, &oom), r->header = store_sql_dup(q, 6, &oom);
 	r->resumed = sqlite3_column_int(q, 4);
 	r->records = sqlite3_column_int64(q, 5);
-	return oom || !r->name || !r->framework || !r->format ? ALIGN_ERR_INTERNAL : 1;
+	if (oom || !r->name || !r->framework || !r->format) {
+		store_report_run_free(r);
+		return ALIGN_ERR_INTERNAL;
+	}
+	return 1;
 }
 
 int store_report_run(sqlite3 *db, const char *name, int64_t id, struct store_run_row *out, int *found,
@@ -116,13 +72,10 @@ int store_report_run(sqlite3 *db, const char *name, int64_t id, struct store_run
 				  "WHERE CASE WHEN :name IS NULL THEN id=:id ELSE name=:name END";
 	sqlite3_stmt *q;
 	memset(out, 0, sizeof *out);
-	ALIGN_TRY(e, store_sql_prepare(db, "the run lookup", sql, &q, e));
-	int rc = store_sql_text(q, ":name", name, e);
-	if (!rc)
-		rc = store_sql_int64(q, ":id", id, e);
-	if ((rc = store_sql_one(q, rc, "the run lookup", run_row, out, found, e)))
-		store_report_run_free(out);
-	return rc;
+	ALIGN_TRY(e, store_prepare(db, "the run lookup", sql, &q, e));
+	store_bind_text(q, ":name", name);
+	store_bind_int64(q, ":id", id);
+	return store_sql_one(q, "the run lookup", run_row, out, found, e);
 }
 
 void store_report_run_free(struct store_run_row *r)
@@ -136,7 +89,8 @@ void store_report_run_names(sqlite3 *db, char *buf, size_t len)
 	sqlite3_stmt *q;
 	size_t n = 0;
 	buf[0] = '\0';
-	if (store_sql_prepare(db, "the run list", "SELECT name FROM run ORDER BY id", &q, NULL) == ALIGN_OK) {
+	struct align_err ignored = {0}; /* best effort: a message without the list is still a message */
+	if (store_prepare(db, "the run list", "SELECT name FROM run ORDER BY id", &q, &ignored) == ALIGN_OK) {
 		while (sqlite3_step(q) == SQLITE_ROW && n + 1 < len)
 			n += (size_t)snprintf(buf + n, len - n, "%s'%s'", n ? ", " : "", sqlite3_column_text(q, 0));
 		sqlite3_finalize(q);
@@ -161,7 +115,7 @@ int store_report_first_runs(sqlite3 *db, int64_t ids[3], int *n, struct align_er
 {
 	sqlite3_stmt *q;
 	struct ids s = {ids, 0};
-	ALIGN_TRY(e, store_sql_prepare(db, "the first runs", "SELECT id FROM run ORDER BY id LIMIT 3", &q, e));
+	ALIGN_TRY(e, store_prepare(db, "the first runs", "SELECT id FROM run ORDER BY id LIMIT 3", &q, e));
 	int rc = store_sql_rows(q, "the first runs", id_row, &s, 1, e);
 	*n = s.n;
 	return rc;
@@ -186,10 +140,12 @@ int store_report_canons(sqlite3 *db, int64_t run, store_text_fn fn, void *u, str
 {
 	static const char sql[] = "SELECT canon FROM record WHERE run_id=:run AND canon > :after ORDER BY canon LIMIT 1";
 	sqlite3_stmt *q;
-	ALIGN_TRY(e, store_sql_prepare(db, "the canon seek", sql, &q, e));
+	ALIGN_TRY(e, store_prepare(db, "the canon seek", sql, &q, e));
 	char *last = strdup("");
-	int rc = last ? store_sql_int64(q, ":run", run, e) : fail_internal(e, "out of memory");
-	while (rc == ALIGN_OK && (rc = store_sql_text(q, ":after", last, e)) == ALIGN_OK) {
+	int rc = last ? ALIGN_OK : fail_internal(e, "out of memory");
+	store_bind_int64(q, ":run", run);
+	while (rc == ALIGN_OK) {
+		store_bind_text(q, ":after", last);
 		int step = sqlite3_step(q);
 		if (step != SQLITE_ROW) {
 			if (step != SQLITE_DONE)
@@ -218,14 +174,9 @@ static int pair_rows(sqlite3 *db, const char *what, const char *sql, int64_t run
 		     int (*row)(void *u, sqlite3_stmt *q), void *cb, struct align_err *e)
 {
 	sqlite3_stmt *q;
-	ALIGN_TRY(e, store_sql_prepare(db, what, sql, &q, e));
-	int rc = store_sql_int64(q, ":a", run_a, e);
-	if (!rc)
-		rc = store_sql_int64(q, ":b", run_b, e);
-	if (rc) {
-		sqlite3_finalize(q);
-		return rc;
-	}
+	ALIGN_TRY(e, store_prepare(db, what, sql, &q, e));
+	store_bind_int64(q, ":a", run_a);
+	store_bind_int64(q, ":b", run_b);
 	return store_sql_rows(q, what, row, cb, 1, e);
 }
 
@@ -268,11 +219,12 @@ int store_report_stepsums(sqlite3 *db, int64_t run_a, int64_t run_b, store_steps
 	static const char sql[] = "SELECT rank, step, n, n_exact, h FROM stepsum WHERE run_id=:run ORDER BY step, rank";
 	sqlite3_stmt *q;
 	struct row_cb s = {.fn.stepsum = fn, .u = u};
-	ALIGN_TRY(e, store_sql_prepare(db, "the step summaries", sql, &q, e));
+	ALIGN_TRY(e, store_prepare(db, "the step summaries", sql, &q, e));
 	int rc = ALIGN_OK;
-	for (s.flag = 0; s.flag < 2 && rc == ALIGN_OK; s.flag++)
-		if (!(rc = store_sql_int64(q, ":run", s.flag ? run_b : run_a, e)))
-			rc = store_sql_rows(q, "the step summaries", stepsum_row, &s, 0, e);
+	for (s.flag = 0; s.flag < 2 && rc == ALIGN_OK; s.flag++) {
+		store_bind_int64(q, ":run", s.flag ? run_b : run_a);
+		rc = store_sql_rows(q, "the step summaries", stepsum_row, &s, 0, e);
+	}
 	sqlite3_finalize(q);
 	return rc;
 }
@@ -303,14 +255,10 @@ int store_report_canon_counts(sqlite3 *db, int64_t run, int resumed, const char 
 	};
 	sqlite3_stmt *q;
 	struct row_cb s = {.fn.count = fn, .u = u, .flag = resumed != 0};
-	ALIGN_TRY(e, store_sql_prepare(db, "the per-name counts", sql[resumed != 0][canons_json != NULL], &q, e));
-	int rc = store_sql_int64(q, ":run", run, e);
-	if (!rc && canons_json)
-		rc = store_sql_text(q, ":canons", canons_json, e);
-	if (rc) {
-		sqlite3_finalize(q);
-		return rc;
-	}
+	ALIGN_TRY(e, store_prepare(db, "the per-name counts", sql[resumed != 0][canons_json != NULL], &q, e));
+	store_bind_int64(q, ":run", run);
+	if (canons_json)
+		store_bind_text(q, ":canons", canons_json);
 	return store_sql_rows(q, "the per-name counts", count_row, &s, 1, e);
 }
 
@@ -328,7 +276,7 @@ int store_report_reader_open(sqlite3 *db, struct store_step_reader **out, struct
 		"AND rank IN (SELECT value FROM json_each(:ranks)) AND canon IN (SELECT value FROM json_each(:canons))";
 	if (!(*out = calloc(1, sizeof **out)))
 		return fail_internal(e, "out of memory");
-	int rc = store_sql_prepare(db, "the step reader", sql, &(*out)->q, e);
+	int rc = store_prepare(db, "the step reader", sql, &(*out)->q, e);
 	if (rc) {
 		free(*out);
 		*out = NULL;
@@ -360,10 +308,10 @@ int store_report_read_step(struct store_step_reader *r, int64_t run, int64_t ste
 			   const char *canons_json, store_record_fn fn, void *u, struct align_err *e)
 {
 	struct row_cb s = {.fn.record = fn, .u = u};
-	ALIGN_TRY(e, store_sql_int64(r->q, ":run", run, e));
-	ALIGN_TRY(e, store_sql_int64(r->q, ":step", step, e));
-	ALIGN_TRY(e, store_sql_text(r->q, ":ranks", ranks_json, e));
-	ALIGN_TRY(e, store_sql_text(r->q, ":canons", canons_json, e));
+	store_bind_int64(r->q, ":run", run);
+	store_bind_int64(r->q, ":step", step);
+	store_bind_text(r->q, ":ranks", ranks_json);
+	store_bind_text(r->q, ":canons", canons_json);
 	return store_sql_rows(r->q, "the step reader", record_row, &s, 0, e);
 }
 
@@ -377,11 +325,5 @@ void store_report_reader_close(struct store_step_reader *r)
 
 int store_report_cache_size(sqlite3 *db, struct align_err *e)
 {
-	char *msg = NULL;
-	if (sqlite3_exec(db, "PRAGMA cache_size=-65536", NULL, NULL, &msg) != SQLITE_OK) {
-		int rc = fail_internal(e, "sqlite: cannot set the page cache: %s", msg ? msg : sqlite3_errmsg(db));
-		sqlite3_free(msg);
-		return rc;
-	}
-	return ALIGN_OK;
+	return store_exec_err(db, "PRAGMA cache_size=-65536", e);
 }

@@ -1,6 +1,6 @@
 /* store-report: every SQL statement that 'align report' runs, in one place (schema/0001 and later: run, source,
  * record, stepsum, meta_canon). Statements take named parameters (:run, :step, ...) bound by name; a
- * statement that cannot be prepared or bound fails with a message naming it.
+ * statement that cannot be prepared fails with a message naming it (store_prepare, store.h).
  *
  * Errors: each function returns ALIGN_OK or a status and leaves the one message in e (err.h). A
  * callback that returns non-zero stops the iteration; its value is returned unchanged (its message, if
@@ -87,22 +87,15 @@ void store_report_reader_close(struct store_step_reader *q);
 /* A page cache that holds a step's pages (64 MiB): reading a step revisits them once per name. */
 int store_report_cache_size(sqlite3 *db, struct align_err *e);
 
-/* ---- statement helpers (also used by store-bisect.c) ---- */
+/* ---- statement helpers (also used by store-bisect.c; store.h prepares and binds) ---- */
 
-/* Prepare sql; what names the statement in the message ("sqlite: cannot prepare <what>: ..."). */
-int store_sql_prepare(sqlite3 *db, const char *what, const char *sql, sqlite3_stmt **q, struct align_err *e);
-/* Bind :name (text NULL binds NULL; the text is copied). */
-int store_sql_text(sqlite3_stmt *q, const char *name, const char *text, struct align_err *e);
-int store_sql_int64(sqlite3_stmt *q, const char *name, int64_t v, struct align_err *e);
-int store_sql_double(sqlite3_stmt *q, const char *name, double v, struct align_err *e);
 /* Step q to the end, calling row(u, q) per row; finalize when fin. what names it in the message. */
 int store_sql_rows(sqlite3_stmt *q, const char *what, int (*row)(void *u, sqlite3_stmt *q), void *u, int fin,
 		   struct align_err *e);
 /* Step q (finalized here) for at most one row, which row(u, q) fills, returning 1, or ALIGN_ERR_INTERNAL
- * when out of memory. bound: the status of binding q's parameters (not ALIGN_OK: q is only finalized and
- * bound returned). *found: a row came. */
-int store_sql_one(sqlite3_stmt *q, int bound, const char *what, int (*row)(void *u, sqlite3_stmt *q), void *u,
-		  int *found, struct align_err *e);
+ * when out of memory (having freed what it filled). *found: a row came. */
+int store_sql_one(sqlite3_stmt *q, const char *what, int (*row)(void *u, sqlite3_stmt *q), void *u, int *found,
+		  struct align_err *e);
 /* Column i as a malloc'd string (NULL when the column is NULL); *oom set when strdup failed. */
 char *store_sql_dup(sqlite3_stmt *q, int i, int *oom);
 

@@ -1,12 +1,13 @@
 /* test-store-report: the statement helpers of harness/store/store-report.c (a statement that cannot be
- * prepared, or a parameter it does not have, fails with one message naming it; the first message
- * wins), the run lookup by name and by id, and the provenance the report reads from run.header (a
+ * prepared fails with one message naming it; the first message wins; a single-row lookup says whether
+ * its row came), the run lookup by name and by id, and the provenance the report reads from run.header (a
  * field recorded by both runs with different values differs; one recorded by one run only does not).
  * Exit status is the verdict. */
 #include "report.h"
 #include "store-report.h"
 #include "store.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,36 +15,53 @@
 
 static int fails;
 
-#define CHECK(cond, ...)                                                                                      \
-	do {                                                                                                  \
-		if (!(cond)) {                                                                                \
-			fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__);                                 \
-			fprintf(stderr, __VA_ARGS__);                                                         \
-			fputc('\n', stderr);                                                                  \
-			fails++;                                                                              \
-		}                                                                                             \
-	} while (0)
+/* One check: on failure print where and why, and count it. */
+static void check(int ok, int line, const char *fmt, ...)
+{
+	if (ok)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "%s:%d: FAIL: ", __FILE__, line);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	fails++;
+}
+#define CHECK(cond, ...) check((cond) != 0, __LINE__, __VA_ARGS__)
+
+static int grab(void *u, sqlite3_stmt *q)
+{
+	int oom = 0;
+	*(char **)u = store_sql_dup(q, 0, &oom);
+	return oom ? ALIGN_ERR_INTERNAL : 1;
+}
 
 static void helpers(sqlite3 *db)
 {
 	struct align_err e = {0};
 	sqlite3_stmt *q;
-	int rc = store_sql_prepare(db, "the broken statement", "SELEC nothing", &q, &e);
+	int rc = store_prepare(db, "the broken statement", "SELEC nothing", &q, &e);
 	CHECK(rc == ALIGN_ERR_INTERNAL && q == NULL, "bad SQL prepared (rc %d)", rc);
-	CHECK(strstr(e.msg, "cannot prepare the broken statement"), "message '%s' does not name the statement", e.msg);
+	CHECK(strstr(e.msg, "cannot prepare 'the broken statement'"), "message '%s' does not name the statement", e.msg);
 	/* the first message wins */
-	rc = store_sql_prepare(db, "another", "SELEC", &q, &e);
+	rc = store_prepare(db, "another", "SELEC", &q, &e);
 	CHECK(strstr(e.msg, "the broken statement") && !strstr(e.msg, "another"), "second message replaced the first: '%s'",
 	      e.msg);
 	align_err_clear(&e);
-	CHECK(store_sql_prepare(db, "a lookup", "SELECT :x", &q, &e) == ALIGN_OK, "'SELECT :x' not prepared: %s", e.msg);
-	rc = store_sql_int64(q, ":y", 1, &e);
-	CHECK(rc == ALIGN_ERR_INTERNAL && strstr(e.msg, "no parameter ':y'"), "unknown parameter: rc %d '%s'", rc, e.msg);
-	align_err_clear(&e);
-	CHECK(store_sql_text(q, ":x", "v", &e) == ALIGN_OK && sqlite3_step(q) == SQLITE_ROW &&
-	          !strcmp((const char *)sqlite3_column_text(q, 0), "v"),
-	      "':x' bound by name does not come back");
-	sqlite3_finalize(q);
+	/* one row, bound by name */
+	char *got = NULL;
+	int found = -1;
+	CHECK(store_prepare(db, "a lookup", "SELECT :x", &q, &e) == ALIGN_OK, "'SELECT :x' not prepared: %s", e.msg);
+	store_bind_text(q, ":x", "v");
+	rc = store_sql_one(q, "a lookup", grab, &got, &found, &e);
+	CHECK(rc == ALIGN_OK && found == 1 && got && !strcmp(got, "v"), "':x' bound by name: rc %d found %d '%s'", rc, found,
+	      got ? got : "(null)");
+	free(got);
+	/* no row: not found, not an error */
+	CHECK(store_prepare(db, "no row", "SELECT 1 WHERE 0", &q, &e) == ALIGN_OK, "'SELECT 1 WHERE 0': %s", e.msg);
+	rc = store_sql_one(q, "no row", grab, &got, &found, &e);
+	CHECK(rc == ALIGN_OK && found == 0, "no row: rc %d found %d", rc, found);
 }
 
 static void runs(sqlite3 *db)
@@ -94,7 +112,7 @@ int main(void)
 	close(fd);
 	unlink(path);
 	sqlite3 *db;
-	if (store_open(path, STORE_WRITE, 1000, &db))
+	if (store_open_err(path, STORE_WRITE, 1000, &db, NULL))
 		return 99;
 	const char *sql =
 		"INSERT INTO run(name, framework, format, header, created) VALUES "
@@ -103,7 +121,7 @@ int main(void)
 		"('b', 'align', 'atf', '{\"align_trace\":1,\"device\":\"NVIDIA H200\",\"cublas_version\":120900}', "
 		"'2026-01-01T00:00:00Z'),"
 		"('c', 'align', 'atf', NULL, '2026-01-01T00:00:00Z')";
-	if (store_exec(db, sql))
+	if (store_exec_err(db, sql, NULL))
 		return 99;
 	helpers(db);
 	runs(db);
