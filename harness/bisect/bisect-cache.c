@@ -11,7 +11,7 @@
  * --timeout shorter than the current one. One bisect at a time uses a work directory (flock). */
 #include "bisect.h"
 #include "err.h"
-#include "store.h"
+#include "store-bisect.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -138,18 +138,18 @@ int bisect_make_key(struct bisect *b)
 		         strcmp(dir, ".") ? dir : "", b->key);
 	else {
 		free(dbcopy);
-		return err_internal("cannot get the working directory: %s", strerror(errno));
+		return fail_internal(b->err, "cannot get the working directory: %s", strerror(errno));
 	}
 	free(dbcopy);
 	if (mkdir_p(b->workdir))
-		return err_input("cannot create the bisect work directory '%s': %s", b->workdir, strerror(errno));
+		return fail_input(b->err, "cannot create the bisect work directory '%s': %s", b->workdir, strerror(errno));
 	char *lock = bisect_path_join(b->workdir, "lock");
 	b->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
 	int rc = ALIGN_OK;
 	if (b->lock_fd < 0)
-		rc = err_input("cannot open '%s': %s", lock, strerror(errno));
+		rc = fail_input(b->err, "cannot open '%s': %s", lock, strerror(errno));
 	else if (flock(b->lock_fd, LOCK_EX | LOCK_NB))
-		rc = err_input("another 'align bisect' of this command and good environment is running (it holds '%s')",
+		rc = fail_input(b->err, "another 'align bisect' of this command and good environment is running (it holds '%s')",
 		               lock);
 	free(lock);
 	return rc;
@@ -174,6 +174,14 @@ void bisect_run_name(const struct bisect *b, const char *env, char *out, size_t 
 	snprintf(out, len, "bisect:%.16s", h);
 }
 
+json_t *bisect_cmd_json(const struct bisect *b)
+{
+	json_t *a = json_array();
+	for (int i = 0; a && i < b->n_cmd; i++)
+		json_array_append_new(a, json_string(b->cmd[i]));
+	return a;
+}
+
 json_t *bisect_set_json(const struct bisect *b, const unsigned char *set)
 {
 	json_t *a = json_array();
@@ -186,68 +194,52 @@ json_t *bisect_set_json(const struct bisect *b, const unsigned char *set)
 	return a;
 }
 
-static char *col_dup(sqlite3_stmt *st, int i)
+/* A cached usable trial compared with the same baseline and metrics: its verdict and first difference
+ * (the persisted JSON ITEM, read back from the cache table). */
+static void fill_usable(struct bisect_trial *t, const struct store_bisect_row *row)
 {
-	const unsigned char *s = sqlite3_column_text(st, i);
-	return s ? strdup((const char *)s) : NULL;
+	t->verdict = strcmp(row->verdict, "diverges") ? TRIAL_SAME : TRIAL_DIVERGES;
+	t->first_diff = row->first_diff ? json_loads(row->first_diff, 0, NULL) : NULL;
+	t->n_diff = row->n_diff;
 }
 
-/* Is the cached usable trial's run still there? (run_id is set NULL when the run is deleted) */
-static void fill_usable(struct bisect_trial *t, sqlite3_stmt *st)
+/* What the cached row says: 1 found and valid, 2 its run must be compared again, 0 it must run. */
+static int cache_decide(struct bisect *b, struct bisect_trial *t, const struct store_bisect_row *row)
 {
-	t->verdict = strcmp((const char *)sqlite3_column_text(st, 0), "diverges") ? TRIAL_SAME : TRIAL_DIVERGES;
-	json_error_t e;
-	const char *fd = (const char *)sqlite3_column_text(st, 3);
-	t->first_diff = fd ? json_loads(fd, 0, &e) : NULL;
-	t->n_diff = sqlite3_column_int64(st, 4);
+	t->duration = row->duration;
+	if (!strcmp(row->verdict, "unusable")) {
+		if (b->retry_unusable || (row->has_timeout && (b->timeout == 0 || b->timeout > row->timeout_s)))
+			return 0; /* asked to, or a longer --timeout now: try again */
+		t->verdict = TRIAL_UNUSABLE;
+		t->reason = row->reason ? strdup(row->reason) : NULL;
+		return 1;
+	}
+	if (row->has_run) {
+		t->run_id = row->run_id;
+		t->run_name = row->run_name ? strdup(row->run_name) : NULL;
+	}
+	if (!b->compared) { /* the good trial, which is the baseline: only its run matters */
+		t->verdict = TRIAL_SAME;
+		return row->has_run;
+	}
+	if (row->compared && !strcmp(row->compared, b->compared)) {
+		fill_usable(t, row);
+		return 1;
+	}
+	return row->has_run ? 2 : 0; /* compared with another baseline: again, without a process */
 }
 
 int bisect_cache_load(struct bisect *b, struct bisect_trial *t)
 {
-	sqlite3_stmt *st;
-	if (sqlite3_prepare_v2(b->db,
-	                       "SELECT verdict, reason, timeout_s, first_diff, n_diff, compared, run_id, "
-	                       "run_name, duration FROM bisect_trial WHERE bisect=?1 AND env=?2",
-	                       -1, &st, NULL) != SQLITE_OK)
-		return -err_internal("sqlite: %s", sqlite3_errmsg(b->db));
-	sqlite3_bind_text(st, 1, b->key, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, t->env, -1, SQLITE_STATIC);
-	int found = 0;
-	if (sqlite3_step(st) != SQLITE_ROW)
-		goto out;
-	const char *verdict = (const char *)sqlite3_column_text(st, 0);
-	int has_run = sqlite3_column_type(st, 6) != SQLITE_NULL;
-	const char *compared = (const char *)sqlite3_column_text(st, 5);
-	t->duration = sqlite3_column_double(st, 8);
-	if (!strcmp(verdict, "unusable")) {
-		int timed_out = sqlite3_column_type(st, 2) != SQLITE_NULL;
-		if (b->retry_unusable || (timed_out && (b->timeout == 0 || b->timeout > sqlite3_column_double(st, 2))))
-			goto out; /* asked to, or a longer --timeout now: try again */
-		t->verdict = TRIAL_UNUSABLE;
-		t->reason = col_dup(st, 1);
-		found = 1;
-		goto out;
-	}
-	if (has_run) {
-		t->run_id = sqlite3_column_int64(st, 6);
-		t->run_name = col_dup(st, 7);
-	}
-	if (!b->compared) { /* the good trial, which is the baseline: only its run matters */
-		found = has_run;
-		t->verdict = TRIAL_SAME;
-	} else if (compared && !strcmp(compared, b->compared)) {
-		fill_usable(t, st);
-		found = 1;
-	} else if (has_run) {
-		found = 2; /* compare again below, without a process */
-	}
-out:
-	sqlite3_finalize(st);
+	struct store_bisect_row row;
+	int found, rc = store_bisect_trial_load(b->db, b->key, t->env, &row, &found, b->err);
+	if (rc)
+		return -rc;
+	if (found)
+		found = cache_decide(b, t, &row);
+	store_bisect_row_free(&row);
 	if (found == 2) {
-		int rc = bisect_compare(b, t);
-		if (rc)
-			return -rc;
-		if ((rc = bisect_cache_store(b, t)))
+		if ((rc = bisect_compare(b, t)) || (rc = bisect_cache_store(b, t)))
 			return -rc;
 		found = 1;
 	}
@@ -271,40 +263,23 @@ static void utc_now(char buf[32])
 int bisect_cache_store(struct bisect *b, const struct bisect_trial *t)
 {
 	static const char *const names[] = {"unusable", "same", "diverges", "unusable"};
-	sqlite3_stmt *st;
-	if (sqlite3_prepare_v2(b->db,
-	                       "INSERT OR REPLACE INTO bisect_trial(bisect, env, command, switches, verdict, "
-	                       "reason, timeout_s, first_diff, n_diff, compared, run_id, run_name, duration, "
-	                       "created) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)",
-	                       -1, &st, NULL) != SQLITE_OK)
-		return err_internal("sqlite: %s", sqlite3_errmsg(b->db));
 	json_t *sw = bisect_set_json(b, t->set);
 	char now[32];
 	utc_now(now);
-	sqlite3_bind_text(st, 1, b->key, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, t->env, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, b->cmd_json, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, json_dumps(sw, JSON_COMPACT), -1, free);
-	sqlite3_bind_text(st, 5, names[t->verdict], -1, SQLITE_STATIC);
-	if (t->verdict == TRIAL_UNUSABLE)
-		sqlite3_bind_text(st, 6, t->reason, -1, SQLITE_STATIC);
-	if (t->proc.timed_out)
-		sqlite3_bind_double(st, 7, b->timeout);
-	if (t->first_diff)
-		sqlite3_bind_text(st, 8, json_dumps(t->first_diff, JSON_COMPACT | JSON_SORT_KEYS), -1, free);
-	if (t->verdict != TRIAL_UNUSABLE) {
-		sqlite3_bind_int64(st, 9, t->n_diff);
-		if (b->compared)
-			sqlite3_bind_text(st, 10, b->compared, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 11, t->run_id);
-		sqlite3_bind_text(st, 12, t->run_name, -1, SQLITE_STATIC);
-	}
-	sqlite3_bind_double(st, 13, t->duration);
-	sqlite3_bind_text(st, 14, now, -1, SQLITE_STATIC);
-	int rc = sqlite3_step(st);
-	sqlite3_finalize(st);
+	int usable = t->verdict != TRIAL_UNUSABLE;
+	struct store_bisect_row row = {
+		.bisect = b->key, .env = (char *)t->env, .command = b->cmd_json,
+		.switches = json_dumps(sw, JSON_COMPACT), .verdict = (char *)names[t->verdict],
+		.reason = usable ? NULL : t->reason, .has_timeout = t->proc.timed_out, .timeout_s = b->timeout,
+		.first_diff = t->first_diff ? json_dumps(t->first_diff, JSON_COMPACT | JSON_SORT_KEYS) : NULL,
+		.has_n_diff = usable, .n_diff = t->n_diff, .compared = usable ? b->compared : NULL,
+		.has_run = usable, .run_id = t->run_id, .run_name = t->run_name, .duration = t->duration,
+		.created = now,
+	};
+	int rc = row.switches ? store_bisect_trial_save(b->db, b->db_path, &row, b->err)
+	                      : fail_internal(b->err, "out of memory");
+	free(row.switches);
+	free(row.first_diff);
 	json_decref(sw);
-	if (rc != SQLITE_DONE)
-		return err_internal("cannot record the trial in '%s': %s", b->db_path, sqlite3_errmsg(b->db));
-	return ALIGN_OK;
+	return rc;
 }

@@ -84,7 +84,6 @@ static json_t *rest_json(const struct bisect *b, const struct bisect_trial *t)
 static json_t *report_json(const struct bisect *b, const struct bisect_result *res)
 {
 	json_t *o = json_object(), *sw = json_array(), *trials = json_array(), *metrics = json_array();
-	json_error_t e;
 	int counts[4] = {0}, cached = 0;
 	for (size_t i = 0; i < b->n_sw; i++) {
 		json_t *s = json_object();
@@ -101,7 +100,7 @@ static json_t *report_json(const struct bisect *b, const struct bisect_result *r
 	for (int i = 0; i < b->n_metrics; i++)
 		json_array_append_new(metrics, json_string(b->metrics[i]));
 	json_object_set_new(o, "align_bisect", json_integer(1));
-	json_object_set_new(o, "command", json_loads(b->cmd_json, 0, &e));
+	json_object_set_new(o, "command", bisect_cmd_json(b));
 	json_object_set_new(o, "database", json_string(b->db_path));
 	json_object_set_new(o, "workdir", json_string(b->workdir));
 	json_object_set_new(o, "baseline", str_or_null(b->baseline_run));
@@ -349,7 +348,7 @@ int bisect_write_report(const struct bisect *b, const struct bisect_result *res,
 	int rc = ALIGN_OK;
 	if (!path) {
 		if (write_to(stdout, r, fmt) || fflush(stdout))
-			rc = err_internal("cannot write the report: %s", strerror(errno));
+			rc = fail_internal(b->err, "cannot write the report: %s", strerror(errno));
 		json_decref(r);
 		return rc;
 	}
@@ -359,15 +358,15 @@ int bisect_write_report(const struct bisect *b, const struct bisect_result *res,
 	int fd = mkstemp(tmp);
 	FILE *f = fd >= 0 && !fchmod(fd, 0644) ? fdopen(fd, "w") : NULL;
 	if (!f) {
-		rc = err_input("cannot write '%s': %s", path, strerror(errno));
+		rc = fail_input(b->err, "cannot write '%s': %s", path, strerror(errno));
 		if (fd >= 0)
 			close(fd), unlink(tmp);
 	} else if (write_to(f, r, fmt) || fflush(f) || fsync(fileno(f))) {
-		rc = err_internal("cannot write '%s': %s", path, strerror(errno));
+		rc = fail_internal(b->err, "cannot write '%s': %s", path, strerror(errno));
 		fclose(f);
 		unlink(tmp);
 	} else if (fclose(f) || rename(tmp, path)) {
-		rc = err_internal("cannot write '%s': %s", path, strerror(errno));
+		rc = fail_internal(b->err, "cannot write '%s': %s", path, strerror(errno));
 		unlink(tmp);
 	}
 	free(tmp);

@@ -74,7 +74,7 @@ static int ddmin(struct bisect *b, int *c, int *nc)
 	int *tmp = malloc((size_t)*nc * sizeof *tmp + 1);
 	if (!cand || !tmp) {
 		free(cand), free(tmp);
-		return err_internal("out of memory");
+		return fail_internal(b->err, "out of memory");
 	}
 	while (*nc >= 2) {
 		if (n > *nc)
@@ -120,7 +120,7 @@ static int analyse(struct bisect *b, struct bisect_culprit *c, const int *idx, i
 	c->n = n;
 	int rc = ALIGN_OK;
 	if (!sets || !out || !c->alone || !c->without) {
-		rc = err_internal("out of memory");
+		rc = fail_internal(b->err, "out of memory");
 		goto out;
 	}
 	for (int k = 0; k < n; k++) {
@@ -148,15 +148,15 @@ out:
 static int check_good(struct bisect *b, struct bisect_trial *t)
 {
 	if (t->verdict == TRIAL_UNUSABLE)
-		return err_input("the good environment's trial is unusable: %s", t->reason);
+		return fail_input(b->err, "the good environment's trial is unusable: %s", t->reason);
 	if (!b->baseline_run) {
-		b->baseline_run = strdup(t->run_name);
-		bisect_set_compared(b);
-		return ALIGN_OK;
+		if (!(b->baseline_run = strdup(t->run_name)))
+			return fail_internal(b->err, "out of memory");
+		return bisect_set_compared(b);
 	}
 	if (t->verdict == TRIAL_DIVERGES) {
 		json_t *fd = t->first_diff;
-		return err_input("the good environment already differs from baseline '%s' (first at step %lld, "
+		return fail_input(b->err, "the good environment already differs from baseline '%s' (first at step %lld, "
 		                 "'%s'): nothing to bisect",
 		                 b->baseline_run, (long long)json_integer_value(json_object_get(fd, "step")),
 		                 json_string_value(json_object_get(fd, "name")));
@@ -172,7 +172,7 @@ static int preconditions(struct bisect *b, unsigned char *none, unsigned char *a
 	if ((rc = one(b, none, &t)) || (rc = check_good(b, t)) || (rc = one(b, all, &t)))
 		return rc;
 	if (t->verdict == TRIAL_UNUSABLE)
-		return err_input("the bad environment's trial is unusable: %s", t->reason);
+		return fail_input(b->err, "the bad environment's trial is unusable: %s", t->reason);
 	if (t->verdict == TRIAL_SAME)
 		r->why_not = "the bad environment gives the same records as the good one: no switch changes the bits";
 	return ALIGN_OK;
@@ -186,7 +186,7 @@ int bisect_search(struct bisect *b, int first_only, struct bisect_result *r)
 	memset(r, 0, sizeof *r);
 	if (!none || !rest || !idx || !c) {
 		free(none), free(rest), free(idx), free(c);
-		return err_internal("out of memory");
+		return fail_internal(b->err, "out of memory");
 	}
 	r->culprits = c;
 	memset(rest, 1, b->n_sw + 1);

@@ -56,7 +56,7 @@ int bisect_env_set(struct bisect_env *e, const char *key, const char *val)
 			if (k)
 				e->key = k;
 			free(v);
-			return err_internal("out of memory");
+			return -1;
 		}
 		e->key = k, e->val = w, e->cap = cap;
 	}
@@ -90,13 +90,14 @@ struct spec_where {
 	const char *opt;
 	const char *file;
 	int line;
+	struct align_err *err; /* where a failure leaves its message */
 };
 
 static int where_error(const struct spec_where *w, const char *what, const char *item)
 {
 	if (w->file)
-		return err_input("%s:%d: %s: '%s'", w->file, w->line, what, item);
-	return err_input("option '%s': %s: '%s'", w->opt, what, item);
+		return fail_input(w->err, "%s:%d: %s: '%s'", w->file, w->line, what, item);
+	return fail_input(w->err, "option '%s': %s: '%s'", w->opt, what, item);
 }
 
 static int valid_key(const char *k, size_t n)
@@ -130,22 +131,23 @@ static int parse_item(const struct spec_where *w, const char *item, size_t len, 
 			rc = where_error(w, "bisect sets this variable in every trial", copy);
 			goto out;
 		}
-	rc = bisect_env_set(e, copy, eq + 1);
+	if (bisect_env_set(e, copy, eq + 1))
+		rc = fail_internal(w->err, "out of memory");
 out:
 	free(copy);
 	return rc;
 }
 
-static int parse_list(const char *opt, const char *spec, struct bisect_env *e)
+static int parse_list(const char *opt, const char *spec, struct bisect_env *e, struct align_err *err)
 {
-	struct spec_where w = {.opt = opt};
+	struct spec_where w = {.opt = opt, .err = err};
 	if (!*spec)
 		return ALIGN_OK;
 	for (const char *p = spec;;) {
 		const char *comma = strchr(p, ',');
 		size_t len = comma ? (size_t)(comma - p) : strlen(p);
 		if (len == 0)
-			return err_input("option '%s': empty item in '%s'", opt, spec);
+			return fail_input(err, "option '%s': empty item in '%s'", opt, spec);
 		int rc = parse_item(&w, p, len, e);
 		if (rc)
 			return rc;
@@ -155,12 +157,12 @@ static int parse_list(const char *opt, const char *spec, struct bisect_env *e)
 	}
 }
 
-static int parse_file(const char *opt, const char *path, struct bisect_env *e)
+static int parse_file(const char *opt, const char *path, struct bisect_env *e, struct align_err *err)
 {
 	FILE *f = fopen(path, "r");
 	if (!f)
-		return err_input("option '%s': cannot read '%s': %s", opt, path, strerror(errno));
-	struct spec_where w = {.opt = opt, .file = path};
+		return fail_input(err, "option '%s': cannot read '%s': %s", opt, path, strerror(errno));
+	struct spec_where w = {.opt = opt, .file = path, .err = err};
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t got;
@@ -175,7 +177,7 @@ static int parse_file(const char *opt, const char *path, struct bisect_env *e)
 		rc = parse_item(&w, p, strlen(p), e);
 	}
 	if (!rc && ferror(f))
-		rc = err_input("option '%s': cannot read '%s': %s", opt, path, strerror(errno));
+		rc = fail_input(err, "option '%s': cannot read '%s': %s", opt, path, strerror(errno));
 	free(line);
 	fclose(f);
 	return rc;
@@ -184,32 +186,32 @@ static int parse_file(const char *opt, const char *path, struct bisect_env *e)
 /* The environment of profile NAME: every numeric mode of the registry (kernels/core/modes.def) at the value
  * the profile resolves it to (default < profile), as ALIGN_<BLOCK>_<CHOICE>=value. All modes are set,
  * not only those the profile names, so that two profiles differ exactly where their resolved modes do. */
-static int profile_env(const char *opt, const char *name, struct bisect_env *e)
+static int profile_env(const char *opt, const char *name, struct bisect_env *e, struct align_err *err)
 {
 	struct align_modes m;
-	char err[512];
+	char why[512];
 	modes_init_default(&m);
-	if (modes_apply_profile(&m, name, err, sizeof err))
-		return err_input("option '%s': %s", opt, err);
+	if (modes_apply_profile(&m, name, why, sizeof why))
+		return fail_input(err, "option '%s': %s", opt, why);
 	for (int id = 0; id < MODE_COUNT; id++)
 		if (bisect_env_set(e, modes_info(id)->env, modes_value_name(id, m.v[id])))
-			return ALIGN_EINTERNAL;
+			return fail_internal(err, "out of memory");
 	return ALIGN_OK;
 }
 
-int bisect_spec_parse(const char *opt, const char *spec, struct bisect_env *e)
+int bisect_spec_parse(const char *opt, const char *spec, struct bisect_env *e, struct align_err *err)
 {
 	if (!strncmp(spec, "profile:", 8)) {
 		if (!spec[8])
-			return err_input("option '%s': 'profile:' needs a profile name", opt);
-		return profile_env(opt, spec + 8, e);
+			return fail_input(err, "option '%s': 'profile:' needs a profile name", opt);
+		return profile_env(opt, spec + 8, e, err);
 	}
 	if (spec[0] == '@') {
 		if (!spec[1])
-			return err_input("option '%s': '@' needs a file name", opt);
-		return parse_file(opt, spec + 1, e);
+			return fail_input(err, "option '%s': '@' needs a file name", opt);
+		return parse_file(opt, spec + 1, e, err);
 	}
-	return parse_list(opt, spec, e);
+	return parse_list(opt, spec, e, err);
 }
 
 static int same_value(const char *a, const char *b)
@@ -223,7 +225,7 @@ int bisect_switches(struct bisect *b, const struct bisect_env *bad)
 	size_t i = 0, j = 0, n = 0;
 	b->sw = calloc(g->n + bad->n + 1, sizeof *b->sw);
 	if (!b->sw)
-		return err_internal("out of memory");
+		return fail_internal(b->err, "out of memory");
 	while (i < g->n || j < bad->n) {
 		int c = i == g->n ? 1 : j == bad->n ? -1 : strcmp(g->key[i], bad->key[j]);
 		const char *key = c <= 0 ? g->key[i] : bad->key[j];

@@ -76,12 +76,12 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 }
 
 /* An empty trial directory: what an earlier attempt left is removed. */
-static int fresh_dir(const char *dir)
+static int fresh_dir(const struct bisect *b, const char *dir)
 {
 	if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) && errno != ENOENT)
-		return err_internal("cannot empty the trial directory '%s': %s", dir, strerror(errno));
+		return fail_internal(b->err, "cannot empty the trial directory '%s': %s", dir, strerror(errno));
 	if (mkdir(dir, 0777))
-		return err_internal("cannot create the trial directory '%s': %s", dir, strerror(errno));
+		return fail_internal(b->err, "cannot create the trial directory '%s': %s", dir, strerror(errno));
 	return ALIGN_OK;
 }
 
@@ -156,20 +156,20 @@ static void progress(const struct bisect *b, const struct bisect_trial *t, const
 static int spawn(struct bisect *b, struct bisect_trial *t)
 {
 	char *dir = trial_dir(b, t);
-	int fds[2], rc = fresh_dir(dir);
+	int fds[2], rc = fresh_dir(b, dir);
 	if (rc) {
 		free(dir);
 		return rc;
 	}
 	if (pipe2(fds, O_CLOEXEC)) {
 		free(dir);
-		return err_internal("cannot create a pipe: %s", strerror(errno));
+		return fail_internal(b->err, "cannot create a pipe: %s", strerror(errno));
 	}
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid < 0) {
 		close(fds[0]), close(fds[1]), free(dir);
-		return err_internal("cannot fork: %s", strerror(errno));
+		return fail_internal(b->err, "cannot fork: %s", strerror(errno));
 	}
 	if (pid == 0)
 		child_exec(b, t, dir, fds[1]);
@@ -221,7 +221,7 @@ static int exit_reason(const struct bisect *b, struct bisect_trial *t, int statu
 	if (got == (ssize_t)sizeof msg) {
 		static const char *const stage[] = {"", "enter the trial directory for", "run",
 		                                    "set the environment of"};
-		return -err_input("cannot %s '%s': %s", stage[msg[0] & 3], b->cmd[0], strerror(msg[1]));
+		return -fail_input(b->err, "cannot %s '%s': %s", stage[msg[0] & 3], b->cmd[0], strerror(msg[1]));
 	}
 	if (t->proc.timed_out) {
 		bisect_unusable(t, "timed out after %gs (process group killed)", b->timeout);
@@ -326,7 +326,7 @@ static int wait_one(struct bisect *b, struct bisect_trial **run, size_t *n)
 {
 	for (;;) {
 		if (*b->stop)
-			return err_internal("interrupted: %zu running trial(s) killed", *n);
+			return fail_internal(b->err, "interrupted: %zu running trial(s) killed", *n);
 		double now = bisect_now();
 		for (size_t i = 0; i < *n; i++) {
 			struct bisect_trial *t = run[i];
@@ -356,17 +356,17 @@ int bisect_eval(struct bisect *b, unsigned char *const *sets, size_t n, struct b
 	int rc = ALIGN_OK;
 	if (!todo || !run) {
 		free(todo), free(run);
-		return err_internal("out of memory");
+		return fail_internal(b->err, "out of memory");
 	}
 	if (*b->stop) {
 		free(todo), free(run);
-		return err_internal("interrupted");
+		return fail_internal(b->err, "interrupted");
 	}
 	for (size_t i = 0; i < n && !rc; i++) {
 		struct bisect_trial *t = bisect_known(b, sets[i]);
 		if (!t) {
 			if (!(t = new_trial(b, sets[i]))) {
-				rc = err_internal("out of memory");
+				rc = fail_internal(b->err, "out of memory");
 				break;
 			}
 			int found = bisect_cache_load(b, t);

@@ -7,13 +7,17 @@
  *   bisect-compare.c  a trial's run against the baseline run: the first divergent record
  *   bisect-search.c   delta debugging (ddmin), every independent culprit, the interaction analysis
  *   bisect-out.c      the report: text, JSON, Markdown
+ *   (store/store-bisect.c holds every SQL statement of these parts)
  *
  * A switch is a key whose value differs between the good and the bad environment (NULL = unset on
  * that side). A subset of switches is a byte array over bisect.sw: set[i] = 1 puts switch i at its bad
  * value, every other key keeps its good value. Everything is owned by struct bisect and freed by
- * bisect_free; no state lives outside it but the SIGINT/SIGTERM flag (cmd-bisect.c says why). */
+ * bisect_free; no state lives outside it but the SIGINT/SIGTERM flag (cmd-bisect.c says why). A failure
+ * leaves its one message in *err (the command's context) and returns its status. */
 #ifndef ALIGN_BISECT_H
 #define ALIGN_BISECT_H
+
+#include "status.h"
 
 #include <jansson.h>
 #include <signal.h>
@@ -51,7 +55,8 @@ struct bisect_trial {
 	long long run_id;
 	enum trial_verdict verdict;
 	char *reason;       /* unusable: why */
-	json_t *first_diff; /* diverges: the first divergent record (owned) */
+	json_t *first_diff; /* diverges: the first divergent record as a report JSON ITEM (owned), made from
+	                     * the report's struct (report_item_json) or read from the cache table */
 	long long n_diff;   /* number of differing records */
 	double duration;    /* seconds the command ran */
 	int cached;         /* 1: answered by the cache table, no process */
@@ -60,12 +65,13 @@ struct bisect_trial {
 };
 
 struct bisect {
+	struct align_err *err; /* the command's error record (ctx->err): every failure leaves its message here */
 	sqlite3 *db;
 	const char *db_path;
 	char **cmd; /* the command as typed (argv of the trials) */
 	int n_cmd;
 	char *exe;                /* what cmd[0] runs: an absolute path (trials run in their own directory) */
-	char *cmd_json;           /* the command as typed, JSON array (reports, cache rows) */
+	char *cmd_json;           /* the command as typed, JSON array text (cache rows) */
 	struct bisect_env good;   /* the merged good environment */
 	struct bisect_switch *sw; /* the search space, sorted by key */
 	size_t n_sw;
@@ -91,11 +97,12 @@ struct bisect {
 };
 
 /* bisect-spec.c */
+/* Set (val NULL: unset) key; 0, or -1 when out of memory. */
 int bisect_env_set(struct bisect_env *e, const char *key, const char *val);
 const char *bisect_env_get(const struct bisect_env *e, const char *key, int *present);
 void bisect_env_free(struct bisect_env *e);
-/* Merge one ENV_SPEC (later keys win) into e; prints "error: ..." and returns ALIGN_EINPUT. */
-int bisect_spec_parse(const char *opt, const char *spec, struct bisect_env *e);
+/* Merge one ENV_SPEC (later keys win) into e; on failure the message is in err (ALIGN_ERR_INPUT). */
+int bisect_spec_parse(const char *opt, const char *spec, struct bisect_env *e, struct align_err *err);
 /* The switches: keys whose value differs between good and bad (sorted by key). */
 int bisect_switches(struct bisect *b, const struct bisect_env *bad);
 /* Human-readable "KEY=VALUE" or "KEY unset" for switch i at its bad (bad=1) or good value. */
@@ -112,6 +119,8 @@ int bisect_make_key(struct bisect *b);
 void bisect_env_digest(const struct bisect *b, const unsigned char *set, char out[65]);
 /* The run name of a trial: bisect:<16 hex of sha256(key, env)>. */
 void bisect_run_name(const struct bisect *b, const char *env, char *out, size_t len);
+/* The command as typed, a JSON array (new reference). */
+json_t *bisect_cmd_json(const struct bisect *b);
 /* JSON array of the switches a subset puts at their bad value ("KEY=V" / "KEY unset"). */
 json_t *bisect_set_json(const struct bisect *b, const unsigned char *set);
 /* Fill t from the cache table; 1 when found and still valid, 0 when it must run, <0 on error. */
@@ -138,7 +147,7 @@ char *bisect_path_join(const char *dir, const char *name);
 /* Compare trial t's run with b->baseline_run; sets verdict, n_diff and first_diff. */
 int bisect_compare(struct bisect *b, struct bisect_trial *t);
 /* Set b->compared from the baseline run and the metrics. */
-void bisect_set_compared(struct bisect *b);
+int bisect_set_compared(struct bisect *b);
 
 /* bisect-search.c */
 struct bisect_culprit {

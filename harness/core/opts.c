@@ -14,7 +14,7 @@ void opts_usage(const struct cmd_spec *spec, FILE *out)
 	fprintf(out, "\n");
 	for (const struct cmd_opt *o = spec->opts; o && o->name; o++) {
 		char left[64];
-		snprintf(left, sizeof left, "%s%s--%s%s%s", o->short_ok ? "-" : "",
+		snprintf(left, sizeof left, "%s%s%s--%s%s", o->short_ok ? "-" : "",
 			 o->short_ok ? (char[2]){(char)o->key, 0} : "", o->short_ok ? ", " : "", o->name, "");
 		if (o->arg) {
 			size_t n = strlen(left);

@@ -58,8 +58,11 @@ struct rp_source {
 	char *path;
 };
 
+struct store_step_reader;
+
 struct rp_ctx {
 	sqlite3 *db;
+	struct align_err *e;            /* where a failure leaves its message (the command's context) */
 	const struct report_opts *o;
 	struct report *r;
 	struct rp_rule *rules;
@@ -78,7 +81,7 @@ struct rp_ctx {
 	size_t unit_slot_cap;
 	struct rp_source *sources;      /* sorted by id */
 	size_t n_sources;
-	sqlite3_stmt *read_q;           /* one step of one run: see report-scan.c */
+	struct store_step_reader *read_q; /* one step of one run: see report-scan.c */
 	char *canon_json;               /* the names to read, JSON array text (SQL canons) */
 	char *arena;                    /* strings of the rows of the current step */
 	size_t arena_len, arena_cap;
@@ -103,6 +106,12 @@ const char *rp_map_name(const struct rp_ctx *c, const char *name, const char *ca
 void rp_map_free(struct rp_ctx *c);
 /* Grow metrics so that every interned name has one. */
 int rp_metrics_sync(struct rp_ctx *c);
+
+/* report.c */
+struct rp_unit *rp_unit_find(const struct rp_ctx *c, int64_t rank, int64_t step);
+
+/* report-prov.c: run->prov from the run's header (JSON object text, NULL: none). */
+int rp_prov_load(struct report_run *run, const char *header, struct align_err *e);
 
 /* report-scan.c */
 /* Read, match and judge one step: units[u0, u1) of that step whose `read` flag is set (all of them

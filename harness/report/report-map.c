@@ -72,7 +72,7 @@ int rp_metrics_sync(struct rp_ctx *c)
 			free(m ? NULL : w);
 			r->metrics = m ? m : r->metrics;
 			c->want = w ? w : c->want;
-			return err_internal("out of memory");
+			return fail_internal(c->e, "out of memory");
 		}
 		r->metrics = m, c->want = w;
 		c->metrics_cap = cap;
@@ -114,29 +114,29 @@ static int map_line(struct rp_ctx *c, const char *path, long lineno, char *line)
 		return ALIGN_OK;
 	char *arrow = last_arrow(s);
 	if (!arrow)
-		return err_input("%s:%ld: expected 'REGEX -> NAME'", path, lineno);
+		return fail_input(c->e, "%s:%ld: expected 'REGEX -> NAME'", path, lineno);
 	*arrow = '\0';
 	char *re = trim(s), *name = trim(arrow + 2);
 	if (!*re)
-		return err_input("%s:%ld: empty regex before '->'", path, lineno);
+		return fail_input(c->e, "%s:%ld: empty regex before '->'", path, lineno);
 	if (!*name)
-		return err_input("%s:%ld: empty name after '->'", path, lineno);
+		return fail_input(c->e, "%s:%ld: empty name after '->'", path, lineno);
 	struct rp_rule *grown = realloc(c->rules, (c->n_rules + 1) * sizeof *grown);
 	if (!grown)
-		return err_internal("out of memory");
+		return fail_internal(c->e, "out of memory");
 	c->rules = grown;
 	struct rp_rule *rule = &c->rules[c->n_rules];
 	int rc = regcomp(&rule->re, re, REG_EXTENDED | REG_NOSUB);
 	if (rc) {
 		char msg[160];
 		regerror(rc, &rule->re, msg, sizeof msg);
-		return err_input("%s:%ld: bad regex '%s': %s", path, lineno, re, msg);
+		return fail_input(c->e, "%s:%ld: bad regex '%s': %s", path, lineno, re, msg);
 	}
 	char canon[256];
 	names_canonical(name, canon, sizeof canon);
 	if (!(rule->canon = strdup(canon))) {
 		regfree(&rule->re);
-		return err_internal("out of memory");
+		return fail_internal(c->e, "out of memory");
 	}
 	c->n_rules++;
 	return ALIGN_OK;
@@ -146,7 +146,7 @@ int rp_map_load(struct rp_ctx *c, const char *path)
 {
 	FILE *f = fopen(path, "r");
 	if (!f)
-		return err_input("cannot open map '%s': %s", path, strerror(errno));
+		return fail_input(c->e, "cannot open map '%s': %s", path, strerror(errno));
 	char *line = NULL;
 	size_t cap = 0;
 	long lineno = 0;
@@ -154,7 +154,7 @@ int rp_map_load(struct rp_ctx *c, const char *path)
 	while (rc == ALIGN_OK && getline(&line, &cap, f) != -1)
 		rc = map_line(c, path, ++lineno, line);
 	if (rc == ALIGN_OK && ferror(f))
-		rc = err_input("cannot read map '%s': %s", path, strerror(errno));
+		rc = fail_input(c->e, "cannot read map '%s': %s", path, strerror(errno));
 	free(line);
 	fclose(f);
 	return rc;

@@ -135,8 +135,12 @@ static void note(FILE *out, const char *text)
 
 static void fill_notes(const struct report *r, FILE *out)
 {
-	char buf[1024];
+	char buf[1024], prov[900];
 	const struct report_run *runs[2] = {&r->a, &r->b};
+	if (rr_prov_text(r, prov, sizeof prov)) {
+		snprintf(buf, sizeof buf, "provenance differs: %s", prov);
+		note(out, buf);
+	}
 	for (int i = 0; i < 2; i++)
 		if (runs[i]->resumed)
 			note(out, rr_resumed_note(runs[i], buf, sizeof buf));
@@ -533,7 +537,7 @@ static const struct {
     {"diffs", fill_diffs},
 };
 
-int rr_render_html(const struct report *r, FILE *out)
+int rr_render_html(const struct report *r, FILE *out, struct align_err *e)
 {
 	const char *t = report_html_template, *end = t + report_html_template_len;
 	while (t < end) {
@@ -549,7 +553,7 @@ int rr_render_html(const struct report *r, FILE *out)
 		       (strlen(fills[k].name) != len || strncmp(fills[k].name, open + 2, len)))
 			k++;
 		if (!close || k == sizeof fills / sizeof fills[0]) {
-			err_internal("report template: unknown placeholder '%.40s'", open);
+			fail_internal(e, "report template: unknown placeholder '%.40s'", open);
 			return -1;
 		}
 		fills[k].fill(r, out);

@@ -6,6 +6,8 @@
  *    "scope": "numerics" | "all" | "metrics" (report.h), "meta_left_out": [name, ...] (numerics: the
  *             job-metadata names left out; [] otherwise),
  *    "runs": {"a": RUN, "b": RUN},        RUN = {name, framework, format, records, resumed}
+ *    "provenance": {"a": {FIELD: value}, "b": {...}, "differs": [FIELD, ...]}: the provenance fields
+ *             each run's header records (report.h), and those recorded by both with different values
  *    "totals": {compared, bitwise_equal, equal_as_printed, differ, incomparable, only_in_a,
  *               only_in_b, skipped_units, skipped_records, unread_a, unread_b},
  *    "metrics_cover_skipped": bool,
@@ -25,7 +27,9 @@
 #include "report-render.h"
 
 #include "dtype.h"
+#include "err.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <jansson.h>
@@ -99,7 +103,7 @@ static json_t *json_side(const struct report_side *s)
 	                 jstr(s->file), "line", (json_int_t)s->line, "seq", (json_int_t)s->seq);
 }
 
-static json_t *json_item(const struct report_item *it)
+json_t *report_item_json(const struct report_item *it)
 {
 	if (!it)
 		return json_null();
@@ -127,8 +131,9 @@ static json_t *json_run(const struct report_run *run)
 	                 "records", (json_int_t)run->records, "resumed", run->resumed);
 }
 
-static int render_json(const struct report *r, FILE *out)
+static int render_json(const struct report *r, FILE *out, struct align_err *e)
 {
+	(void)e;
 	json_t *totals = json_counts(&r->totals);
 	json_object_set_new(totals, "skipped_units", json_integer(r->skipped_units));
 	json_object_set_new(totals, "skipped_records", json_integer(r->skipped_records));
@@ -144,7 +149,7 @@ static int render_json(const struct report *r, FILE *out)
 		json_array_append_new(metrics, o);
 	}
 	for (size_t i = 0; i < r->n_diffs; i++)
-		json_array_append_new(diffs, json_item(&r->diffs[i]));
+		json_array_append_new(diffs, report_item_json(&r->diffs[i]));
 	char note[300];
 	if (r->a.resumed)
 		json_array_append_new(warnings, json_string(rr_resumed_note(&r->a, note, sizeof note)));
@@ -154,12 +159,12 @@ static int render_json(const struct report *r, FILE *out)
 	for (size_t i = 0; i < r->n_meta_left_out; i++)
 		json_array_append_new(left_out, json_string(r->meta_left_out[i]));
 	json_t *doc = json_pack(
-		"{s:i,s:s,s:b,s:s,s:o,s:{s:o,s:o},s:o,s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:I,s:o}", "align_report", 1, "mode",
+		"{s:i,s:s,s:b,s:s,s:o,s:{s:o,s:o},s:o,s:o,s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:I,s:o}", "align_report", 1, "mode",
 		r->first_diff_mode ? "first-diff" : "full", "fast_path", r->fast_path, "scope", rr_scope_name(r->scope),
 		"meta_left_out", left_out, "runs", "a", json_run(&r->a), "b",
-		json_run(&r->b), "totals", totals, "metrics_cover_skipped", r->metrics_cover_skipped, "metrics", metrics,
-		"first_diff", json_item(r->first_diff), "first_only_in", json_item(r->first_only_in), "first_unproven",
-		json_item(r->first_unproven),
+		json_run(&r->b), "provenance", rr_prov_json(r), "totals", totals, "metrics_cover_skipped", r->metrics_cover_skipped, "metrics", metrics,
+		"first_diff", report_item_json(r->first_diff), "first_only_in", report_item_json(r->first_only_in), "first_unproven",
+		report_item_json(r->first_unproven),
 		"proven_equal_through_step", r->has_proven ? json_integer(r->proven_through) : json_null(),
 		"searched_through_step", r->has_searched_through ? json_integer(r->searched_through) : json_null(), "diffs", diffs,
 		"diffs_total", (json_int_t)r->n_diff_total, "limit", (json_int_t)r->limit, "warnings", warnings);
@@ -290,11 +295,14 @@ static void item_text(FILE *out, const char *title, const struct report_item *it
 	}
 }
 
-static int render_text(const struct report *r, FILE *out)
+static int render_text(const struct report *r, FILE *out, struct align_err *e)
 {
 	char buf[1024];
+	(void)e;
 	fprintf(out, "runs: '%s' (%s, %s, %lld records) vs '%s' (%s, %s, %lld records)\n", r->a.name, r->a.framework,
 	        r->a.format, (long long)r->a.records, r->b.name, r->b.framework, r->b.format, (long long)r->b.records);
+	if (rr_prov_text(r, buf, sizeof buf))
+		fprintf(out, "provenance differs: %s\n", buf);
 	const struct report_run *runs[2] = {&r->a, &r->b};
 	for (int i = 0; i < 2; i++)
 		if (runs[i]->resumed)
@@ -401,15 +409,18 @@ static void md_firsts(FILE *out, const struct report *r)
 		fputc('\n', out);
 }
 
-static int render_md(const struct report *r, FILE *out)
+static int render_md(const struct report *r, FILE *out, struct align_err *e)
 {
 	char buf[1024];
+	(void)e;
 	fprintf(out, "# align report: `%s` vs `%s`\n\n", r->a.name, r->b.name);
 	fprintf(out, "| run | framework | format | records | resumed |\n|---|---|---|---|---|\n");
 	const struct report_run *runs[2] = {&r->a, &r->b};
 	for (int i = 0; i < 2; i++)
 		fprintf(out, "| %s | %s | %s | %lld | %s |\n", runs[i]->name, runs[i]->framework, runs[i]->format,
 		        (long long)runs[i]->records, runs[i]->resumed ? "yes" : "no");
+	if (rr_prov_text(r, buf, sizeof buf))
+		fprintf(out, "\n**Provenance differs:** %s\n", buf);
 	for (int i = 0; i < 2; i++)
 		if (runs[i]->resumed)
 			fprintf(out, "\n> **Note:** %s\n", rr_resumed_note(runs[i], buf, sizeof buf));
@@ -453,14 +464,15 @@ static int render_md(const struct report *r, FILE *out)
 	return ferror(out) ? -1 : 0;
 }
 
-int report_render(const struct report *r, enum report_format f, FILE *out)
+int report_render(const struct report *r, enum report_format f, FILE *out, const char *where, struct align_err *e)
 {
-	static int (*const renderers[])(const struct report *, FILE *) = {
+	static int (*const renderers[])(const struct report *, FILE *, struct align_err *) = {
 		[REPORT_TEXT] = render_text, [REPORT_JSON] = render_json, [REPORT_MD] = render_md,
 		[REPORT_HTML] = rr_render_html,
 	};
 	if ((size_t)f >= sizeof renderers / sizeof renderers[0])
-		return -1;
-	int rc = renderers[f](r, out);
-	return rc || ferror(out) ? -1 : 0;
+		return fail_internal(e, "unknown report format %d", (int)f);
+	if (renderers[f](r, out, e) || ferror(out))
+		return fail_internal(e, "cannot write the report to %s: %s", where, strerror(errno));
+	return ALIGN_OK;
 }

@@ -25,7 +25,14 @@ void rr_summary(const struct report *r, char *buf, size_t len);
 /* "N/M bitwise-equal, K equal as printed, ..." */
 void rr_counts_text(const struct report_counts *c, char *buf, size_t len);
 
-/* report-render-html.c: the page of --format html (reports/report.html.in). 0 or -1. */
-int rr_render_html(const struct report *r, FILE *out);
+/* report-prov.c: "cublas_version 130000 vs 120900; device 'A' vs 'B'" of the provenance fields that
+ * differ; returns 0 (and "") when none does. */
+int rr_prov_text(const struct report *r, char *buf, size_t len);
+/* {"a": {field: value}, "b": {...}, "differs": [field, ...]} */
+json_t *rr_prov_json(const struct report *r);
+
+/* report-render-html.c: the page of --format html (reports/report.html.in). 0, or -1 with the message in
+ * e (an unknown placeholder in the template). */
+int rr_render_html(const struct report *r, FILE *out, struct align_err *e);
 
 #endif

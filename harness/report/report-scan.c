@@ -6,26 +6,20 @@
 
 #include "err.h"
 #include "numtext.h"
+#include "store-report.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char read_sql[] =
-	"SELECT canon, name, rank, micro, seq, occ, line, source_id, dtype, bits, value, text, digits, lo, hi, digest, "
-	"digest_alg, missing FROM record WHERE run_id=?1 AND step=?2 AND superseded=0 "
-	"AND rank IN (SELECT value FROM json_each(?3)) AND canon IN (SELECT value FROM json_each(?4))";
-
 int rp_scan_prepare(struct rp_ctx *c)
 {
-	if (sqlite3_prepare_v2(c->db, read_sql, -1, &c->read_q, NULL) != SQLITE_OK)
-		return err_internal("sqlite: %s", sqlite3_errmsg(c->db));
-	return ALIGN_OK;
+	return store_report_reader_open(c->db, &c->read_q, c->e);
 }
 
 void rp_scan_free(struct rp_ctx *c)
 {
-	sqlite3_finalize(c->read_q);
+	store_report_reader_close(c->read_q);
 	free(c->arena);
 	free(c->rows[0]);
 	free(c->rows[1]);
@@ -45,13 +39,12 @@ const char *rp_source_path(const struct rp_ctx *c, int64_t id)
 	return lo < c->n_sources && c->sources[lo].id == id ? c->sources[lo].path : "?";
 }
 
-/* Copy a column's text into the arena; returns its offset (0 for NULL). */
-static size_t keep(struct rp_ctx *c, sqlite3_stmt *q, int col)
+/* Copy a string into the arena; returns its offset (0 for NULL). */
+static size_t keep(struct rp_ctx *c, const char *s)
 {
-	const unsigned char *s = sqlite3_column_text(q, col);
 	if (!s)
 		return 0;
-	size_t n = (size_t)sqlite3_column_bytes(q, col) + 1;
+	size_t n = strlen(s) + 1;
 	if (c->arena_len + n > c->arena_cap) {
 		size_t cap = c->arena_cap ? 2 * c->arena_cap : 1 << 16;
 		while (cap < c->arena_len + n)
@@ -74,29 +67,16 @@ static size_t keep(struct rp_ctx *c, sqlite3_stmt *q, int col)
 
 static const char *str(const struct rp_ctx *c, size_t off) { return off ? c->arena + off : NULL; }
 
-static struct rp_unit *unit_find(const struct rp_ctx *c, int64_t rank, int64_t step)
+static void row_value(struct rp_ctx *c, const struct store_record_row *q, struct rp_row *w)
 {
-	uint64_t h = ((uint64_t)rank * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)step * 0xc2b2ae3d27d4eb4full);
-	size_t j = (h ^ (h >> 29)) & (c->unit_slot_cap - 1);
-	while (c->unit_slot[j]) {
-		struct rp_unit *u = &c->units[c->unit_slot[j] - 1];
-		if (u->rank == rank && u->step == step)
-			return u;
-		j = (j + 1) & (c->unit_slot_cap - 1);
-	}
-	return NULL;
-}
-
-static int row_value(struct rp_ctx *c, sqlite3_stmt *q, struct rp_row *w)
-{
-	w->has_bits = sqlite3_column_type(q, 9) != SQLITE_NULL;
-	w->bits = (uint64_t)sqlite3_column_int64(q, 9);
-	w->has_value = sqlite3_column_type(q, 10) != SQLITE_NULL;
-	w->value = sqlite3_column_double(q, 10);
-	w->digits = sqlite3_column_int(q, 12);
-	w->has_interval = sqlite3_column_type(q, 13) != SQLITE_NULL && sqlite3_column_type(q, 14) != SQLITE_NULL;
-	w->lo = sqlite3_column_double(q, 13);
-	w->hi = sqlite3_column_double(q, 14);
+	w->has_bits = q->has_bits;
+	w->bits = q->bits;
+	w->has_value = q->has_value;
+	w->value = q->value;
+	w->digits = q->digits;
+	w->has_interval = q->has_interval;
+	w->lo = q->lo;
+	w->hi = q->hi;
 	w->is_nan = 0;
 	double v;
 	if (w->has_bits && compare_bits_to_double(str(c, w->dtype), w->bits, &v))
@@ -106,59 +86,58 @@ static int row_value(struct rp_ctx *c, sqlite3_stmt *q, struct rp_row *w)
 		const char *t = str(c, w->text);
 		w->is_nan = !numtext_parse(t, strlen(t), PREC_EXACT, 0, &nt) && nt.special == 1;
 	}
+}
+
+/* What read_side's rows go to. */
+struct side_sink {
+	struct rp_ctx *c;
+	int side;
+	int64_t step;
+};
+
+static int add_row(void *u, const struct store_record_row *q)
+{
+	struct side_sink *s = u;
+	struct rp_ctx *c = s->c;
+	int side = s->side;
+	int32_t id = rp_intern(c, c->n_rules ? rp_map_name(c, q->name, q->canon) : q->canon);
+	if (id < 0)
+		return fail_internal(c->e, "out of memory");
+	if (id >= (int32_t)c->r->n_metrics)
+		ALIGN_TRY(c->e, rp_metrics_sync(c));
+	if (!c->want[id] || (c->phase2 && c->r->metrics[id].has_first_diff))
+		return ALIGN_OK;
+	if (c->n_rows[side] == c->cap_rows[side]) {
+		size_t cap = c->cap_rows[side] ? 2 * c->cap_rows[side] : 4096;
+		struct rp_row *grown = realloc(c->rows[side], cap * sizeof *grown);
+		if (!grown)
+			return fail_internal(c->e, "out of memory");
+		c->rows[side] = grown, c->cap_rows[side] = cap;
+	}
+	struct rp_row *w = &c->rows[side][c->n_rows[side]++];
+	w->canon = id;
+	w->rank = q->rank;
+	w->micro = q->micro;
+	w->seq = q->seq;
+	w->occ = q->occ;
+	w->line = q->line;
+	w->source = (int32_t)q->source_id;
+	w->name = keep(c, q->name), w->dtype = keep(c, q->dtype), w->text = keep(c, q->text);
+	w->digest = keep(c, q->digest), w->digest_alg = keep(c, q->digest_alg), w->missing = keep(c, q->missing);
+	if (c->oom)
+		return fail_internal(c->e, "out of memory");
+	row_value(c, q, w);
+	w->unit = rp_unit_find(c, w->rank, s->step);
+	if (w->unit)
+		w->unit->nread[side]++;
 	return ALIGN_OK;
 }
 
 static int read_side(struct rp_ctx *c, int side, int64_t step, const char *ranks_json)
 {
-	sqlite3_stmt *q = c->read_q;
-	int64_t run = side ? c->r->b.id : c->r->a.id;
-	sqlite3_bind_int64(q, 1, run);
-	sqlite3_bind_int64(q, 2, step);
-	sqlite3_bind_text(q, 3, ranks_json, -1, SQLITE_STATIC);
-	sqlite3_bind_text(q, 4, c->canon_json, -1, SQLITE_STATIC);
-	int rc;
-	while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-		const char *canon = (const char *)sqlite3_column_text(q, 0), *name = (const char *)sqlite3_column_text(q, 1);
-		int32_t id = rp_intern(c, c->n_rules ? rp_map_name(c, name, canon) : canon);
-		if (id < 0 || (id >= (int32_t)c->r->n_metrics && rp_metrics_sync(c))) {
-			sqlite3_reset(q);
-			return err_internal("out of memory");
-		}
-		if (!c->want[id] || (c->phase2 && c->r->metrics[id].has_first_diff))
-			continue;
-		if (c->n_rows[side] == c->cap_rows[side]) {
-			size_t cap = c->cap_rows[side] ? 2 * c->cap_rows[side] : 4096;
-			struct rp_row *grown = realloc(c->rows[side], cap * sizeof *grown);
-			if (!grown) {
-				sqlite3_reset(q);
-				return err_internal("out of memory");
-			}
-			c->rows[side] = grown, c->cap_rows[side] = cap;
-		}
-		struct rp_row *w = &c->rows[side][c->n_rows[side]++];
-		w->canon = id;
-		w->rank = sqlite3_column_int64(q, 2);
-		w->micro = sqlite3_column_int64(q, 3);
-		w->seq = sqlite3_column_int64(q, 4);
-		w->occ = sqlite3_column_int64(q, 5);
-		w->line = sqlite3_column_int64(q, 6);
-		w->source = sqlite3_column_int(q, 7);
-		w->name = keep(c, q, 1), w->dtype = keep(c, q, 8), w->text = keep(c, q, 11);
-		w->digest = keep(c, q, 15), w->digest_alg = keep(c, q, 16), w->missing = keep(c, q, 17);
-		if (c->oom) {
-			sqlite3_reset(q);
-			return err_internal("out of memory");
-		}
-		row_value(c, q, w);
-		w->unit = unit_find(c, w->rank, step);
-		if (w->unit)
-			w->unit->nread[side]++;
-	}
-	sqlite3_reset(q);
-	if (rc != SQLITE_DONE)
-		return err_internal("sqlite: %s", sqlite3_errmsg(c->db));
-	return ALIGN_OK;
+	struct side_sink s = {c, side, step};
+	return store_report_read_step(c->read_q, side ? c->r->b.id : c->r->a.id, step, ranks_json, c->canon_json, add_row,
+	                              &s, c->e);
 }
 
 #define CMP(x, y) ((x) < (y) ? -1 : (x) > (y))
@@ -212,7 +191,7 @@ static int add_pair(struct rp_ctx *c, int32_t ia, int32_t ib)
 		size_t cap = c->cap_pairs ? 2 * c->cap_pairs : 4096;
 		struct rp_pair *grown = realloc(c->pairs, cap * sizeof *grown);
 		if (!grown)
-			return err_internal("out of memory");
+			return fail_internal(c->e, "out of memory");
 		c->pairs = grown, c->cap_pairs = cap;
 	}
 	const struct rp_row *w = ia >= 0 ? &c->rows[0][ia] : &c->rows[1][ib];
@@ -317,7 +296,7 @@ static int add_point(struct rp_ctx *c, struct report_metric *m, const struct rp_
 			size_t cap = m->cap_points ? 2 * m->cap_points : 64;
 			struct report_point *grown = realloc(m->points, cap * sizeof *grown);
 			if (!grown)
-				return err_internal("out of memory");
+				return fail_internal(c->e, "out of memory");
 			m->points = grown, m->cap_points = cap;
 		}
 		m->points[m->n_points++] = (struct report_point){.step = step};
@@ -365,7 +344,7 @@ static int judge(struct rp_ctx *c, const struct rp_pair *p, int64_t step)
 		int past = c->o->first_diff && r->first_diff && step > c->first_diff_step;
 		if (!*first && !(only && past)) {
 			if (!(*first = new_item()))
-				return err_internal("out of memory");
+				return fail_internal(c->e, "out of memory");
 			make_item(c, p, step, &res, *first);
 			if (!only)
 				c->first_diff_step = step;
@@ -382,7 +361,7 @@ static int judge(struct rp_ctx *c, const struct rp_pair *p, int64_t step)
 		}
 	} else if (res.verdict == VERDICT_EQUAL_AS_PRINTED && !r->first_unproven && !r->first_diff) {
 		if (!(r->first_unproven = new_item()))
-			return err_internal("out of memory");
+			return fail_internal(c->e, "out of memory");
 		make_item(c, p, step, &res, r->first_unproven);
 	}
 	return ALIGN_OK;
@@ -393,7 +372,7 @@ static int ranks_json(const struct rp_ctx *c, size_t u0, size_t u1, char **out)
 	size_t cap = 2 + 22 * (u1 - u0), n = 0;
 	char *s = malloc(cap);
 	if (!s)
-		return err_internal("out of memory");
+		return fail_internal(c->e, "out of memory");
 	s[n++] = '[';
 	for (size_t u = u0; u < u1; u++)
 		if (c->units[u].read)

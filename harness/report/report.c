@@ -5,113 +5,72 @@
 
 #include "err.h"
 #include "names.h"
-#include "store.h"
+#include "store-report.h"
 
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
-static char *col_dup(sqlite3_stmt *q, int i)
+static int load_run(struct rp_ctx *c, const char *db_path, const char *name, int64_t id, struct report_run *out)
 {
-	const unsigned char *s = sqlite3_column_text(q, i);
-	return strdup(s ? (const char *)s : "");
-}
-
-/* "a, b, c" of the runs in the database, for messages. */
-static void run_list(sqlite3 *db, char *buf, size_t len)
-{
-	sqlite3_stmt *q;
-	size_t n = 0;
-	buf[0] = '\0';
-	if (sqlite3_prepare_v2(db, "SELECT name FROM run ORDER BY id", -1, &q, NULL) != SQLITE_OK)
-		return;
-	while (sqlite3_step(q) == SQLITE_ROW && n + 1 < len)
-		n += (size_t)snprintf(buf + n, len - n, "%s'%s'", n ? ", " : "", sqlite3_column_text(q, 0));
-	sqlite3_finalize(q);
-	if (!n)
-		snprintf(buf, len, "none");
-}
-
-static int load_run(sqlite3 *db, const char *db_path, const char *name, int64_t id, struct report_run *out)
-{
-	sqlite3_stmt *q;
-	const char *sql = "SELECT id, name, framework, format, resumed, "
-	                  "(SELECT coalesce(sum(n), 0) FROM stepsum WHERE run_id=run.id) FROM run WHERE "
-	                  "CASE WHEN ?1 IS NULL THEN id=?2 ELSE name=?1 END";
-	if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK)
-		return err_internal("sqlite: %s", sqlite3_errmsg(db));
-	if (name)
-		sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(q, 2, id);
-	int rc = sqlite3_step(q);
-	if (rc == SQLITE_ROW) {
-		out->id = sqlite3_column_int64(q, 0);
-		out->name = col_dup(q, 1), out->framework = col_dup(q, 2), out->format = col_dup(q, 3);
-		out->resumed = sqlite3_column_int(q, 4);
-		out->records = sqlite3_column_int64(q, 5);
+	struct store_run_row row;
+	int found;
+	ALIGN_TRY(c->e, store_report_run(c->db, name, id, &row, &found, c->e));
+	if (!found) {
+		char runs[1024];
+		store_report_run_names(c->db, runs, sizeof runs);
+		return fail_input(c->e, "no run '%s' in '%s' (runs: %s)", name ? name : "?", db_path, runs);
 	}
-	sqlite3_finalize(q);
-	if (rc == SQLITE_ROW)
-		return out->name && out->framework && out->format ? ALIGN_OK : err_internal("out of memory");
-	char runs[1024];
-	run_list(db, runs, sizeof runs);
-	return err_input("no run '%s' in '%s' (runs: %s)", name ? name : "?", db_path, runs);
+	*out = (struct report_run){.id = row.id, .name = row.name, .framework = row.framework, .format = row.format,
+	                           .records = row.records, .resumed = row.resumed};
+	int rc = rp_prov_load(out, row.header, c->e);
+	free(row.header);
+	return rc;
 }
 
 static int choose_runs(struct rp_ctx *c, const char *db_path)
 {
 	const struct report_opts *o = c->o;
 	if (o->run_a) {
-		int rc = load_run(c->db, db_path, o->run_a, 0, &c->r->a);
-		return rc ? rc : load_run(c->db, db_path, o->run_b, 0, &c->r->b);
+		ALIGN_TRY(c->e, load_run(c, db_path, o->run_a, 0, &c->r->a));
+		return load_run(c, db_path, o->run_b, 0, &c->r->b);
 	}
-	sqlite3_stmt *q;
 	int64_t ids[3];
 	int n = 0;
-	if (sqlite3_prepare_v2(c->db, "SELECT id FROM run ORDER BY id LIMIT 3", -1, &q, NULL) != SQLITE_OK)
-		return err_internal("sqlite: %s", sqlite3_errmsg(c->db));
-	while (sqlite3_step(q) == SQLITE_ROW)
-		ids[n++] = sqlite3_column_int64(q, 0);
-	sqlite3_finalize(q);
+	ALIGN_TRY(c->e, store_report_first_runs(c->db, ids, &n, c->e));
 	if (n != 2) {
 		char runs[1024];
-		run_list(c->db, runs, sizeof runs);
+		store_report_run_names(c->db, runs, sizeof runs);
 		if (n == 0)
-			return err_input("'%s' holds no runs: run 'align ingest' first", db_path);
-		return err_input("'%s' holds %s runs (%s): name the two to compare with --runs A,B", db_path,
-		                 n == 1 ? "only one of the two" : "more than two", runs);
+			return fail_input(c->e, "'%s' holds no runs: run 'align ingest' first", db_path);
+		return fail_input(c->e, "'%s' holds %s runs (%s): name the two to compare with --runs A,B", db_path,
+		                  n == 1 ? "only one of the two" : "more than two", runs);
 	}
-	int rc = load_run(c->db, db_path, NULL, ids[0], &c->r->a);
-	return rc ? rc : load_run(c->db, db_path, NULL, ids[1], &c->r->b);
+	ALIGN_TRY(c->e, load_run(c, db_path, NULL, ids[0], &c->r->a));
+	return load_run(c, db_path, NULL, ids[1], &c->r->b);
+}
+
+struct canon_sink {
+	struct rp_ctx *c;
+	json_t *sql_names; /* with a map: the built-in canons, for the SQL filter */
+};
+
+static int add_canon(void *u, const char *canon)
+{
+	struct canon_sink *s = u;
+	if (s->sql_names)
+		return json_array_append_new(s->sql_names, json_string(canon)) ? fail_internal(s->c->e, "out of memory")
+		                                                                : ALIGN_OK;
+	if (rp_intern(s->c, canon) < 0)
+		return fail_internal(s->c->e, "out of memory");
+	return rp_metrics_sync(s->c);
 }
 
 /* Every distinct canon of a run, by index seeks on record_key (one per name). */
 static int enumerate_canons(struct rp_ctx *c, int64_t run, json_t *sql_names)
 {
-	sqlite3_stmt *q;
-	const char *sql = "SELECT canon FROM record WHERE run_id=?1 AND canon > ?2 ORDER BY canon LIMIT 1";
-	if (sqlite3_prepare_v2(c->db, sql, -1, &q, NULL) != SQLITE_OK)
-		return err_internal("sqlite: %s", sqlite3_errmsg(c->db));
-	char *last = strdup("");
-	int rc = last ? ALIGN_OK : err_internal("out of memory");
-	while (rc == ALIGN_OK) {
-		sqlite3_bind_int64(q, 1, run);
-		sqlite3_bind_text(q, 2, last, -1, SQLITE_STATIC);
-		if (sqlite3_step(q) != SQLITE_ROW)
-			break;
-		free(last);
-		last = col_dup(q, 0);
-		sqlite3_reset(q);
-		if (!last)
-			rc = err_internal("out of memory");
-		else if (c->n_rules)
-			json_array_append_new(sql_names, json_string(last));
-		else if (rp_intern(c, last) < 0 || rp_metrics_sync(c))
-			rc = err_internal("out of memory");
-	}
-	free(last);
-	sqlite3_finalize(q);
-	return rc;
+	struct canon_sink s = {c, c->n_rules ? sql_names : NULL};
+	return store_report_canons(c->db, run, add_canon, &s, c->e);
 }
 
 /* The canonical --metric names: the map first, else the built-in aliases. */
@@ -122,12 +81,12 @@ static int resolve_filter(struct rp_ctx *c)
 	if (!c->filtering)
 		return ALIGN_OK;
 	if (!(c->filter = calloc((size_t)o->n_metrics, sizeof *c->filter)))
-		return err_internal("out of memory");
+		return fail_internal(c->e, "out of memory");
 	for (int i = 0; i < o->n_metrics; i++) {
 		char canon[256];
 		names_canonical(o->metrics[i], canon, sizeof canon);
 		if (!(c->filter[c->n_filter++] = strdup(rp_map_name(c, o->metrics[i], canon))))
-			return err_internal("out of memory");
+			return fail_internal(c->e, "out of memory");
 	}
 	return ALIGN_OK;
 }
@@ -145,7 +104,7 @@ static int check_filter(struct rp_ctx *c)
 		have[0] = '\0';
 		for (size_t j = 0; j < c->names.n && n + 64 < sizeof have; j++)
 			n += (size_t)snprintf(have + n, sizeof have - n, "%s%s", j ? ", " : "", c->names.s[j]);
-		return err_input("metric '%s' (canonical '%s') is in neither run '%s' nor run '%s' (names: %s%s)",
+		return fail_input(c->e, "metric '%s' (canonical '%s') is in neither run '%s' nor run '%s' (names: %s%s)",
 		                 c->o->metrics[i], c->filter[i], c->r->a.name, c->r->b.name, have,
 		                 n + 64 >= sizeof have ? ", ..." : "");
 	}
@@ -154,40 +113,37 @@ static int check_filter(struct rp_ctx *c)
 
 static int by_str(const void *pa, const void *pb) { return strcmp(*(char *const *)pa, *(char *const *)pb); }
 
+static int add_meta(void *u, const char *canon)
+{
+	struct rp_ctx *c = u;
+	struct report *r = c->r;
+	int32_t id = rp_intern(c, canon);
+	if (id < 0)
+		return fail_internal(c->e, "out of memory");
+	ALIGN_TRY(c->e, rp_metrics_sync(c));
+	char **grown = realloc(r->meta_left_out, (r->n_meta_left_out + 1) * sizeof *grown);
+	if (!grown)
+		return fail_internal(c->e, "out of memory");
+	r->meta_left_out = grown;
+	if (!(grown[r->n_meta_left_out] = strdup(canon)))
+		return fail_internal(c->e, "out of memory");
+	r->n_meta_left_out++;
+	c->want[id] = 0;
+	return ALIGN_OK;
+}
+
 /* The numerics scope (report.h): leave out the names either run holds meta records of, and follow the
  * others as --metric names (filtering with want set directly; filter stays empty). Without meta names
  * nothing changes. */
 static int scope_numerics(struct rp_ctx *c)
 {
-	sqlite3_stmt *q;
-	const char *sql = "SELECT DISTINCT canon FROM meta_canon WHERE run_id IN (?1, ?2) ORDER BY canon";
-	if (sqlite3_prepare_v2(c->db, sql, -1, &q, NULL) != SQLITE_OK)
-		return err_internal("sqlite: %s", sqlite3_errmsg(c->db));
-	sqlite3_bind_int64(q, 1, c->r->a.id);
-	sqlite3_bind_int64(q, 2, c->r->b.id);
 	struct report *r = c->r;
-	int rc = ALIGN_OK, step = SQLITE_DONE;
-	while (rc == ALIGN_OK && (step = sqlite3_step(q)) == SQLITE_ROW) {
-		const char *canon = (const char *)sqlite3_column_text(q, 0);
-		int32_t id = rp_intern(c, canon);
-		char **grown = realloc(r->meta_left_out, (r->n_meta_left_out + 1) * sizeof *grown);
-		if (id < 0 || rp_metrics_sync(c) || !grown || !(grown[r->n_meta_left_out] = strdup(canon))) {
-			r->meta_left_out = grown ? grown : r->meta_left_out;
-			rc = err_internal("out of memory");
-			break;
-		}
-		r->meta_left_out = grown;
-		r->n_meta_left_out++;
-		c->want[id] = 0;
-	}
-	if (rc == ALIGN_OK && step != SQLITE_DONE)
-		rc = err_internal("sqlite: %s", sqlite3_errmsg(c->db));
-	sqlite3_finalize(q);
-	if (rc == ALIGN_OK && r->n_meta_left_out) {
+	ALIGN_TRY(c->e, store_report_meta_canons(c->db, r->a.id, r->b.id, add_meta, c, c->e));
+	if (r->n_meta_left_out) {
 		c->filtering = 1;
 		qsort(r->meta_left_out, r->n_meta_left_out, sizeof *r->meta_left_out, by_str);
 	}
-	return rc;
+	return ALIGN_OK;
 }
 
 /* The SQL canon filter: every built-in canon with a map, else the wanted names (without a first
@@ -201,31 +157,25 @@ static int build_canon_json(struct rp_ctx *c, json_t *map_names)
 	free(c->canon_json);
 	c->canon_json = json_dumps(a, JSON_COMPACT);
 	json_decref(a);
-	return c->canon_json ? ALIGN_OK : err_internal("out of memory");
+	return c->canon_json ? ALIGN_OK : fail_internal(c->e, "out of memory");
+}
+
+static int add_source(void *u, int64_t id, const char *path)
+{
+	struct rp_ctx *c = u;
+	struct rp_source *grown = realloc(c->sources, (c->n_sources + 1) * sizeof *grown);
+	if (!grown)
+		return fail_internal(c->e, "out of memory");
+	c->sources = grown;
+	c->sources[c->n_sources] = (struct rp_source){id, strdup(path)};
+	if (!c->sources[c->n_sources++].path)
+		return fail_internal(c->e, "out of memory");
+	return ALIGN_OK;
 }
 
 static int load_sources(struct rp_ctx *c)
 {
-	sqlite3_stmt *q;
-	const char *sql = "SELECT id, path FROM source WHERE run_id IN (?1, ?2) ORDER BY id";
-	if (sqlite3_prepare_v2(c->db, sql, -1, &q, NULL) != SQLITE_OK)
-		return err_internal("sqlite: %s", sqlite3_errmsg(c->db));
-	sqlite3_bind_int64(q, 1, c->r->a.id);
-	sqlite3_bind_int64(q, 2, c->r->b.id);
-	int rc = ALIGN_OK;
-	while (rc == ALIGN_OK && sqlite3_step(q) == SQLITE_ROW) {
-		struct rp_source *grown = realloc(c->sources, (c->n_sources + 1) * sizeof *grown);
-		if (!grown) {
-			rc = err_internal("out of memory");
-			break;
-		}
-		c->sources = grown;
-		c->sources[c->n_sources].id = sqlite3_column_int64(q, 0);
-		if (!(c->sources[c->n_sources++].path = col_dup(q, 1)))
-			rc = err_internal("out of memory");
-	}
-	sqlite3_finalize(q);
-	return rc;
+	return store_report_sources(c->db, c->r->a.id, c->r->b.id, add_source, c, c->e);
 }
 
 static int by_step_rank(const void *pa, const void *pb)
@@ -234,69 +184,79 @@ static int by_step_rank(const void *pa, const void *pb)
 	return a->step != b->step ? (a->step < b->step ? -1 : 1) : (a->rank > b->rank) - (a->rank < b->rank);
 }
 
-static int unit_add(struct rp_ctx *c, size_t *cap, int side, sqlite3_stmt *q)
+/* The merge of both runs' stepsum rows into units (load_units). */
+struct unit_merge {
+	struct rp_ctx *c;
+	size_t cap;      /* of c->units */
+	size_t n_a;      /* units made from run A's rows */
+	size_t at;       /* merge cursor over them */
+	int in_b;        /* run B's rows have begun */
+};
+
+static int unit_add(struct unit_merge *m, int side, const struct store_stepsum_row *row)
 {
-	if (c->n_units == *cap) {
-		*cap = *cap ? 2 * *cap : 1024;
-		struct rp_unit *grown = realloc(c->units, *cap * sizeof *grown);
+	struct rp_ctx *c = m->c;
+	if (c->n_units == m->cap) {
+		m->cap = m->cap ? 2 * m->cap : 1024;
+		struct rp_unit *grown = realloc(c->units, m->cap * sizeof *grown);
 		if (!grown)
-			return err_internal("out of memory");
+			return fail_internal(c->e, "out of memory");
 		c->units = grown;
 	}
 	struct rp_unit *u = &c->units[c->n_units++];
 	memset(u, 0, sizeof *u);
-	u->rank = sqlite3_column_int64(q, 0);
-	u->step = sqlite3_column_int64(q, 1);
+	u->rank = row->rank;
+	u->step = row->step;
 	u->in[side] = 1;
-	u->n[side] = sqlite3_column_int64(q, 2);
-	u->nx[side] = sqlite3_column_int64(q, 3);
-	u->h[side] = sqlite3_column_int64(q, 4);
+	u->n[side] = row->n;
+	u->nx[side] = row->n_exact;
+	u->h[side] = row->h;
 	return ALIGN_OK;
+}
+
+/* One stepsum row: run A's rows (side 0) make units; run B's rows (side 1, sorted by step, rank like
+ * A's) join A's unit of the same (rank, step), else make their own. */
+static int unit_merge_row(void *u, int side, const struct store_stepsum_row *row)
+{
+	struct unit_merge *m = u;
+	if (!side)
+		return unit_add(m, 0, row);
+	if (!m->in_b)
+		m->in_b = 1, m->n_a = m->c->n_units;
+	struct rp_unit key = {.rank = row->rank, .step = row->step}, *units = m->c->units;
+	while (m->at < m->n_a && by_step_rank(&units[m->at], &key) < 0)
+		m->at++;
+	if (m->at < m->n_a && !by_step_rank(&units[m->at], &key)) {
+		struct rp_unit *a = &units[m->at];
+		a->in[1] = 1, a->n[1] = row->n, a->nx[1] = row->n_exact, a->h[1] = row->h;
+		return ALIGN_OK;
+	}
+	return unit_add(m, 1, row);
+}
+
+static size_t unit_hash(const struct rp_ctx *c, int64_t rank, int64_t step)
+{
+	uint64_t h = ((uint64_t)rank * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)step * 0xc2b2ae3d27d4eb4full);
+	return (h ^ (h >> 29)) & (c->unit_slot_cap - 1);
 }
 
 /* Merge both runs' stepsum rows (sorted by step, rank) into units; same = equal summaries. */
 static int load_units(struct rp_ctx *c)
 {
-	sqlite3_stmt *q;
-	const char *sql = "SELECT rank, step, n, n_exact, h FROM stepsum WHERE run_id=?1 ORDER BY step, rank";
-	if (sqlite3_prepare_v2(c->db, sql, -1, &q, NULL) != SQLITE_OK)
-		return err_internal("sqlite: %s", sqlite3_errmsg(c->db));
-	size_t cap = 0, n_a = 0;
-	int rc = ALIGN_OK;
-	for (int side = 0; side < 2 && rc == ALIGN_OK; side++) {
-		sqlite3_bind_int64(q, 1, side ? c->r->b.id : c->r->a.id);
-		size_t i = 0; /* merge cursor over run A's units (sorted) */
-		while (rc == ALIGN_OK && sqlite3_step(q) == SQLITE_ROW) {
-			struct rp_unit key = {.rank = sqlite3_column_int64(q, 0), .step = sqlite3_column_int64(q, 1)};
-			while (side && i < n_a && by_step_rank(&c->units[i], &key) < 0)
-				i++;
-			if (side && i < n_a && !by_step_rank(&c->units[i], &key)) {
-				struct rp_unit *u = &c->units[i];
-				u->in[1] = 1, u->n[1] = sqlite3_column_int64(q, 2), u->nx[1] = sqlite3_column_int64(q, 3);
-				u->h[1] = sqlite3_column_int64(q, 4);
-			} else {
-				rc = unit_add(c, &cap, side, q);
-			}
-		}
-		sqlite3_reset(q);
-		n_a = side ? n_a : c->n_units;
-	}
-	sqlite3_finalize(q);
-	if (rc)
-		return rc;
+	struct unit_merge m = {.c = c};
+	ALIGN_TRY(c->e, store_report_stepsums(c->db, c->r->a.id, c->r->b.id, unit_merge_row, &m, c->e));
 	qsort(c->units, c->n_units, sizeof *c->units, by_step_rank);
 	c->unit_slot_cap = 64;
 	while (c->unit_slot_cap < 2 * c->n_units)
 		c->unit_slot_cap *= 2;
 	if (!(c->unit_slot = calloc(c->unit_slot_cap, sizeof *c->unit_slot)))
-		return err_internal("out of memory");
+		return fail_internal(c->e, "out of memory");
 	for (size_t k = 0; k < c->n_units; k++) {
 		struct rp_unit *u = &c->units[k];
 		u->same = !c->read_all && u->in[0] && u->in[1] && u->n[0] == u->n[1] && u->nx[0] == u->nx[1] && u->h[0] == u->h[1];
 		u->read = !u->same;
 		u->sn[0] = u->n[0], u->snx[0] = u->nx[0], u->sn[1] = u->n[1], u->snx[1] = u->nx[1];
-		uint64_t h = ((uint64_t)u->rank * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)u->step * 0xc2b2ae3d27d4eb4full);
-		size_t j = (h ^ (h >> 29)) & (c->unit_slot_cap - 1);
+		size_t j = unit_hash(c, u->rank, u->step);
 		while (c->unit_slot[j])
 			j = (j + 1) & (c->unit_slot_cap - 1);
 		c->unit_slot[j] = (int32_t)k + 1;
@@ -304,10 +264,9 @@ static int load_units(struct rp_ctx *c)
 	return ALIGN_OK;
 }
 
-static struct rp_unit *unit_lookup(const struct rp_ctx *c, int64_t rank, int64_t step)
+struct rp_unit *rp_unit_find(const struct rp_ctx *c, int64_t rank, int64_t step)
 {
-	uint64_t h = ((uint64_t)rank * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)step * 0xc2b2ae3d27d4eb4full);
-	for (size_t j = (h ^ (h >> 29)) & (c->unit_slot_cap - 1); c->unit_slot[j]; j = (j + 1) & (c->unit_slot_cap - 1))
+	for (size_t j = unit_hash(c, rank, step); c->unit_slot[j]; j = (j + 1) & (c->unit_slot_cap - 1))
 		if (c->units[c->unit_slot[j] - 1].rank == rank && c->units[c->unit_slot[j] - 1].step == step)
 			return &c->units[c->unit_slot[j] - 1];
 	return NULL;
@@ -318,46 +277,49 @@ static struct rp_unit *unit_lookup(const struct rp_ctx *c, int64_t rank, int64_t
  * follows from its summary when the unit is all exact or all printed (plan() reads mixed units
  * instead). A resumed run needs the table (superseded rows), which also gives the split. Fills the
  * scope counts sn/snx; for run A also the metrics' counts of skipped units. */
+struct count_sink {
+	struct rp_ctx *c;
+	int side;
+};
+
+static int add_count(void *u, const struct store_canon_count *row)
+{
+	struct count_sink *s = u;
+	struct rp_ctx *c = s->c;
+	int side = s->side;
+	struct rp_unit *unit = rp_unit_find(c, row->rank, row->step);
+	if (!unit)
+		return ALIGN_OK; /* no summary: not in any unit (cannot happen for ingested runs) */
+	int64_t n = row->n;
+	int64_t nx = row->has_exact ? row->n_exact : (unit->nx[side] == unit->n[side] ? n : 0);
+	if (c->filtering)
+		unit->sn[side] += n, unit->snx[side] += nx;
+	if (side == 0 && unit->same && !unit->read) {
+		int32_t id = rp_intern(c, row->canon);
+		if (id < 0)
+			return fail_internal(c->e, "out of memory");
+		ALIGN_TRY(c->e, rp_metrics_sync(c));
+		unit->metrics_counted = 1;
+		c->r->metrics[id].c.v[VERDICT_BITWISE_EQUAL] += nx;
+		c->r->metrics[id].c.v[VERDICT_EQUAL_AS_PRINTED] += n - nx;
+	}
+	return ALIGN_OK;
+}
+
+/* Per-name counts of one run's units, one grouped query (with --metric, only those names). On a run
+ * that was not resumed it is index-only (record_key): the exact/printed split of a skipped unit then
+ * follows from its summary when the unit is all exact or all printed (plan() reads mixed units
+ * instead). A resumed run needs the table (superseded rows), which also gives the split. Fills the
+ * scope counts sn/snx; for run A also the metrics' counts of skipped units. */
 static int canon_counts(struct rp_ctx *c, int side)
 {
 	const struct report_run *run = side ? &c->r->b : &c->r->a;
-	int table = run->resumed;
-	char sql[400];
-	snprintf(sql, sizeof sql, "SELECT canon, rank, step, count(*), %s FROM record WHERE run_id=?1 %s %s GROUP BY canon, rank, step",
-	         table ? "sum(bits IS NOT NULL OR digest IS NOT NULL)" : "NULL", table ? "AND superseded=0" : "",
-	         c->filtering ? "AND canon IN (SELECT value FROM json_each(?2))" : "");
-	sqlite3_stmt *q;
-	if (sqlite3_prepare_v2(c->db, sql, -1, &q, NULL) != SQLITE_OK)
-		return err_internal("sqlite: %s", sqlite3_errmsg(c->db));
-	sqlite3_bind_int64(q, 1, run->id);
-	sqlite3_bind_text(q, 2, c->canon_json, -1, SQLITE_STATIC);
+	struct count_sink s = {c, side};
 	if (c->filtering)
 		for (size_t k = 0; k < c->n_units; k++)
 			c->units[k].sn[side] = c->units[k].snx[side] = 0;
-	int rc;
-	while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-		struct rp_unit *u = unit_lookup(c, sqlite3_column_int64(q, 1), sqlite3_column_int64(q, 2));
-		if (!u)
-			continue; /* no summary: not in any unit (cannot happen for ingested runs) */
-		int64_t n = sqlite3_column_int64(q, 3);
-		int64_t nx = table ? sqlite3_column_int64(q, 4) : (u->nx[side] == u->n[side] ? n : 0);
-		if (c->filtering)
-			u->sn[side] += n, u->snx[side] += nx;
-		if (side == 0 && u->same && !u->read) {
-			int32_t id = rp_intern(c, (const char *)sqlite3_column_text(q, 0));
-			if (id < 0 || rp_metrics_sync(c)) {
-				rc = SQLITE_NOMEM;
-				break;
-			}
-			u->metrics_counted = 1;
-			c->r->metrics[id].c.v[VERDICT_BITWISE_EQUAL] += nx;
-			c->r->metrics[id].c.v[VERDICT_EQUAL_AS_PRINTED] += n - nx;
-		}
-	}
-	sqlite3_finalize(q);
-	if (rc != SQLITE_DONE)
-		return err_internal("sqlite: %s", sqlite3_errmsg(c->db));
-	return ALIGN_OK;
+	return store_report_canon_counts(c->db, run->id, run->resumed, c->filtering ? c->canon_json : NULL, add_count,
+	                                 &s, c->e);
 }
 
 /* Decide the fast-path bookkeeping: which same units are read anyway, and the per-name counts. */
@@ -507,9 +469,9 @@ static int setup(struct rp_ctx *c, const char *db_path)
 	return ALIGN_OK;
 }
 
-int report_compute(sqlite3 *db, const struct report_opts *o, struct report *r)
+int report_compute(sqlite3 *db, const struct report_opts *o, struct report *r, struct align_err *e)
 {
-	struct rp_ctx c = {.db = db, .o = o, .r = r};
+	struct rp_ctx c = {.db = db, .o = o, .r = r, .e = e};
 	memset(r, 0, sizeof *r);
 	r->limit = o->limit;
 	r->first_diff_mode = o->first_diff;
@@ -518,9 +480,9 @@ int report_compute(sqlite3 *db, const struct report_opts *o, struct report *r)
 	r->fast_path = !c.read_all;
 	/* Reading a step goes name by name through record_key, revisiting the step's table pages once per
 	 * name: a page cache that holds a step's pages (64 MiB) saves re-reading them. */
-	int rc = store_exec(db, "PRAGMA cache_size=-65536");
+	int rc = store_report_cache_size(db, e);
 	if (rc == ALIGN_OK && o->limit > 0 && !(r->diffs = calloc((size_t)o->limit, sizeof *r->diffs)))
-		rc = err_internal("out of memory");
+		rc = fail_internal(e, "out of memory");
 	if (rc == ALIGN_OK && o->map_path)
 		rc = rp_map_load(&c, o->map_path);
 	if (rc == ALIGN_OK)
@@ -535,7 +497,7 @@ int report_compute(sqlite3 *db, const struct report_opts *o, struct report *r)
 			while (k < r->n_metrics && strcmp(r->metrics[k].name, c.filter[i]))
 				k++;
 			if (k == r->n_metrics)
-				rc = err_input("metric '%s' (canonical '%s') matches no record of run '%s' or '%s'", o->metrics[i],
+				rc = fail_input(e, "metric '%s' (canonical '%s') matches no record of run '%s' or '%s'", o->metrics[i],
 				               c.filter[i], r->a.name, r->b.name);
 		}
 	if (rc == ALIGN_OK)
@@ -550,6 +512,7 @@ void report_free(struct report *r)
 {
 	free(r->a.name), free(r->a.framework), free(r->a.format);
 	free(r->b.name), free(r->b.framework), free(r->b.format);
+	json_decref(r->a.prov), json_decref(r->b.prov);
 	for (size_t i = 0; i < r->n_metrics; i++)
 		free(r->metrics[i].name), free(r->metrics[i].points);
 	free(r->metrics);

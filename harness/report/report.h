@@ -59,7 +59,9 @@
 #define ALIGN_REPORT_H
 
 #include "compare.h"
+#include "status.h"
 
+#include <jansson.h>
 #include <sqlite3.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -122,11 +124,18 @@ struct report_metric {
 	size_t n_points, cap_points;
 };
 
+/* Provenance: the header fields 'align run' writes into its traces (ATF header, kept in run.header),
+ * in name order. A field is compared only when both runs record it: two runs differ in provenance
+ * when some field recorded by both has different values. */
+#define REPORT_PROV_FIELDS 6
+extern const char *const report_prov_fields[REPORT_PROV_FIELDS];
+
 struct report_run {
 	int64_t id;
 	char *name, *framework, *format;
 	int64_t records; /* non-superseded */
 	int resumed;
+	json_t *prov;    /* the provenance fields its header records: {field: value} (owned; {} when none) */
 };
 
 struct report {
@@ -152,16 +161,22 @@ struct report {
 	long limit;
 };
 
-/* Compare the two runs; fills *out (report_free it). Returns ALIGN_OK or an error class (message
- * printed). The differences found do not change the return code: see report_exit_code. Sets the
+/* Compare the two runs; fills *out (report_free it). Returns ALIGN_OK or an error status, its message
+ * in e. The differences found do not change the return code: see report_exit_code. Sets the
  * connection's page cache to 64 MiB (PRAGMA cache_size). n_diff_total counts the differences found
  * in the steps read (with --first-diff: through the first differing step). */
-int report_compute(sqlite3 *db, const struct report_opts *opts, struct report *out);
+int report_compute(sqlite3 *db, const struct report_opts *opts, struct report *out, struct align_err *e);
 void report_free(struct report *r);
 /* ALIGN_DIFF when a difference was found (first_diff or first_only_in), else ALIGN_OK. */
 int report_exit_code(const struct report *r);
 
-/* Write the report in a format; returns 0 or -1 on a write error. */
-int report_render(const struct report *r, enum report_format f, FILE *out);
+/* Write the report in a format; ALIGN_OK, or ALIGN_ERR_INTERNAL with the message in e (where names the
+ * destination in it: "stdout", a path). */
+int report_render(const struct report *r, enum report_format f, FILE *out, const char *where, struct align_err *e);
+/* A reported record as the JSON renderer writes it (ITEM, report-render.c); json null for NULL. New
+ * reference. Callers that keep a record (bisect) take it from here, never by parsing rendered text. */
+json_t *report_item_json(const struct report_item *it);
+/* Provenance field i differs: recorded by both runs with different values. */
+int report_prov_differs(const struct report *r, int i);
 
 #endif
