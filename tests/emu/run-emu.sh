@@ -6,7 +6,7 @@
 # Usage: [EMU_TEST=test-ops-cuda] tests/emu/run-emu.sh [OUTDIR] [-- test arguments]
 # Without `--` the test runs with --quick; `--` alone runs it in full.
 # EMU_TEST names the test source tests/gpu/$EMU_TEST.cu (test-ops-cuda, test-rows-cuda).
-# Twins compiled in: EMU_TWINS (default: every kernels/<op>.cu that uses rows_cuda.cuh or
+# Twins compiled in: EMU_TWINS (default: every kernels/ops/<op>.cu that uses rows_cuda.cuh or
 # ALIGN_CUDA_LAUNCH); the others answer "not built into the emulator" (status 4).
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)

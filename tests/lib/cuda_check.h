@@ -13,8 +13,8 @@
 /* Print the failure of call (error e at file:line); returns 2. */
 static inline int cuda_check_fail(const char *call, cudaError_t e, const char *file, int line)
 {
-	fprintf(stderr, "error: %s failed: %s (%s) at %s:%d\n", call, cudaGetErrorString(e), cudaGetErrorName(e),
-		file, line);
+	fprintf(stderr, "error: %s failed: %s (%s) at %s:%d\n", call, cudaGetErrorString(e), cudaGetErrorName(e), file,
+		line);
 	return 2;
 }
 
