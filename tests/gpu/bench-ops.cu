@@ -333,7 +333,7 @@ int main(int argc, char **argv)
 	CK(cudaEventCreate(&e0));
 	CK(cudaEventCreate(&e1));
 	const size_t copy_n = (size_t)1 << 30;
-	struct timing ct;
+	struct timing ct = {0.0f, 0.0f, 0.0f};
 	if (bench_copy(s, e0, e1, copy_n, &ct))
 		return 2;
 	double copy_bw = 2.0 * (double)copy_n / (ct.med * 1e-3) / 1e9;

@@ -1,4 +1,4 @@
-/* cuda_check.h: the one CUDA error check of the GPU tests and benchmarks (tests/gpu/*.cu).
+/* cuda_check.h: the one CUDA error check of the GPU tests and benchmarks (the .cu files of tests/gpu).
  * CK(call): evaluate a CUDA runtime call; on failure print "error: <call> failed: <string> (<name>) at
  * file:line" on stderr and return 2 from the calling function (exit status 2: host or CUDA error).
  * Use it in functions that return int with 0 for success. Also builds for the host emulator (tests/emu),
