@@ -113,6 +113,10 @@ def remap(s):
         return build + s[len(old_build):]
     if s.startswith(old_source):
         return root + s[len(old_source):]
+    if "/" in s and not s.startswith("/"):  # a source file named relative to a build dir outside the tree
+        a = os.path.normpath(os.path.join(old_build, s))
+        if a.startswith(old_source + "/"):
+            return root + a[len(old_source):]
     return s
 
 def gpu_entries(name):
