@@ -49,14 +49,17 @@ int align_dev_open(struct align_dev *d, int ordinal, struct align_err *err)
 
 void align_dev_close(struct align_dev *d)
 {
+	if (d->stream)
+		cudaStreamSynchronize((cudaStream_t)d->stream);
 	for (int i = 0; i < d->n_pool; i++)
 		cudaFree(d->pool[i].p);
+	d->n_pool = 0;
 	cudaFree(d->scratch);
+	d->scratch = NULL;
+	d->scratch_bytes = 0;
 	if (d->stream)
 		cudaStreamDestroy((cudaStream_t)d->stream);
-	struct align_err *err = d->err;
-	memset(d, 0, sizeof *d);
-	d->err = err;
+	d->stream = NULL;
 }
 
 int align_dev_alloc(struct align_dev *d, size_t bytes, void **p)

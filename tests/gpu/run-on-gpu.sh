@@ -108,15 +108,17 @@ old_build = info["directories"]["build"]
 old_source = info["directories"]["source"]
 
 def remap(s):
-    """Recorded absolute paths -> the actual build and source directories."""
-    if s.startswith(old_build):
-        return build + s[len(old_build):]
-    if s.startswith(old_source):
-        return root + s[len(old_source):]
-    if "/" in s and not s.startswith("/"):  # a source file named relative to a build dir outside the tree
-        a = os.path.normpath(os.path.join(old_build, s))
-        if a.startswith(old_source + "/"):
-            return root + a[len(old_source):]
+    """Recorded paths -> the actual build and source directories. Meson names a source file from a build
+    directory outside the tree as BUILD/../../SRC/file (or ../../SRC/file): normalised first."""
+    n = s
+    if "/" in s and not s.startswith("/"):
+        n = os.path.join(old_build, s)
+    if n.startswith("/"):
+        n = os.path.normpath(n)
+        if n == old_build or n.startswith(old_build + "/"):
+            return build + n[len(old_build):]
+        if n == old_source or n.startswith(old_source + "/"):
+            return root + n[len(old_source):]
     return s
 
 def gpu_entries(name):

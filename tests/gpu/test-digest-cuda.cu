@@ -242,10 +242,10 @@ int main(int argc, char **argv)
 	}
 	int rc = run(&c);
 	free(c.host);
-	align_dev_close(&dev);
 	printf("digest-cuda on %s: %ld cases compared with digest_xxh3t64 / XXH3_64bits (sizes 0 .. 1 GiB, "
 	       "offsets 0 .. 16), %d failures%s (seed 0x%" PRIx64 ")\n",
 	       dev.name, c.cases, c.fails, rc ? ", stopped by an error" : "", c.seed);
+	align_dev_close(&dev);
 	if (rc)
 		return rc;
 	return c.fails ? 1 : 0;

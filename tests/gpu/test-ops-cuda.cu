@@ -557,7 +557,6 @@ static int run_ops(const struct opts *o, int worker)
 		if (!o->only || !strcmp(o->only, op->name))
 			rc = check_op(&c, op);
 	}
-	align_dev_close(&dev);
 	if (worker) {
 		printf("@@tally %ld %ld %ld %ld %ld %ld %d %d|%s|%s|%s\n", t.cases, t.launches, t.pass, t.gpu_only, t.fail,
 		       t.unsupported, t.errors, rc, dev.name, t.unsupported_list, t.missing);
@@ -572,6 +571,7 @@ static int run_ops(const struct opts *o, int worker)
 			printf("no CUDA twin: %s\n", t.missing);
 	}
 	fflush(stdout);
+	align_dev_close(&dev);
 	if (rc || t.errors)
 		return 2;
 	return t.fail ? 1 : 0;
