@@ -17,9 +17,9 @@
  * adjusts a knob it cannot honour to the nearest valid value (its .cu says how) and rejects only
  * negative values. tests/gpu/test-ops-cuda.cu checks all of this for every op that has a twin.
  *
- * Registry: ops_cuda_fwd(op) is the op's twin or NULL. Adding a twin: write kernels/ops/<op>.cu defining
+ * Registry: ops_cuda_fwd(op) is the op's twin or NULL. Adding a twin: write kernels/<op>.cu defining
  * <op>_fwd_cuda (declared below for every row of ops.def), add one row to ops_cuda_rows[] in
- * kernels/cuda/ops_cuda.cu and one line `kernels_cuda_src += files('ops/<op>.cu')` to kernels/meson.build.
+ * kernels/cuda/ops_cuda.cu and one line `kernels_cuda_src += files('<op>.cu')` to kernels/meson.build.
  */
 #ifndef ALIGN_OPS_CUDA_H
 #define ALIGN_OPS_CUDA_H
