@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test.sh: the README's test command. Installs what is missing, builds with warnings as errors
-# (CUDA where nvcc is present, else CPU only), runs every test, and ends with "N passed, N failed".
+# (CUDA where nvcc is present, else CPU only), runs every test (and, with ALIGN_FORMAT_CHECK=1, the
+# clang-format check), and ends with "N passed, N failed".
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -17,6 +18,17 @@ log="$build/meson-logs/testlog.json"
 passed=$(grep -c '"result": "OK"' "$log" || true)
 skipped=$(grep -c '"result": "SKIP"' "$log" || true)
 failed=$(grep -Ec '"result": "(FAIL|TIMEOUT|ERROR|UNEXPECTEDPASS)"' "$log" || true)
+# ALIGN_FORMAT_CHECK=1 (.ci/run): the layout check (tools/format.sh --check) after the tests, one more
+# test in the count below
+fmt_rc=0
+if [ "${ALIGN_FORMAT_CHECK:-0}" = 1 ]; then
+	if bash tools/format.sh --check; then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1))
+		fmt_rc=1
+	fi
+fi
 echo "(${skipped} skipped: GPU tests skip without a GPU)"
 echo "${passed} passed, ${failed} failed"
-[ "$rc" -eq 0 ] && [ "$failed" -eq 0 ]
+[ "$rc" -eq 0 ] && [ "$failed" -eq 0 ] && [ "$fmt_rc" -eq 0 ]

@@ -1,6 +1,6 @@
 /* digest_cuda.h: the ATF v1 tensor digest "xxh3t64" (harness/core/digest.h has the definition) computed
  * on a CUDA device, bit-identical to the CPU's digest_xxh3t64. C linkage; include from C or CUDA.
- * The algorithm, its napkin maths and the launch layout are at the top of kernels/digest.cu.
+ * The algorithm, its napkin maths and the launch layout are at the top of kernels/cuda/digest.cu.
  *
  * All functions return 0 on success, ALIGN_DIGEST_CUDA_EINVAL for bad arguments or
  * ALIGN_DIGEST_CUDA_ECUDA when a CUDA call fails; one message on stderr names the failing call,

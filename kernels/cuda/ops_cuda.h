@@ -1,7 +1,7 @@
 /* ops_cuda.h: the calling convention of the CUDA twins and their registry (kernels/cuda/ops_cuda.cu).
  * Include from C or CUDA.
  *
- * A CUDA twin `<op>_fwd_cuda` (kernels/<op>.cu, C linkage) takes the same params, modes and tensor
+ * A CUDA twin `<op>_fwd_cuda` (kernels/ops/<op>.cu, C linkage) takes the same params, modes and tensor
  * descriptors as the C twin `<op>_fwd_cpu` (ops.h), except that every tensor's data is a DEVICE pointer,
  * plus launch knobs and the device context (dev.h: its stream, handles, workspace, properties). It checks
  * shapes and dtypes like the C twin, enqueues its work on dev->stream and returns without waiting (a twin may wait if it must; its .cu says so). Return values:
@@ -15,7 +15,7 @@
  * Contract in portable modes: the output bytes equal the C twin's for every input, shape and launch
  * configuration, NaN bits included (nan_host.h). Launch knobs only move work between threads; a twin
  * adjusts a knob it cannot honour to the nearest valid value (its .cu says how) and rejects only
- * negative values. tests/gpu/test-ops-cuda.c checks all of this for every op that has a twin.
+ * negative values. tests/gpu/test-ops-cuda.cu checks all of this for every op that has a twin.
  *
  * Registry: ops_cuda_fwd(op) is the op's twin (NULL only for an op pointer not in ops.def). Every row of
  * ops.def has a twin: kernels/cuda/ops_cuda.cu's table is the X-macro over ops.def. Adding an op: write

@@ -3,7 +3,7 @@
  * __syncthreads, __syncwarp and the warp shuffles are barriers between those fibers; blocks run one
  * after another. Only what the twins use is provided. Launches go through ALIGN_CUDA_LAUNCH
  * (kernels/cuda/rows_cuda.cuh), dynamic shared memory through align_cuda_dyn_smem().
- * Purpose: run tests/gpu/test-ops-cuda.c against the twins' kernel logic on a machine without a GPU
+ * Purpose: run tests/gpu/test-ops-cuda.cu against the twins' kernel logic on a machine without a GPU
  * (tests/emu/run-emu.sh). It proves index arithmetic, barriers and reduction trees, not speed, and
  * not the GPU's own arithmetic (the real check is the same test on a GPU). */
 #ifndef ALIGN_CUDA_EMU_H

@@ -1,5 +1,5 @@
 /* cuda_runtime_api.h (emulator): the subset of the CUDA runtime API that the CUDA twins and
- * tests/gpu/test-ops-cuda.c use, implemented on the host by tests/emu/emu.cpp so that the twins'
+ * tests/gpu/test-ops-cuda.cu use, implemented on the host by tests/emu/emu.cpp so that the twins'
  * kernel logic can run on a machine without a GPU (tests/emu/run-emu.sh). "Device" memory is host
  * memory; every call is synchronous. Not a model of performance or of GPU NaN bits (nan_host.h runs its
  * device-side fix-ups here too, where they must be identities on x86). */

@@ -1,5 +1,5 @@
 /* emu-matmul-tc.cpp: the tensor-core matmul's logic (kernels/ops/matmul_tc.cu compiled for the host emulator,
- * tests/gpu/emu: fibers for threads, host emulations of cp.async / ldmatrix / mma.sync) checked on a machine
+ * tests/emu: fibers for threads, host emulations of cp.async / ldmatrix / mma.sync) checked on a machine
  * without a GPU: for y = a[:M] @ b^T with the given N, K and M,
  *   - every element of the M-row result within 2^-8 |ref| + (K/16 + 2) 2^-23 S of a binary64 reference
  *     (S = sum |a_k b_k|; the emulated mma sums 16 products and the accumulator in binary64 and

@@ -3,7 +3,8 @@
  * running until it finishes or waits at a barrier (__syncthreads, __syncwarp, a shuffle). A round in which
  * every live fiber is waiting and no barrier opens is a deadlock (a barrier not reached by every thread):
  * reported and aborted. Shuffles exchange through a per-warp slot array between two warp barriers.
- * Every CUDA twin of ops.def that is not compiled in gets a weak stub returning ALIGN_ERR_UNSUPPORTED. */
+ * Every CUDA twin of ops.def that is not compiled in gets a weak stub returning ALIGN_ERR_UNSUPPORTED.
+ * The device context (kernels/cuda/dev.h) is emulated in dev-emu.cpp. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,7 +249,7 @@ cudaError_t cudaSetDevice(int d)
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d)
 {
 	memset(p, 0, sizeof *p);
-	snprintf(p->name, sizeof p->name, "host emulator (tests/gpu/emu)");
+	snprintf(p->name, sizeof p->name, "host emulator (tests/emu)");
 	p->totalGlobalMem = (size_t)8 << 30;
 	p->l2CacheSize = 50u << 20;
 	p->multiProcessorCount = 132;
@@ -346,7 +347,7 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 #define OP(name, desc, inputs)                                                                                         \
 	__attribute__((weak)) int name##_fwd_cuda(const void *params, const struct align_modes *m,                     \
 	                                          const struct align_tensor *in, int n_in, struct align_tensor *out,   \
-	                                          int n_out, const struct align_launch *launch, cudaStream_t stream)   \
+	                                          int n_out, const struct align_launch *launch, struct align_dev *dev)  \
 	{                                                                                                              \
 		fprintf(stderr, "error: %s (cuda): not built into the emulator\n", #name);                             \
 		return ALIGN_ERR_UNSUPPORTED;                                                                          \

@@ -29,22 +29,14 @@
 extern "C" {
 #include "digest.h"
 }
+#include "cuda_check.h"
 #include "digest_cuda.h"
+#include "gpu_skip.h"
 #include "gpu-build-commit.h"
 #include "rng.h"
 
 #define WARMUP 3
 #define REPS 20
-
-#define CUDA_CHECK(call)                                                                                               \
-	do {                                                                                                           \
-		cudaError_t e_ = (call);                                                                               \
-		if (e_ != cudaSuccess) {                                                                               \
-			fprintf(stderr, "error: %s failed: %s at %s:%d\n", #call, cudaGetErrorString(e_), __FILE__,    \
-			        __LINE__);                                                                             \
-			return 2;                                                                                      \
-		}                                                                                                      \
-	} while (0)
 
 enum bench_op { OP_DIGEST, OP_DIGEST_WS, OP_LEAVES, OP_WS_OFF8, OP_WS_OFF1, OP_COPY, OP_COUNT };
 
@@ -95,7 +87,7 @@ static int bench_call(struct bench *b, int op)
 	case OP_LEAVES:
 		return align_digest_leaves_cuda(b->src, b->bytes, b->leaves, b->stream) ? 2 : 0;
 	default:
-		CUDA_CHECK(cudaMemcpyAsync(b->dst, b->src, b->bytes, cudaMemcpyDeviceToDevice, b->stream));
+		CK(cudaMemcpyAsync(b->dst, b->src, b->bytes, cudaMemcpyDeviceToDevice, b->stream));
 		return 0;
 	}
 	if (!b->have_digest[op]) {
@@ -112,14 +104,14 @@ static int bench_op_run(struct bench *b, int op)
 	for (int i = 0; i < WARMUP; i++)
 		if (bench_call(b, op))
 			return 2;
-	CUDA_CHECK(cudaStreamSynchronize(b->stream));
+	CK(cudaStreamSynchronize(b->stream));
 	for (int i = 0; i < REPS; i++) {
-		CUDA_CHECK(cudaEventRecord(b->ev0, b->stream));
+		CK(cudaEventRecord(b->ev0, b->stream));
 		if (bench_call(b, op))
 			return 2;
-		CUDA_CHECK(cudaEventRecord(b->ev1, b->stream));
-		CUDA_CHECK(cudaEventSynchronize(b->ev1));
-		CUDA_CHECK(cudaEventElapsedTime(&b->ms[op][i], b->ev0, b->ev1));
+		CK(cudaEventRecord(b->ev1, b->stream));
+		CK(cudaEventSynchronize(b->ev1));
+		CK(cudaEventElapsedTime(&b->ms[op][i], b->ev0, b->ev1));
 	}
 	return 0;
 }
@@ -172,7 +164,7 @@ static int bench_verify(struct bench *b)
 		fprintf(stderr, "error: out of memory (%zu bytes for the CPU check)\n", b->bytes);
 		return 2;
 	}
-	CUDA_CHECK(cudaMemcpy(h, b->src, b->bytes, cudaMemcpyDeviceToHost));
+	CK(cudaMemcpy(h, b->src, b->bytes, cudaMemcpyDeviceToHost));
 	uint64_t want = digest_xxh3t64(h, b->bytes);
 	uint64_t want8 = digest_xxh3t64(h + 8, b->bytes - 16), want1 = digest_xxh3t64(h + 1, b->bytes - 16);
 	free(h);
@@ -189,16 +181,15 @@ static int bench_verify(struct bench *b)
 static int bench_run(struct bench *b)
 {
 	size_t n = (b->bytes + DIGEST_LEAF_BYTES - 1) / DIGEST_LEAF_BYTES;
-	CUDA_CHECK(cudaMalloc((void **)&b->src, b->bytes));
-	CUDA_CHECK(cudaMalloc((void **)&b->dst, b->bytes));
-	CUDA_CHECK(cudaMalloc(&b->ws, align_digest_cuda_workspace_bytes(b->bytes)));
-	CUDA_CHECK(cudaMalloc((void **)&b->leaves, n * sizeof *b->leaves));
-	CUDA_CHECK(cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking));
-	CUDA_CHECK(cudaEventCreate(&b->ev0));
-	CUDA_CHECK(cudaEventCreate(&b->ev1));
+	CK(cudaMalloc((void **)&b->src, b->bytes));
+	CK(cudaMalloc((void **)&b->dst, b->bytes));
+	CK(cudaMalloc(&b->ws, align_digest_cuda_workspace_bytes(b->bytes)));
+	CK(cudaMalloc((void **)&b->leaves, n * sizeof *b->leaves));
+	CK(cudaEventCreate(&b->ev0));
+	CK(cudaEventCreate(&b->ev1));
 	bench_fill<<<1024, 256, 0, b->stream>>>((uint64_t *)b->src, b->bytes / 8);
-	CUDA_CHECK(cudaGetLastError());
-	CUDA_CHECK(cudaStreamSynchronize(b->stream));
+	CK(cudaGetLastError());
+	CK(cudaStreamSynchronize(b->stream));
 	for (int op = 0; op < OP_COUNT; op++)
 		if (bench_op_run(b, op))
 			return 2;
@@ -208,17 +199,16 @@ static int bench_run(struct bench *b)
 
 int main(int argc, char **argv)
 {
-	int ndev = 0;
-	cudaError_t e = cudaGetDeviceCount(&ndev);
-	if (e != cudaSuccess || ndev == 0) {
-		printf("skip: no CUDA device (cudaGetDeviceCount: %s, %d devices)\n",
-		       e == cudaSuccess ? "ok" : cudaGetErrorString(e), ndev);
-		return 77;
-	}
-	struct cudaDeviceProp prop;
-	CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+	gpu_skip_if_none();
+	struct align_err err = {0, "", ""};
+	struct align_dev dev;
+	if (gpu_dev_open(&dev, &err))
+		return 2;
+	int l2_bytes = 0;
+	CK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, dev.ordinal));
 	struct bench b;
 	memset(&b, 0, sizeof b);
+	b.stream = (cudaStream_t)dev.stream;
 	b.bytes = (size_t)((argc > 1 ? atof(argv[1]) : 4.0) * (double)((size_t)1 << 30));
 	if (b.bytes < 64 || b.bytes % 8) {
 		fprintf(stderr, "error: input size must be a multiple of 8 bytes, at least 64\n");
@@ -226,12 +216,13 @@ int main(int argc, char **argv)
 	}
 	printf("bench-digest: %s (sm_%d%d, %d SMs, L2 %d MiB), N = %zu bytes (%.2f GiB), warm-up %d, %d timed "
 	       "runs per row; built from %s\n\n",
-	       prop.name, prop.major, prop.minor, prop.multiProcessorCount, prop.l2CacheSize >> 20, b.bytes,
+	       dev.name, dev.cc_major, dev.cc_minor, dev.sm_count, l2_bytes >> 20, b.bytes,
 	       (double)b.bytes / (1 << 30), WARMUP, REPS, ALIGN_GPU_BUILD_COMMIT);
 	int rc = bench_run(&b);
 	cudaFree(b.src);
 	cudaFree(b.dst);
 	cudaFree(b.ws);
 	cudaFree(b.leaves);
+	align_dev_close(&dev);
 	return rc;
 }

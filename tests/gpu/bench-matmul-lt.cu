@@ -13,7 +13,7 @@
  *     3 warm-up + 20 timed calls, median), TFLOP/s = 2 M N K / t.
  * Output: one Markdown row per shape and a verdict line. Exit 0 when every pinned run is deterministic and
  * batch invariant, 1 otherwise, 2 on a CUDA/cuBLAS error, 77 without a GPU.
- * cuBLASLt is linked (libcublasLt.so of the toolkit nvcc belongs to; tests/gpu/meson.build). */
+ * cuBLASLt is linked (libcublasLt.so of the toolkit nvcc belongs to; kernels/meson.build). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,24 +21,16 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include "cuda_check.h"
+#include "gpu_skip.h"
+
 #define WS_BYTES (64u << 20)
 
-static int cuda_fail(const char *call, cudaError_t e, int line)
-{
-	fprintf(stderr, "error: %s failed: %s at %s:%d\n", call, cudaGetErrorString(e), __FILE__, line);
-	return 2;
-}
 static int lt_fail(const char *call, cublasStatus_t s, int line)
 {
 	fprintf(stderr, "error: %s failed: cublasStatus %d at %s:%d\n", call, (int)s, __FILE__, line);
 	return 2;
 }
-#define CK(call)                                                                                                       \
-	do {                                                                                                           \
-		cudaError_t e_ = (call);                                                                               \
-		if (e_ != cudaSuccess)                                                                                 \
-			return cuda_fail(#call, e_, __LINE__);                                                         \
-	} while (0)
 #define LK(call)                                                                                                       \
 	do {                                                                                                           \
 		cublasStatus_t s_ = (call);                                                                            \
@@ -178,13 +170,11 @@ static long rows_differ(const uint16_t *y, const uint16_t *full, int Mp, int N)
 
 int main(void)
 {
-	int ndev = 0;
-	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-		printf("skip: no CUDA device\n");
-		return 77;
-	}
-	struct cudaDeviceProp prop;
-	CK(cudaGetDeviceProperties(&prop, 0));
+	gpu_skip_if_none();
+	struct align_err err = {0, "", ""};
+	struct align_dev dev;
+	if (gpu_dev_open(&dev, &err))
+		return 2;
 	struct gemm g;
 	LK(cublasLtCreate(&g.h));
 	LK(cublasLtMatmulDescCreate(&g.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -192,13 +182,13 @@ int main(void)
 	LK(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_TRANSA, &tA, sizeof tA));
 	LK(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tB, sizeof tB));
 	CK(cudaMalloc(&g.ws, WS_BYTES));
-	CK(cudaStreamCreateWithFlags(&g.s, cudaStreamNonBlocking));
+	g.s = (cudaStream_t)dev.stream;
 	static const int shapes[][3] = {/* M, K, N as in bench-matmul */
 	                                {8192, 8192, 8192}, {4096, 4096, 4096},  {4096, 7168, 18432},
 	                                {4096, 18432, 7168}, {4096, 7168, 4096}, {4096, 2048, 7168},
 	                                {4096, 7168, 1536}, {8192, 7168, 4096}};
 	int bad = 0;
-	printf("cuBLASLt with one pinned algorithm (split-K 1) on %s, cuBLASLt %zu\n\n", prop.name,
+	printf("cuBLASLt with one pinned algorithm (split-K 1) on %s, cuBLASLt %zu\n\n", dev.name,
 	       cublasLtGetVersion());
 	printf("| M x K x N | algo id, tile, stages | pinned TFLOP/s | heuristic TFLOP/s | pinned / heuristic | "
 	       "deterministic | rows differing, pinned (of %d row counts) | rows differing, heuristic per M |\n",
@@ -286,5 +276,6 @@ int main(void)
 	cudaFree(g.ws);
 	cublasLtMatmulDescDestroy(g.desc);
 	cublasLtDestroy(g.h);
+	align_dev_close(&dev);
 	return bad ? 1 : 0;
 }

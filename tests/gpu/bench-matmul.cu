@@ -32,7 +32,9 @@
 
 #include <cuda_runtime.h>
 
+#include "cuda_check.h"
 #include "gpu-build-commit.h"
+#include "gpu_skip.h"
 #include "matmul_tc.h"
 #include "ops_cuda.h"
 #include "rng.h"
@@ -40,16 +42,6 @@
 #define WARMUP 3
 #define REPS 15
 #define SEED 0xbe4c4ull
-
-#define CK(call)                                                                                               \
-	do {                                                                                                   \
-		cudaError_t e_ = (call);                                                                       \
-		if (e_ != cudaSuccess) {                                                                       \
-			fprintf(stderr, "error: %s failed: %s at %s:%d\n", #call, cudaGetErrorString(e_), __FILE__, \
-				__LINE__);                                                                     \
-			return 2;                                                                              \
-		}                                                                                              \
-	} while (0)
 
 /* ---- cuBLAS through dlopen (the few entry points used; types as in cublas_api.h) ---- */
 
@@ -218,12 +210,14 @@ struct op_ctx {
 	const void *params;
 	struct align_modes m;
 	struct align_tensor in[4], out[4];
+	struct align_dev *dev; /* the device context; time_it's stream is dev->stream */
 };
 
 static int op_run(void *v, cudaStream_t s)
 {
 	struct op_ctx *o = (struct op_ctx *)v;
-	return o->fwd(o->params, &o->m, o->in, o->op->impl->n_in, o->out, o->op->impl->n_out, NULL, s);
+	(void)s; /* the twin runs on o->dev->stream, the same stream */
+	return o->fwd(o->params, &o->m, o->in, o->op->impl->n_in, o->out, o->op->impl->n_out, NULL, o->dev);
 }
 
 static void tensor(struct align_tensor *t, void *data, int dtype, int ndim, int64_t d0, int64_t d1, int64_t d2)
@@ -237,22 +231,28 @@ static void tensor(struct align_tensor *t, void *data, int dtype, int ndim, int6
 	t->shape[2] = d2;
 }
 
-static int bench_portable(double peak_fma, double peak_muladd, cudaStream_t s)
+static int bench_portable(double peak_fma, double peak_muladd, struct align_dev *dev)
 {
+	cudaStream_t s = (cudaStream_t)dev->stream;
 	const int64_t T = 4096, F = 4096, D = 4096;
 	static const struct {
 		const char *name;
 		int operand, accum, fma, out;
 	} rows[] = {
-		{"default: bf16 operands, seq, FMA off, bf16 out", 0, 0, 0, 0},
-		{"fp32 operands, seq, FMA on, fp32 out (SGEMM-like)", 1, 0, 1, 1},
-		{"bf16 operands, split16, FMA off, bf16 out", 0, 1, 0, 0},
-		{"bf16 operands, fp64 accumulation, bf16 out", 0, 2, 0, 0},
+		{"default: bf16 operands, seq, FMA off, bf16 out", ALIGN_MATMUL_OPERAND_BF16,
+		 ALIGN_MATMUL_ACCUM_SEQ, ALIGN_MATMUL_FMA_OFF, ALIGN_MATMUL_OUT_BF16},
+		{"fp32 operands, seq, FMA on, fp32 out (SGEMM-like)", ALIGN_MATMUL_OPERAND_FP32,
+		 ALIGN_MATMUL_ACCUM_SEQ, ALIGN_MATMUL_FMA_ON, ALIGN_MATMUL_OUT_FP32},
+		{"bf16 operands, split16, FMA off, bf16 out", ALIGN_MATMUL_OPERAND_BF16,
+		 ALIGN_MATMUL_ACCUM_SPLIT16, ALIGN_MATMUL_FMA_OFF, ALIGN_MATMUL_OUT_BF16},
+		{"bf16 operands, fp64 accumulation, bf16 out", ALIGN_MATMUL_OPERAND_BF16,
+		 ALIGN_MATMUL_ACCUM_FP64, ALIGN_MATMUL_FMA_OFF, ALIGN_MATMUL_OUT_BF16},
 	};
 	struct op_ctx o;
 	memset(&o, 0, sizeof o);
 	o.op = ops_find("matmul");
 	o.fwd = o.op ? ops_cuda_fwd(o.op) : NULL;
+	o.dev = dev;
 	if (!o.fwd) {
 		fprintf(stderr, "error: matmul has no CUDA twin in the registry\n");
 		return 2;
@@ -278,7 +278,7 @@ static int bench_portable(double peak_fma, double peak_muladd, cudaStream_t s)
 		o.m.v[MODE_MATMUL_ACCUM] = rows[i].accum;
 		o.m.v[MODE_MATMUL_FMA] = rows[i].fma;
 		o.m.v[MODE_MATMUL_OUT] = rows[i].out;
-		tensor(&o.out[0], y, rows[i].out ? ALIGN_DT_F32 : ALIGN_DT_BF16, 2, T, F, 0);
+		tensor(&o.out[0], y, rows[i].out == ALIGN_MATMUL_OUT_FP32 ? ALIGN_DT_F32 : ALIGN_DT_BF16, 2, T, F, 0);
 		struct timing t;
 		if (time_it(op_run, &o, s, &t))
 			return 2;
@@ -299,8 +299,9 @@ static int bench_portable(double peak_fma, double peak_muladd, cudaStream_t s)
 }
 
 /* mhc_pre and mhc_head at T = 4096, N = 4, D = 4096 under the default modes */
-static int bench_mhc(cudaStream_t s)
+static int bench_mhc(struct align_dev *dev)
 {
+	cudaStream_t s = (cudaStream_t)dev->stream;
 	const int64_t T = 4096, N = 4, D = 4096, K = N * D, R = (2 + N) * N;
 	void *x = NULL, *fn = NULL, *base = NULL, *scale = NULL, *y = NULL, *pre = NULL, *post = NULL, *comb = NULL;
 	CK(cudaMalloc(&x, (size_t)(T * K) * 2));
@@ -323,6 +324,7 @@ static int bench_mhc(cudaStream_t s)
 		memset(&o, 0, sizeof o);
 		o.op = ops_find(head ? "mhc_head" : "mhc_pre");
 		o.fwd = o.op ? ops_cuda_fwd(o.op) : NULL;
+		o.dev = dev;
 		if (!o.fwd) {
 			printf("| %s | n/a (no CUDA twin registered) | | | | |\n", head ? "mhc_head" : "mhc_pre");
 			continue;
@@ -491,22 +493,17 @@ static int bench_tc(const struct cublas *cb, cudaStream_t s, int *changed)
 
 int main(void)
 {
-	int ndev = 0;
-	cudaError_t e = cudaGetDeviceCount(&ndev);
-	if (e != cudaSuccess || ndev == 0) {
-		printf("skip: no CUDA device (cudaGetDeviceCount: %s, %d devices)\n",
-		       e == cudaSuccess ? "ok" : cudaGetErrorString(e), ndev);
-		return 77;
-	}
-	struct cudaDeviceProp prop;
-	CK(cudaGetDeviceProperties(&prop, 0));
-	int clock_khz = 0, sms = prop.multiProcessorCount;
-	cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
+	gpu_skip_if_none();
+	struct align_err err = {0, "", ""};
+	struct align_dev dev;
+	if (gpu_dev_open(&dev, &err))
+		return 2;
+	int clock_khz = 0, sms = dev.sm_count;
+	cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, dev.ordinal);
 	printf("bench-matmul: %s (sm_%d%d, %d SMs, max clock %.0f MHz), warm-up %d, %d timed runs per row, CUDA "
 	       "events; built from %s\n\n",
-	       prop.name, prop.major, prop.minor, sms, clock_khz / 1e3, WARMUP, REPS, ALIGN_GPU_BUILD_COMMIT);
-	cudaStream_t s;
-	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	       dev.name, dev.cc_major, dev.cc_minor, sms, clock_khz / 1e3, WARMUP, REPS, ALIGN_GPU_BUILD_COMMIT);
+	cudaStream_t s = (cudaStream_t)dev.stream;
 
 	struct peak_ctx pk = {1, sms * 8, NULL};
 	CK(cudaMalloc((void **)&pk.out, (size_t)pk.blocks * 256 * sizeof(float)));
@@ -526,9 +523,9 @@ int main(void)
 	printf("\n");
 	cudaFree(pk.out);
 
-	int rc = bench_portable(peak[1], peak[0], s);
+	int rc = bench_portable(peak[1], peak[0], &dev);
 	if (!rc)
-		rc = bench_mhc(s);
+		rc = bench_mhc(&dev);
 	struct cublas cb;
 	if (cublas_open(&cb, s))
 		printf("note: cuBLAS could not be loaded (dlopen libcublas.so.13/.12/.so): no comparison\n\n");
@@ -539,7 +536,7 @@ int main(void)
 		cb.destroy(cb.h);
 		cb.destroy(cb.h_nows);
 	}
-	cudaStreamDestroy(s);
+	align_dev_close(&dev);
 	if (rc)
 		return rc;
 	return changed ? 1 : 0;

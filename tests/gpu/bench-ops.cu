@@ -32,23 +32,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_check.h"
 #include "gpu-build-commit.h"
+#include "gpu_skip.h"
 #include "ops_cuda.h"
 
 #define WARMUP 3
 #define REPS 20
 #define MAXT 8
 #define MAXCOPIES 8
-
-#define CK(call)                                                                                                       \
-	do {                                                                                                           \
-		cudaError_t e_ = (call);                                                                               \
-		if (e_ != cudaSuccess) {                                                                               \
-			fprintf(stderr, "error: %s failed: %s at %s:%d\n", #call, cudaGetErrorString(e_), __FILE__,    \
-			        __LINE__);                                                                             \
-			return 2;                                                                                      \
-		}                                                                                                      \
-	} while (0)
 
 static const struct {
 	const char *op;
@@ -228,9 +220,10 @@ static int outputs_to_host(const struct opbench *b, unsigned char *h)
  * *ref receives its output (malloc'd); else a "sweep" line, its output compared with *ref.
  * 0, 1 (nondeterministic or different from the default), 2 (error), 4 (unsupported) */
 static int bench_one(struct opbench *b, const struct align_modes *m, const char *mname, const char *dims,
-                     const struct align_launch *L, cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1, double copy_bw,
-                     unsigned char **ref)
+                     const struct align_launch *L, struct align_dev *dev, cudaEvent_t e0, cudaEvent_t e1,
+                     double copy_bw, unsigned char **ref)
 {
+	cudaStream_t s = (cudaStream_t)dev->stream;
 	const struct align_op_impl *im = b->op->impl;
 	float ms[REPS];
 	char label[96];
@@ -240,7 +233,7 @@ static int bench_one(struct opbench *b, const struct align_modes *m, const char 
 	for (int i = 0; i < WARMUP + REPS; i++) {
 		int c = i % b->ncopies;
 		CK(cudaEventRecord(e0, s));
-		int rc = b->fwd(b->params, m, b->din[c], im->n_in, b->dout, im->n_out, L, s);
+		int rc = b->fwd(b->params, m, b->din[c], im->n_in, b->dout, im->n_out, L, dev);
 		CK(cudaEventRecord(e1, s));
 		CK(cudaEventSynchronize(e1));
 		if (rc == ALIGN_ERR_UNSUPPORTED) {
@@ -264,9 +257,9 @@ static int bench_one(struct opbench *b, const struct align_modes *m, const char 
 	size_t ob = b->out_bytes;
 	unsigned char *h1 = (unsigned char *)malloc(ob ? ob : 1), *h2 = (unsigned char *)malloc(ob ? ob : 1);
 	int same = 0, differs = 0;
-	if (h1 && h2 && b->fwd(b->params, m, b->din[0], im->n_in, b->dout, im->n_out, L, s) == 0 &&
+	if (h1 && h2 && b->fwd(b->params, m, b->din[0], im->n_in, b->dout, im->n_out, L, dev) == 0 &&
 	    cudaStreamSynchronize(s) == cudaSuccess && outputs_to_host(b, h1) == 0 &&
-	    b->fwd(b->params, m, b->din[0], im->n_in, b->dout, im->n_out, L, s) == 0 &&
+	    b->fwd(b->params, m, b->din[0], im->n_in, b->dout, im->n_out, L, dev) == 0 &&
 	    cudaStreamSynchronize(s) == cudaSuccess && outputs_to_host(b, h2) == 0)
 		same = memcmp(h1, h2, ob) == 0;
 	if (L)
@@ -294,7 +287,7 @@ static int bench_one(struct opbench *b, const struct align_modes *m, const char 
 }
 
 /* the sweep of op (after its default launch): 0, 1 (a nondeterministic or different output) or 2 */
-static int bench_sweep(struct opbench *b, const struct align_modes *m, const char *mname, int sms, cudaStream_t s,
+static int bench_sweep(struct opbench *b, const struct align_modes *m, const char *mname, struct align_dev *dev,
                        cudaEvent_t e0, cudaEvent_t e1, double copy_bw, unsigned char **ref)
 {
 	int worst = 0;
@@ -303,8 +296,8 @@ static int bench_sweep(struct opbench *b, const struct align_modes *m, const cha
 			continue;
 		for (int i = 0; i < MAXSWEEP && sweeps[j].c[i].block; i++) {
 			const struct sweep_cfg *c = &sweeps[j].c[i];
-			struct align_launch L = {c->block, c->rpb, c->per_sm * sms, 0};
-			int rc = bench_one(b, m, mname, "", &L, s, e0, e1, copy_bw, ref);
+			struct align_launch L = {c->block, c->rpb, c->per_sm * dev->sm_count, 0};
+			int rc = bench_one(b, m, mname, "", &L, dev, e0, e1, copy_bw, ref);
 			if (rc == 2)
 				return 2;
 			if (rc == 1)
@@ -328,27 +321,24 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	int ndev = 0;
-	cudaError_t e = cudaGetDeviceCount(&ndev);
-	if (e != cudaSuccess || ndev == 0) {
-		printf("skip: no CUDA device (cudaGetDeviceCount: %s, %d devices)\n",
-		       e == cudaSuccess ? "ok" : cudaGetErrorString(e), ndev);
-		return 77;
-	}
-	struct cudaDeviceProp prop;
-	CK(cudaGetDeviceProperties(&prop, 0));
-	cudaStream_t s;
+	gpu_skip_if_none();
+	struct align_err err = {0, "", ""};
+	struct align_dev dev;
+	if (gpu_dev_open(&dev, &err))
+		return 2;
+	cudaStream_t s = (cudaStream_t)dev.stream;
+	int l2_bytes = 0;
+	CK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, dev.ordinal));
 	cudaEvent_t e0, e1;
-	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 	CK(cudaEventCreate(&e0));
 	CK(cudaEventCreate(&e1));
 	const size_t copy_n = (size_t)1 << 30;
-	struct timing ct;
+	struct timing ct = {0.0f, 0.0f, 0.0f};
 	if (bench_copy(s, e0, e1, copy_n, &ct))
 		return 2;
 	double copy_bw = 2.0 * (double)copy_n / (ct.med * 1e-3) / 1e9;
 	printf("bench-ops on %s (%d SMs, L2 %zu MiB), commit %s; %d warm-up + %d timed calls, median (min, max)\n",
-	       prop.name, prop.multiProcessorCount, (size_t)prop.l2CacheSize >> 20, ALIGN_GPU_BUILD_COMMIT, WARMUP,
+	       dev.name, dev.sm_count, (size_t)l2_bytes >> 20, ALIGN_GPU_BUILD_COMMIT, WARMUP,
 	       REPS);
 	printf("bench copy        cudaMemcpy D2D 1 GiB: median %9.1f us (min %9.1f, max %9.1f), copy traffic 2N/t = "
 	       "%.1f GB/s\n",
@@ -387,11 +377,11 @@ int main(int argc, char **argv)
 			b.op = op;
 			b.fwd = fwd;
 			unsigned char *ref = NULL;
-			int rc = opbench_make(&b, &d, &m, (size_t)prop.l2CacheSize);
+			int rc = opbench_make(&b, &d, &m, (size_t)l2_bytes);
 			if (!rc)
-				rc = bench_one(&b, &m, mname, dims, NULL, s, e0, e1, copy_bw, &ref);
+				rc = bench_one(&b, &m, mname, dims, NULL, &dev, e0, e1, copy_bw, &ref);
 			if (sweep && (rc == 0 || rc == 1)) {
-				int r2 = bench_sweep(&b, &m, mname, prop.multiProcessorCount, s, e0, e1, copy_bw, &ref);
+				int r2 = bench_sweep(&b, &m, mname, &dev, e0, e1, copy_bw, &ref);
 				rc = r2 == 2 ? 2 : rc > r2 ? rc : r2;
 			}
 			free(ref);
@@ -406,6 +396,6 @@ int main(int argc, char **argv)
 		printf("no CUDA twin: %s\n", missing);
 	cudaEventDestroy(e0);
 	cudaEventDestroy(e1);
-	cudaStreamDestroy(s);
+	align_dev_close(&dev);
 	return worst;
 }

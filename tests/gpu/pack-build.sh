@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
 # pack-build.sh: build build-gpu here (CUDA), slim it (no objects or static libraries, stripped
 # binaries) and pack it as .gpucarry/build-gpu.tar.gz for the device tool's carry (64 MiB limit);
-# tests/gpu/run-on-gpu.sh (and the device-*.sh scripts) unpack it on the GPU machine.
+# tests/gpu/run-on-gpu.sh unpacks it on the GPU machine (when it is newer than the build there).
+# Usage: tests/gpu/pack-build.sh [BUILD_DIR]   (default build-gpu in the repository root, made when missing)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-[ -d build-gpu ] || meson setup build-gpu -Dcuda=enabled
-# meson's nvcc rule records no header dependencies (ninja -t deps shows "#deps 0" for every .cu object),
-# so a changed header (modes.def, ops.h, ...) would leave stale CUDA objects behind: build from clean.
-ninja -C build-gpu -t clean >/dev/null
-ninja -C build-gpu
-rm -rf build-gslim && cp -a build-gpu build-gslim
+bdir=${1:-build-gpu}
+[ -d "$bdir" ] || meson setup "$bdir" -Dcuda=enabled
+# incremental: every .cu object records its headers (kernels/meson.build compiles them with nvcc -MD)
+ninja -C "$bdir"
+rm -rf build-gslim && cp -a "$bdir" build-gslim
 find build-gslim -name '*.p' -type d -prune -exec rm -rf {} +
 find build-gslim \( -name '*.a' -o -name '*.o' \) -delete
 find build-gslim -type f -perm -u+x -exec sh -c 'file "$1" | grep -q ELF && strip "$1"' _ {} \;
 mkdir -p .gpucarry
-grep -qx '/.gpucarry/' .git/info/exclude 2>/dev/null || echo '/.gpucarry/' >> .git/info/exclude
+exclude=$(git rev-parse --git-path info/exclude) # .git is a file in a worktree
+mkdir -p "$(dirname "$exclude")"
+grep -qx '/.gpucarry/' "$exclude" 2>/dev/null || echo '/.gpucarry/' >>"$exclude"
 tar -czf .gpucarry/build-gpu.tar.gz build-gslim
 rm -rf build-gslim
 ls -la .gpucarry/build-gpu.tar.gz

@@ -21,7 +21,9 @@
 extern "C" {
 #include "digest.h"
 }
+#include "cuda_check.h"
 #include "digest_cuda.h"
+#include "gpu_skip.h"
 
 #define GIB ((size_t)1 << 30)
 #define LEAF ((size_t)DIGEST_LEAF_BYTES)
@@ -33,20 +35,10 @@ struct gpu_check {
 	uint64_t rng;        /* splitmix64 state */
 	unsigned char *host; /* CAP random bytes */
 	unsigned char *dev;  /* the same bytes on the device */
-	cudaStream_t stream; /* a non-default stream */
+	cudaStream_t stream; /* the device context's stream (non-blocking) */
 	long cases;          /* digests compared */
 	int fails;           /* mismatches (the first 20 printed) */
 };
-
-#define CUDA_CHECK(call)                                                                                               \
-	do {                                                                                                           \
-		cudaError_t e_ = (call);                                                                               \
-		if (e_ != cudaSuccess) {                                                                               \
-			fprintf(stderr, "error: %s failed: %s at %s:%d\n", #call, cudaGetErrorString(e_), __FILE__,    \
-			        __LINE__);                                                                             \
-			return 2;                                                                                      \
-		}                                                                                                      \
-	} while (0)
 
 static uint64_t next_u64(struct gpu_check *c)
 {
@@ -120,7 +112,7 @@ static int check_sizes(struct gpu_check *c)
 	                               1000 * LEAF + 3};
 	size_t ws_bytes = align_digest_cuda_workspace_bytes(GIB);
 	void *ws = NULL;
-	CUDA_CHECK(cudaMalloc(&ws, ws_bytes));
+	CK(cudaMalloc(&ws, ws_bytes));
 	int rc = 0;
 	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0] && !rc; i++) {
 		size_t offs[] = {0, 8, 1 + (size_t)(next_u64(c) % 15), 3, 13};
@@ -149,8 +141,8 @@ static int check_exact(struct gpu_check *c)
 		for (size_t k = 0; k < sizeof offs / sizeof offs[0]; k++) {
 			unsigned char *d = NULL;
 			uint64_t got = 0, want = digest_xxh3t64(c->host + offs[k], sizes[i]);
-			CUDA_CHECK(cudaMalloc((void **)&d, offs[k] + sizes[i]));
-			CUDA_CHECK(cudaMemcpy(d, c->host, offs[k] + sizes[i], cudaMemcpyHostToDevice));
+			CK(cudaMalloc((void **)&d, offs[k] + sizes[i]));
+			CK(cudaMemcpy(d, c->host, offs[k] + sizes[i], cudaMemcpyHostToDevice));
 			int rc = align_digest_cuda(d + offs[k], sizes[i], &got, c->stream);
 			cudaFree(d);
 			if (rc)
@@ -175,12 +167,12 @@ static int check_leaves(struct gpu_check *c, size_t off, size_t size)
 	}
 	for (size_t i = 0; i < n + 2; i++)
 		hl[i] = GUARD;
-	CUDA_CHECK(cudaMalloc((void **)&dl, (n + 2) * sizeof *dl));
-	CUDA_CHECK(cudaMemcpy(dl, hl, (n + 2) * sizeof *dl, cudaMemcpyHostToDevice));
+	CK(cudaMalloc((void **)&dl, (n + 2) * sizeof *dl));
+	CK(cudaMemcpy(dl, hl, (n + 2) * sizeof *dl, cudaMemcpyHostToDevice));
 	if (align_digest_leaves_cuda(c->dev + off, size, dl + 1, c->stream))
 		return 2;
-	CUDA_CHECK(cudaStreamSynchronize(c->stream));
-	CUDA_CHECK(cudaMemcpy(hl, dl, (n + 2) * sizeof *dl, cudaMemcpyDeviceToHost));
+	CK(cudaStreamSynchronize(c->stream));
+	CK(cudaMemcpy(hl, dl, (n + 2) * sizeof *dl, cudaMemcpyDeviceToHost));
 	cudaFree(dl);
 	c->cases++;
 	if (hl[0] != GUARD || hl[n + 1] != GUARD) {
@@ -217,9 +209,8 @@ static int run(struct gpu_check *c)
 		uint64_t r = next_u64(c);
 		memcpy(c->host + i, &r, 8);
 	}
-	CUDA_CHECK(cudaMalloc((void **)&c->dev, CAP));
-	CUDA_CHECK(cudaMemcpy(c->dev, c->host, CAP, cudaMemcpyHostToDevice));
-	CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+	CK(cudaMalloc((void **)&c->dev, CAP));
+	CK(cudaMemcpy(c->dev, c->host, CAP, cudaMemcpyHostToDevice));
 	int rc = check_sizes(c);
 	size_t leaf_cases[][2] = {{0, 200 * LEAF + 77}, {3, 5 * LEAF + 100}, {8, 7 * LEAF}, {1, 150}};
 	for (size_t i = 0; i < 4 && !rc; i++)
@@ -228,24 +219,20 @@ static int run(struct gpu_check *c)
 		rc = check_exact(c);
 	if (!rc)
 		rc = check_errors(c);
-	cudaStreamDestroy(c->stream);
 	cudaFree(c->dev);
 	return rc;
 }
 
 int main(int argc, char **argv)
 {
-	int ndev = 0;
-	cudaError_t e = cudaGetDeviceCount(&ndev);
-	if (e != cudaSuccess || ndev == 0) {
-		printf("skip: no CUDA device (cudaGetDeviceCount: %s, %d devices)\n",
-		       e == cudaSuccess ? "ok" : cudaGetErrorString(e), ndev);
-		return 77;
-	}
-	struct cudaDeviceProp prop;
-	CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+	gpu_skip_if_none();
+	struct align_err err = {0, "", ""};
+	struct align_dev dev;
+	if (gpu_dev_open(&dev, &err))
+		return 2;
 	struct gpu_check c;
 	memset(&c, 0, sizeof c);
+	c.stream = (cudaStream_t)dev.stream;
 	c.seed = argc > 1 ? strtoull(argv[1], NULL, 16) : 0xd16e57c0da0001ull;
 	c.rng = c.seed;
 	c.host = (unsigned char *)malloc(CAP);
@@ -257,7 +244,8 @@ int main(int argc, char **argv)
 	free(c.host);
 	printf("digest-cuda on %s: %ld cases compared with digest_xxh3t64 / XXH3_64bits (sizes 0 .. 1 GiB, "
 	       "offsets 0 .. 16), %d failures%s (seed 0x%" PRIx64 ")\n",
-	       prop.name, c.cases, c.fails, rc ? ", stopped by an error" : "", c.seed);
+	       dev.name, c.cases, c.fails, rc ? ", stopped by an error" : "", c.seed);
+	align_dev_close(&dev);
 	if (rc)
 		return rc;
 	return c.fails ? 1 : 0;

@@ -42,7 +42,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuda_check.h"
 #include "gpu-build-commit.h"
+#include "gpu_skip.h"
 #include "matmul.h"
 #include "ops_cuda.h"
 #include "rng.h"
@@ -51,16 +53,6 @@
 #define SEED 0x3c3c5a5aull
 #define NBUF 6      /* guarded buffers: 3 determinism runs, portable, S, scratch */
 #define YOFF_MAX 16 /* the largest y offset past GUARD that a call uses (an unaligned y) */
-
-#define CK(call)                                                                                                       \
-	do {                                                                                                           \
-		cudaError_t e_ = (call);                                                                               \
-		if (e_ != cudaSuccess) {                                                                               \
-			fprintf(stderr, "error: %s failed: %s at %s:%d\n", #call, cudaGetErrorString(e_), __FILE__,    \
-			        __LINE__);                                                                             \
-			return 2;                                                                                      \
-		}                                                                                                      \
-	} while (0)
 
 struct shape {
 	int64_t t, d, f; /* Tmax, D, F */
@@ -83,22 +75,22 @@ struct combo {
 };
 
 static const struct combo combos[] = {
-    {MATMUL_IMPL_TC, MATMUL_OPD_BF16, 1, 1, 1},     {MATMUL_IMPL_TC, MATMUL_OPD_BF16, 0, 1, 1},
-    {MATMUL_IMPL_TC, MATMUL_OPD_BF16, 1, 0, 0},     {MATMUL_IMPL_TC, MATMUL_OPD_BF16, 0, 0, 0},
-    {MATMUL_IMPL_CUBLAS, MATMUL_OPD_BF16, 1, 1, 1}, {MATMUL_IMPL_CUBLAS, MATMUL_OPD_BF16, 0, 1, 0},
-    {MATMUL_IMPL_CUBLAS, MATMUL_OPD_BF16, 1, 0, 0}, {MATMUL_IMPL_CUBLAS, MATMUL_OPD_BF16, 0, 0, 0},
-    {MATMUL_IMPL_CUBLAS, MATMUL_OPD_F32, 0, 0, 1},  {MATMUL_IMPL_CUBLAS, MATMUL_OPD_F32, 1, 0, 0},
-    {MATMUL_IMPL_CUBLAS, MATMUL_OPD_F32, 0, 1, 0},  {MATMUL_IMPL_CUBLAS, MATMUL_OPD_F32, 1, 1, 0},
-    {MATMUL_IMPL_CUBLAS, MATMUL_OPD_TF32, 0, 0, 1}, {MATMUL_IMPL_CUBLAS, MATMUL_OPD_TF32, 1, 0, 0},
-    {MATMUL_IMPL_CUBLAS, MATMUL_OPD_TF32, 0, 1, 0}, {MATMUL_IMPL_CUBLAS, MATMUL_OPD_TF32, 1, 1, 0},
-    {MATMUL_IMPL_CUBLAS_PINNED, MATMUL_OPD_BF16, 1, 1, 1}, {MATMUL_IMPL_CUBLAS_PINNED, MATMUL_OPD_BF16, 0, 1, 1},
-    {MATMUL_IMPL_CUBLAS_PINNED, MATMUL_OPD_BF16, 1, 0, 0}, {MATMUL_IMPL_CUBLAS_PINNED, MATMUL_OPD_BF16, 0, 0, 0},
+    {ALIGN_MATMUL_IMPL_TC, ALIGN_MATMUL_OPERAND_BF16, 1, 1, 1},     {ALIGN_MATMUL_IMPL_TC, ALIGN_MATMUL_OPERAND_BF16, 0, 1, 1},
+    {ALIGN_MATMUL_IMPL_TC, ALIGN_MATMUL_OPERAND_BF16, 1, 0, 0},     {ALIGN_MATMUL_IMPL_TC, ALIGN_MATMUL_OPERAND_BF16, 0, 0, 0},
+    {ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_BF16, 1, 1, 1}, {ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_BF16, 0, 1, 0},
+    {ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_BF16, 1, 0, 0}, {ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_BF16, 0, 0, 0},
+    {ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_FP32, 0, 0, 1},  {ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_FP32, 1, 0, 0},
+    {ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_FP32, 0, 1, 0},  {ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_FP32, 1, 1, 0},
+    {ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_TF32, 0, 0, 1}, {ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_TF32, 1, 0, 0},
+    {ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_TF32, 0, 1, 0}, {ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_TF32, 1, 1, 0},
+    {ALIGN_MATMUL_IMPL_CUBLAS_PINNED, ALIGN_MATMUL_OPERAND_BF16, 1, 1, 1}, {ALIGN_MATMUL_IMPL_CUBLAS_PINNED, ALIGN_MATMUL_OPERAND_BF16, 0, 1, 1},
+    {ALIGN_MATMUL_IMPL_CUBLAS_PINNED, ALIGN_MATMUL_OPERAND_BF16, 1, 0, 0}, {ALIGN_MATMUL_IMPL_CUBLAS_PINNED, ALIGN_MATMUL_OPERAND_BF16, 0, 0, 0},
 };
 
 /* engines whose batch invariance is asserted (cublas's is reported) */
 static int invariant_engine(int impl)
 {
-	return impl == MATMUL_IMPL_TC || impl == MATMUL_IMPL_CUBLAS_PINNED;
+	return impl == ALIGN_MATMUL_IMPL_TC || impl == ALIGN_MATMUL_IMPL_CUBLAS_PINNED;
 }
 
 struct gbuf {
@@ -108,7 +100,8 @@ struct gbuf {
 
 struct ctx {
 	const struct shape *sh;
-	cudaStream_t s;
+	struct align_dev *dev; /* the device context */
+	cudaStream_t s;        /* dev->stream: every fill, launch and wait */
 	float *a32, *b32;      /* device inputs, f32 */
 	align_bf16 *a16, *b16; /* the same rounded to bf16 */
 	float *abs_a, *abs_b;  /* |operand source| for S (f32) */
@@ -169,7 +162,7 @@ static void set_modes(struct align_modes *m, int impl, int opd, int out_bf16)
 	modes_init_default(m);
 	m->v[MODE_MATMUL_IMPL] = impl;
 	m->v[MODE_MATMUL_OPERAND] = opd;
-	m->v[MODE_MATMUL_OUT] = out_bf16 ? 0 : 1;
+	m->v[MODE_MATMUL_OUT] = out_bf16 ? ALIGN_MATMUL_OUT_BF16 : ALIGN_MATMUL_OUT_FP32;
 }
 
 /* One op call on rows [r0, r0 + M) of a (abs: the |.| inputs, f32) into buffer g pre-filled with `fill`
@@ -205,7 +198,7 @@ static int call_op(struct ctx *c, const struct align_modes *m, int in_bf16, int 
 	const struct matmul_params p = {0};
 	const struct align_launch launch = {0, 0, 0, 0};
 	CK(cudaMemsetAsync(g->d, fill, total, c->s));
-	*status = matmul_fwd_cuda(&p, m, in, 2, &y, 1, &launch, c->s);
+	*status = matmul_fwd_cuda(&p, m, in, 2, &y, 1, &launch, c->dev);
 	CK(cudaStreamSynchronize(c->s));
 	CK(cudaMemcpy(g->h, g->d, total, cudaMemcpyDeviceToHost));
 	int ok = 1;
@@ -231,11 +224,11 @@ static double out_at(const struct gbuf *g, int y_bf16, size_t i)
 /* the engine's own term of the agreement tolerance (header, check 2) */
 static double engine_term(const struct combo *k, int64_t D)
 {
-	if (k->impl == MATMUL_IMPL_TC)
+	if (k->impl == ALIGN_MATMUL_IMPL_TC)
 		return (4.0 * (double)((D + 63) / 64) + 1.0) * ldexp(1.0, -21);
-	if (k->opd == MATMUL_OPD_BF16)
+	if (k->opd == ALIGN_MATMUL_OPERAND_BF16)
 		return ((double)((D + 15) / 16) + 4.0) * ldexp(1.0, -21) + (k->out_bf16 ? ldexp(1.0, -8) : 0.0);
-	if (k->opd == MATMUL_OPD_F32)
+	if (k->opd == ALIGN_MATMUL_OPERAND_FP32)
 		return (double)D * ldexp(1.0, -24);
 	return ldexp(1.0, -8) + ((double)((D + 7) / 8) + 4.0) * ldexp(1.0, -21);
 }
@@ -280,8 +273,8 @@ static int check_agreement(struct ctx *c, const struct combo *k)
 	const int64_t T = c->sh->t, D = c->sh->d, F = c->sh->f;
 	struct align_modes mp, ms;
 	int st, gok, st2, gok2;
-	set_modes(&mp, MATMUL_IMPL_PORTABLE, k->opd, k->out_bf16);
-	set_modes(&ms, MATMUL_IMPL_PORTABLE, k->opd, 0);
+	set_modes(&mp, ALIGN_MATMUL_IMPL_PORTABLE, k->opd, k->out_bf16);
+	set_modes(&ms, ALIGN_MATMUL_IMPL_PORTABLE, k->opd, 0);
 	const void *src_a = k->in_bf16 ? (const void *)c->a16 : (const void *)c->a32;
 	const void *src_b = k->in_bf16 ? (const void *)c->b16 : (const void *)c->b32;
 	gen_abs<<<1024, 256, 0, c->s>>>(src_a, k->in_bf16, T * D, c->abs_a);
@@ -416,23 +409,23 @@ static int check_refusals(struct ctx *c)
 		int impl, mode, value;
 	};
 	static const struct refusal rs[] = {
-	    {MATMUL_IMPL_TC, MODE_MATMUL_ACCUM, MATMUL_ACC_SPLIT16},
-	    {MATMUL_IMPL_TC, MODE_MATMUL_ACCUM, MATMUL_ACC_F64},
-	    {MATMUL_IMPL_TC, MODE_MATMUL_FMA, 1},
-	    {MATMUL_IMPL_TC, MODE_MATMUL_OPERAND, MATMUL_OPD_F32},
-	    {MATMUL_IMPL_TC, MODE_MATMUL_OPERAND, MATMUL_OPD_TF32},
-	    {MATMUL_IMPL_CUBLAS, MODE_MATMUL_ACCUM, MATMUL_ACC_SPLIT16},
-	    {MATMUL_IMPL_CUBLAS, MODE_MATMUL_ACCUM, MATMUL_ACC_F64},
-	    {MATMUL_IMPL_CUBLAS, MODE_MATMUL_FMA, 1},
-	    {MATMUL_IMPL_CUBLAS_PINNED, MODE_MATMUL_ACCUM, MATMUL_ACC_SPLIT16},
-	    {MATMUL_IMPL_CUBLAS_PINNED, MODE_MATMUL_FMA, 1},
-	    {MATMUL_IMPL_CUBLAS_PINNED, MODE_MATMUL_OPERAND, MATMUL_OPD_F32},
-	    {MATMUL_IMPL_CUBLAS_PINNED, MODE_MATMUL_OPERAND, MATMUL_OPD_TF32},
+	    {ALIGN_MATMUL_IMPL_TC, MODE_MATMUL_ACCUM, ALIGN_MATMUL_ACCUM_SPLIT16},
+	    {ALIGN_MATMUL_IMPL_TC, MODE_MATMUL_ACCUM, ALIGN_MATMUL_ACCUM_FP64},
+	    {ALIGN_MATMUL_IMPL_TC, MODE_MATMUL_FMA, ALIGN_MATMUL_FMA_ON},
+	    {ALIGN_MATMUL_IMPL_TC, MODE_MATMUL_OPERAND, ALIGN_MATMUL_OPERAND_FP32},
+	    {ALIGN_MATMUL_IMPL_TC, MODE_MATMUL_OPERAND, ALIGN_MATMUL_OPERAND_TF32},
+	    {ALIGN_MATMUL_IMPL_CUBLAS, MODE_MATMUL_ACCUM, ALIGN_MATMUL_ACCUM_SPLIT16},
+	    {ALIGN_MATMUL_IMPL_CUBLAS, MODE_MATMUL_ACCUM, ALIGN_MATMUL_ACCUM_FP64},
+	    {ALIGN_MATMUL_IMPL_CUBLAS, MODE_MATMUL_FMA, ALIGN_MATMUL_FMA_ON},
+	    {ALIGN_MATMUL_IMPL_CUBLAS_PINNED, MODE_MATMUL_ACCUM, ALIGN_MATMUL_ACCUM_SPLIT16},
+	    {ALIGN_MATMUL_IMPL_CUBLAS_PINNED, MODE_MATMUL_FMA, ALIGN_MATMUL_FMA_ON},
+	    {ALIGN_MATMUL_IMPL_CUBLAS_PINNED, MODE_MATMUL_OPERAND, ALIGN_MATMUL_OPERAND_FP32},
+	    {ALIGN_MATMUL_IMPL_CUBLAS_PINNED, MODE_MATMUL_OPERAND, ALIGN_MATMUL_OPERAND_TF32},
 	};
 	int ok = 1, st, gok;
 	for (size_t i = 0; i < sizeof rs / sizeof rs[0]; i++) {
 		struct align_modes m;
-		set_modes(&m, rs[i].impl, MATMUL_OPD_BF16, 1);
+		set_modes(&m, rs[i].impl, ALIGN_MATMUL_OPERAND_BF16, 1);
 		m.v[rs[i].mode] = rs[i].value;
 		if (call_op(c, &m, 1, 0, 0, c->sh->t, &c->buf[5], 0x77, 0, &st, &gok))
 			return 2;
@@ -446,9 +439,9 @@ static int check_refusals(struct ctx *c)
 	verdict(c, ok, NULL,
 	        "refusals: ACCUM split16/fp64 and FMA=on (tc, cublas), OPERAND fp32/tf32 (tc) give 4, write nothing");
 	/* a wrong output dtype: the shape checks run before the engine */
-	for (int impl = MATMUL_IMPL_TC; impl <= MATMUL_IMPL_CUBLAS_PINNED; impl++) {
+	for (int impl = ALIGN_MATMUL_IMPL_TC; impl <= ALIGN_MATMUL_IMPL_CUBLAS_PINNED; impl++) {
 		struct align_modes m;
-		set_modes(&m, impl, MATMUL_OPD_BF16, 1);
+		set_modes(&m, impl, ALIGN_MATMUL_OPERAND_BF16, 1);
 		struct align_tensor in[2], y;
 		memset(in, 0, sizeof in);
 		memset(&y, 0, sizeof y);
@@ -456,27 +449,29 @@ static int check_refusals(struct ctx *c)
 		in[1] = {c->b16, ALIGN_DT_BF16, 2, {c->sh->f, c->sh->d, 0, 0}, "matmul.b"};
 		y = {c->buf[5].d + GUARD, ALIGN_DT_F32, 2, {c->sh->t, c->sh->f, 0, 0}, "matmul.y"};
 		const struct matmul_params p = {0};
-		st = matmul_fwd_cuda(&p, &m, in, 2, &y, 1, NULL, c->s);
+		st = matmul_fwd_cuda(&p, &m, in, 2, &y, 1, NULL, c->dev);
 		CK(cudaStreamSynchronize(c->s));
 		char msg[120];
 		snprintf(msg, sizeof msg, "refusal: %s with an f32 y where MATMUL_OUT=bf16 gives %d (want 2)",
 		         impl_name(impl), st);
 		verdict(c, st == ALIGN_ERR_INPUT, NULL, msg);
 	}
-	int order = modes_value_index(MODE_MATMUL_IMPL, "portable") == MATMUL_IMPL_PORTABLE &&
-	            modes_value_index(MODE_MATMUL_IMPL, "tc") == MATMUL_IMPL_TC &&
-	            modes_value_index(MODE_MATMUL_IMPL, "cublas") == MATMUL_IMPL_CUBLAS &&
-	            modes_value_index(MODE_MATMUL_IMPL, "cublas_pinned") == MATMUL_IMPL_CUBLAS_PINNED;
+	int order = modes_value_index(MODE_MATMUL_IMPL, "portable") == ALIGN_MATMUL_IMPL_PORTABLE &&
+	            modes_value_index(MODE_MATMUL_IMPL, "tc") == ALIGN_MATMUL_IMPL_TC &&
+	            modes_value_index(MODE_MATMUL_IMPL, "cublas") == ALIGN_MATMUL_IMPL_CUBLAS &&
+	            modes_value_index(MODE_MATMUL_IMPL, "cublas_pinned") == ALIGN_MATMUL_IMPL_CUBLAS_PINNED;
 	verdict(c, order, NULL, "enum matmul_impl follows the MATMUL_IMPL values of modes.def");
 	return 0;
 }
 
-static int run_shape(const struct shape *sh, cudaStream_t s, int *fails)
+static int run_shape(const struct shape *sh, struct align_dev *dev, int *fails)
 {
 	struct ctx c;
 	memset(&c, 0, sizeof c);
 	c.sh = sh;
-	c.s = s;
+	c.dev = dev;
+	c.s = (cudaStream_t)dev->stream;
+	cudaStream_t s = c.s;
 	const size_t na = (size_t)(sh->t * sh->d) + 8, nb = (size_t)(sh->f * sh->d) + 8; /* + 8: never 0 bytes */
 	const size_t nbuf = (size_t)(sh->t * sh->f) * 4 + 2 * GUARD + YOFF_MAX;
 	int rc = 2;
@@ -534,24 +529,18 @@ int main(int argc, char **argv)
 {
 	int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
 	setvbuf(stdout, NULL, _IOLBF, 0); /* a run killed at its timeout keeps its verdict lines */
-	int ndev = 0;
-	cudaError_t e = cudaGetDeviceCount(&ndev);
-	if (e != cudaSuccess || ndev == 0) {
-		printf("skip: no CUDA device (cudaGetDeviceCount: %s, %d devices)\n",
-		       e == cudaSuccess ? "ok" : cudaGetErrorString(e), ndev);
-		return 77;
-	}
-	struct cudaDeviceProp prop;
-	CK(cudaGetDeviceProperties(&prop, 0));
-	printf("test-matmul-impl: %s (sm_%d%d, %d SMs); built from %s\n", prop.name, prop.major, prop.minor,
-	       prop.multiProcessorCount, ALIGN_GPU_BUILD_COMMIT);
-	cudaStream_t s;
-	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	gpu_skip_if_none();
+	struct align_err err = {0, "", ""};
+	struct align_dev dev;
+	if (gpu_dev_open(&dev, &err))
+		return 2;
+	printf("test-matmul-impl: %s (sm_%d%d, %d SMs); built from %s\n", dev.name, dev.cc_major, dev.cc_minor,
+	       dev.sm_count, ALIGN_GPU_BUILD_COMMIT);
 	int fails = 0, rc = 0;
 	for (size_t i = 0; i < sizeof shapes / sizeof shapes[0] && rc == 0; i++)
 		if (!(quick && shapes[i].big))
-			rc = run_shape(&shapes[i], s, &fails);
-	cudaStreamDestroy(s);
+			rc = run_shape(&shapes[i], &dev, &fails);
+	align_dev_close(&dev);
 	if (rc)
 		return rc;
 	printf("%s: %d check(s) failed\n", fails ? "FAIL" : "PASS", fails);

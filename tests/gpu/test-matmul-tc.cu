@@ -29,23 +29,15 @@
 
 #include <cuda_runtime.h>
 
+#include "cuda_check.h"
 #include "gpu-build-commit.h"
+#include "gpu_skip.h"
 #include "matmul_tc.h"
 #include "numerics.h"
 #include "rng.h"
 
 #define MMAX 8192
 #define SEED 0x7c7c7c7cull
-
-#define CK(call)                                                                                               \
-	do {                                                                                                   \
-		cudaError_t e_ = (call);                                                                       \
-		if (e_ != cudaSuccess) {                                                                       \
-			fprintf(stderr, "error: %s failed: %s at %s:%d\n", #call, cudaGetErrorString(e_), __FILE__, \
-				__LINE__);                                                                     \
-			return 2;                                                                              \
-		}                                                                                              \
-	} while (0)
 
 struct shape {
 	int64_t n, k;
@@ -400,25 +392,20 @@ out:
 
 int main(void)
 {
-	int ndev = 0;
-	cudaError_t e = cudaGetDeviceCount(&ndev);
-	if (e != cudaSuccess || ndev == 0) {
-		printf("skip: no CUDA device (cudaGetDeviceCount: %s, %d devices)\n",
-		       e == cudaSuccess ? "ok" : cudaGetErrorString(e), ndev);
-		return 77;
-	}
-	struct cudaDeviceProp prop;
-	CK(cudaGetDeviceProperties(&prop, 0));
-	printf("test-matmul-tc: %s (sm_%d%d, %d SMs); built from %s\n", prop.name, prop.major, prop.minor,
-	       prop.multiProcessorCount, ALIGN_GPU_BUILD_COMMIT);
-	cudaStream_t s;
-	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	gpu_skip_if_none();
+	struct align_err err = {0, "", ""};
+	struct align_dev dev;
+	if (gpu_dev_open(&dev, &err))
+		return 2;
+	printf("test-matmul-tc: %s (sm_%d%d, %d SMs); built from %s\n", dev.name, dev.cc_major, dev.cc_minor,
+	       dev.sm_count, ALIGN_GPU_BUILD_COMMIT);
+	cudaStream_t s = (cudaStream_t)dev.stream;
 	int fails = 0, rc = 0;
 	for (size_t i = 0; i < sizeof shapes / sizeof shapes[0] && rc == 0; i++)
 		rc = run_shape(&shapes[i], s, &fails);
 	for (size_t i = 0; i < sizeof large_shapes / sizeof large_shapes[0] && rc == 0; i++)
 		rc = check_large(&large_shapes[i], s, &fails);
-	cudaStreamDestroy(s);
+	align_dev_close(&dev);
 	if (rc)
 		return rc;
 	printf("%s: %d check(s) failed\n", fails ? "FAIL" : "PASS", fails);

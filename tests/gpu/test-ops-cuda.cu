@@ -34,6 +34,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cuda_check.h"
+#include "gpu_skip.h"
 #include "ops_cuda.h"
 
 #define MAXT 8
@@ -97,17 +99,6 @@ static void launch_name(const struct align_launch *L, char *buf, size_t len)
 	         L->serial);
 }
 
-static int cuda_err(const char *call, cudaError_t e, int line)
-{
-	fprintf(stderr, "error: %s failed: %s at %s:%d\n", call, cudaGetErrorString(e), __FILE__, line);
-	return 2;
-}
-#define CK(call)                                                                                                       \
-	do {                                                                                                           \
-		cudaError_t e_ = (call);                                                                               \
-		if (e_ != cudaSuccess)                                                                                 \
-			return cuda_err(#call, e_, __LINE__);                                                          \
-	} while (0)
 
 /* ---- mode sets ---- */
 
@@ -250,14 +241,15 @@ static int dcase_make(const struct align_op *op, const struct hcase *h, struct d
 /* One launch: guards + prefill, run, wait, copy back. *rc = the twin's status. 0 or 2 (CUDA error). */
 static int dcase_run(const struct align_op *op, align_fwd_cuda_fn fwd, const void *params, const struct align_modes *m,
                      const struct hcase *h, struct dcase *g, const struct align_launch *L, int prefill,
-                     cudaStream_t stream, int *rc)
+                     struct align_dev *dev, int *rc)
 {
 	const struct align_op_impl *im = op->impl;
+	cudaStream_t stream = (cudaStream_t)dev->stream;
 	for (int i = 0; i < im->n_out; i++) {
 		CK(cudaMemsetAsync(g->obuf[i], GUARD_BYTE, h->obytes[i] + 2 * GUARD, stream));
 		CK(cudaMemsetAsync(g->obuf[i] + GUARD, prefill, h->obytes[i], stream));
 	}
-	*rc = fwd(params, m, g->in, im->n_in, g->out, im->n_out, L, stream);
+	*rc = fwd(params, m, g->in, im->n_in, g->out, im->n_out, L, dev);
 	CK(cudaStreamSynchronize(stream));
 	CK(cudaGetLastError());
 	for (int i = 0; i < im->n_out; i++)
@@ -291,7 +283,7 @@ static int describe_diff(const struct align_op *op, int i, const struct align_te
 struct ctx {
 	const struct opts *o;
 	struct tally *t;
-	cudaStream_t stream;
+	struct align_dev *dev; /* the device context: its stream runs every launch */
 };
 
 /* Check the twin under every launch configuration; 0 (verdict in msg / *verdict), 2 on CUDA error.
@@ -309,7 +301,7 @@ static int check_launches(struct ctx *c, const struct align_op *op, align_fwd_cu
 		char ln[96];
 		launch_name(L, ln, sizeof ln);
 		for (int run = 0; run < 2 && *verdict == 0; run++) {
-			int rc, e = dcase_run(op, fwd, params, m, h, g, L, run ? 0x3c : 0xcd, c->stream, &rc);
+			int rc, e = dcase_run(op, fwd, params, m, h, g, L, run ? 0x3c : 0xcd, c->dev, &rc);
 			if (e)
 				return e;
 			c->t->launches++;
@@ -384,7 +376,7 @@ static int check_invariance(struct ctx *c, const struct align_op *op, align_fwd_
 		e = dcase_make(op, &h, &g);
 	int rc = 0;
 	if (!e)
-		e = dcase_run(op, fwd, params, m, &h, &g, &launches[0], 0xcd, c->stream, &rc);
+		e = dcase_run(op, fwd, params, m, &h, &g, &launches[0], 0xcd, c->dev, &rc);
 	if (!e && rc == 0 && h.rc == 0)
 		for (int i = 0; i < im->n_out && !*bad; i++) {
 			if (h.out[i].shape[0] != dh.v[ALIGN_DIM_T] || !full[i])
@@ -551,32 +543,27 @@ static int check_op(struct ctx *c, const struct align_op *op)
  * line the parent adds up); returns the exit status. */
 static int run_ops(const struct opts *o, int worker)
 {
-	int ndev = 0;
-	cudaError_t e = cudaGetDeviceCount(&ndev);
-	if (e != cudaSuccess || ndev == 0) {
-		printf("skip: no CUDA device (cudaGetDeviceCount: %s, %d devices)\n",
-		       e == cudaSuccess ? "ok" : cudaGetErrorString(e), ndev);
+	if (gpu_none())
 		return 77;
-	}
-	struct cudaDeviceProp prop;
-	CK(cudaGetDeviceProperties(&prop, 0));
+	struct align_err err = {0, "", ""};
+	struct align_dev dev;
+	if (gpu_dev_open(&dev, &err))
+		return 2;
 	static struct tally t;
-	struct ctx c = {o, &t, NULL};
-	CK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
+	struct ctx c = {o, &t, &dev};
 	int rc = 0;
 	for (int i = 0; i < ALIGN_OP_COUNT && !rc; i++) {
 		const struct align_op *op = ops_at(i);
 		if (!o->only || !strcmp(o->only, op->name))
 			rc = check_op(&c, op);
 	}
-	cudaStreamDestroy(c.stream);
 	if (worker) {
 		printf("@@tally %ld %ld %ld %ld %ld %ld %d %d|%s|%s|%s\n", t.cases, t.launches, t.pass, t.gpu_only, t.fail,
-		       t.unsupported, t.errors, rc, prop.name, t.unsupported_list, t.missing);
+		       t.unsupported, t.errors, rc, dev.name, t.unsupported_list, t.missing);
 	} else {
 		printf("ops-cuda on %s: %ld cases (%ld launches): %ld pass (%ld of them GPU-only modes, checked for "
 		       "determinism and invariance), %ld fail, %ld not supported on the GPU%s (seed 0x%" PRIx64 "%s)\n",
-		       prop.name, t.cases, t.launches, t.pass, t.gpu_only, t.fail, t.unsupported,
+		       dev.name, t.cases, t.launches, t.pass, t.gpu_only, t.fail, t.unsupported,
 		       rc ? ", stopped by an error" : "", o->seed, o->quick ? ", quick" : "");
 		if (t.unsupported)
 			printf("not supported on the GPU (status 4): %s\n", t.unsupported_list);
@@ -584,6 +571,7 @@ static int run_ops(const struct opts *o, int worker)
 			printf("no CUDA twin: %s\n", t.missing);
 	}
 	fflush(stdout);
+	align_dev_close(&dev);
 	if (rc || t.errors)
 		return 2;
 	return t.fail ? 1 : 0;

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_check.h"
+#include "gpu_skip.h"
 #include "rng.h"
 #include "rows_cuda.cuh"
 
@@ -65,16 +67,6 @@ __global__ void rows_regs_test_kernel(const align_bf16 *x, float *out, int64_t r
 			out[row * rg.G + rg.gt] = s;
 	}
 }
-
-#define CK(call)                                                                                                       \
-	do {                                                                                                           \
-		cudaError_t e_ = (call);                                                                               \
-		if (e_ != cudaSuccess) {                                                                               \
-			fprintf(stderr, "error: %s failed: %s at %s:%d\n", #call, cudaGetErrorString(e_), __FILE__,    \
-			        __LINE__);                                                                             \
-			return 2;                                                                                      \
-		}                                                                                                      \
-	} while (0)
 
 static float value(uint64_t seed, uint64_t i, int nan_row)
 {
@@ -193,13 +185,7 @@ static int check_regs(int64_t n, int G, int rpb, int order, int square, long *ca
 
 int main(int argc, char **argv)
 {
-	int ndev = 0;
-	cudaError_t e = cudaGetDeviceCount(&ndev);
-	if (e != cudaSuccess || ndev == 0) {
-		printf("skip: no CUDA device (cudaGetDeviceCount: %s, %d devices)\n",
-		       e == cudaSuccess ? "ok" : cudaGetErrorString(e), ndev);
-		return 77;
-	}
+	gpu_skip_if_none();
 	int quick = argc > 1 && !strcmp(argv[1], "--quick");
 	struct cudaFuncAttributes fa;
 	CK(cudaFuncGetAttributes(&fa, rows_test_kernel));

@@ -13,23 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_check.h"
+#include "gpu_skip.h"
 #include "ops_cuda.h"
 #include "swiglu.h"
 
 #define GUARD 64
 #define NPAT 65536
-
-static int cuda_err(const char *call, cudaError_t e, int line)
-{
-	fprintf(stderr, "error: %s failed: %s at %s:%d\n", call, cudaGetErrorString(e), __FILE__, line);
-	return 2;
-}
-#define CK(call)                                                                                                       \
-	do {                                                                                                           \
-		cudaError_t e_ = (call);                                                                               \
-		if (e_ != cudaSuccess)                                                                                 \
-			return cuda_err(#call, e_, __LINE__);                                                          \
-	} while (0)
 
 static uint32_t rng(uint64_t *s)
 {
@@ -40,18 +30,19 @@ static uint32_t rng(uint64_t *s)
 /* one GPU run into a guarded device buffer; out receives the bytes; 0, 1 (guards), 2 (error) */
 static int gpu_run(align_fwd_cuda_fn fwd, const struct swiglu_params *p, const struct align_modes *m,
                    struct align_tensor *din, const struct align_tensor *hout, const struct align_launch *L,
-                   uint16_t *out, int *rc)
+                   struct align_dev *dev, uint16_t *out, int *rc)
 {
+	cudaStream_t stream = (cudaStream_t)dev->stream;
 	size_t bytes = (size_t)NPAT * 2;
 	unsigned char *buf = NULL, *back = (unsigned char *)malloc(bytes + 2 * GUARD);
 	if (!back)
 		return 2;
 	CK(cudaMalloc((void **)&buf, bytes + 2 * GUARD));
-	CK(cudaMemset(buf, 0xa5, bytes + 2 * GUARD));
+	CK(cudaMemsetAsync(buf, 0xa5, bytes + 2 * GUARD, stream));
 	struct align_tensor o = *hout;
 	o.data = buf + GUARD;
-	*rc = fwd(p, m, din, 3, &o, 1, L, 0);
-	CK(cudaDeviceSynchronize());
+	*rc = fwd(p, m, din, 3, &o, 1, L, dev);
+	CK(cudaStreamSynchronize(stream));
 	CK(cudaMemcpy(back, buf, bytes + 2 * GUARD, cudaMemcpyDeviceToHost));
 	CK(cudaFree(buf));
 	int bad = 0;
@@ -77,11 +68,11 @@ static long count_diff(const uint16_t *a, const uint16_t *b, int *first)
 
 int main(void)
 {
-	int ndev = 0;
-	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-		printf("skip: no CUDA device\n");
-		return 77;
-	}
+	gpu_skip_if_none();
+	struct align_err err = {0, "", ""};
+	struct align_dev dev;
+	if (gpu_dev_open(&dev, &err))
+		return 2;
 	const struct align_op *op = ops_find("swiglu");
 	align_fwd_cuda_fn fwd = op ? ops_cuda_fwd(op) : NULL;
 	if (!fwd) {
@@ -122,12 +113,12 @@ int main(void)
 						struct align_modes m;
 						modes_init_default(&m);
 						m.v[MODE_MATH_IMPL] = modes_value_index(MODE_MATH_IMPL, math_names[math]);
-						m.v[MODE_SWIGLU_SILU] = mul;
+						m.v[MODE_SWIGLU_SILU] = mul ? ALIGN_SWIGLU_SILU_MUL : ALIGN_SWIGLU_SILU_DIV;
 						struct swiglu_params p = {10.0f, shared};
 						struct align_launch def = {0, 0, 0, 0}, ser = {0, 0, 0, 1};
 						int rc1, rc2;
-						int e1 = gpu_run(fwd, &p, &m, din, &hout, &def, got_t, &rc1);
-						int e2 = gpu_run(fwd, &p, &m, din, &hout, &ser, got_s, &rc2);
+						int e1 = gpu_run(fwd, &p, &m, din, &hout, &def, &dev, got_t, &rc1);
+						int e2 = gpu_run(fwd, &p, &m, din, &hout, &ser, &dev, got_s, &rc2);
 						if (e1 == 2 || e2 == 2)
 							return 2;
 						char name[160];
@@ -167,6 +158,7 @@ int main(void)
 				CK(cudaFree(din[k].data));
 		}
 	}
+	align_dev_close(&dev);
 	printf("swiglu-table: %d cases, %d failed\n", cases, fails);
 	return fails ? 1 : 0;
 }

@@ -33,7 +33,7 @@ Cases (contracts in kernels/ops/swiglu.h, router.h, mhc_pre.h):
            in bf16 (both cuBLAS; equal bits need the same algorithm choice, which depends on the
            workspace and heuristics of each library build).
 Before the cases, a probe (torch only) reports which association PyTorch's CUDA sum(-1), sum(-2) and
-softmax use on this machine, against align's model in kernels/torch_order.h.
+softmax use on this machine, against align's model in kernels/core/torch_order.h.
 
 Exit 0 when every output of the mimic profiles is bitwise equal to PyTorch, 1 when one differs (the
 portable rows never fail the run: their differences are expected), 2 when something could not be
