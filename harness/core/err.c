@@ -41,30 +41,3 @@ void err_print(const struct align_err *e)
 	if (t && t[0] == '1' && e->trace[0])
 		fputs(e->trace, stderr);
 }
-
-/* TRANSITIONAL: the print-at-once helpers of the old model */
-int err_input(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int rc = align_failv(NULL, ALIGN_ERR_INPUT, fmt, ap);
-	va_end(ap);
-	return rc;
-}
-
-int err_internal(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int rc = align_failv(NULL, ALIGN_ERR_INTERNAL, fmt, ap);
-	va_end(ap);
-	return rc;
-}
-
-void err_fmt(char *buf, unsigned long len, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(buf, len, fmt, ap);
-	va_end(ap);
-}

@@ -18,9 +18,4 @@ void warn_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Print the error record once: "error: <msg>", then its trace when ALIGN_TRACE_ERRORS=1 (debug builds). */
 void err_print(const struct align_err *e);
 
-/* TRANSITIONAL (removed once every module reports through struct align_err): print at once. */
-int err_input(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-int err_internal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void err_fmt(char *buf, unsigned long len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
 #endif

@@ -53,7 +53,7 @@ for op in $("$align" run --list | grep -v 'block of' | grep -o '^[a-z_0-9]*:' | 
 			fails=$((fails + 1))
 			continue
 		fi
-		if ! python3 -c 'import json,sys; h=json.loads(open(sys.argv[1]).readline()); sys.exit(h["numerics"] != "gpu-mimic" or h["device"] != "cuda")' "$work/g1.atf"; then
+		if ! python3 -c 'import json,sys; h=json.loads(open(sys.argv[1]).readline()); sys.exit(h["numerics"] != "gpu-mimic" or h.get("implementation") != "cuda-twin")' "$work/g1.atf"; then
 			printf '| %s | %s | trace header lacks numerics=gpu-mimic |\n' "$op" "$profile"
 			fails=$((fails + 1))
 			continue
