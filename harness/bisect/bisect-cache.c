@@ -135,22 +135,24 @@ int bisect_make_key(struct bisect *b)
 		snprintf(b->workdir, len, "%s/.align-bisect/%.16s", dir, b->key);
 	else if (getcwd(cwd, sizeof cwd))
 		snprintf(b->workdir, len, "%s%s%s/.align-bisect/%.16s", cwd, strcmp(dir, ".") ? "/" : "",
-		         strcmp(dir, ".") ? dir : "", b->key);
+			 strcmp(dir, ".") ? dir : "", b->key);
 	else {
 		free(dbcopy);
 		return fail_internal(b->err, "cannot get the working directory: %s", strerror(errno));
 	}
 	free(dbcopy);
 	if (mkdir_p(b->workdir))
-		return fail_input(b->err, "cannot create the bisect work directory '%s': %s", b->workdir, strerror(errno));
+		return fail_input(b->err, "cannot create the bisect work directory '%s': %s", b->workdir,
+				  strerror(errno));
 	char *lock = bisect_path_join(b->workdir, "lock");
 	b->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
 	int rc = ALIGN_OK;
 	if (b->lock_fd < 0)
 		rc = fail_input(b->err, "cannot open '%s': %s", lock, strerror(errno));
 	else if (flock(b->lock_fd, LOCK_EX | LOCK_NB))
-		rc = fail_input(b->err, "another 'align bisect' of this command and good environment is running (it holds '%s')",
-		               lock);
+		rc = fail_input(
+			b->err,
+			"another 'align bisect' of this command and good environment is running (it holds '%s')", lock);
 	free(lock);
 	return rc;
 }
@@ -268,16 +270,26 @@ int bisect_cache_store(struct bisect *b, const struct bisect_trial *t)
 	utc_now(now);
 	int usable = t->verdict != TRIAL_UNUSABLE;
 	struct store_bisect_row row = {
-		.bisect = b->key, .env = (char *)t->env, .command = b->cmd_json,
-		.switches = json_dumps(sw, JSON_COMPACT), .verdict = (char *)names[t->verdict],
-		.reason = usable ? NULL : t->reason, .has_timeout = t->proc.timed_out, .timeout_s = b->timeout,
+		.bisect = b->key,
+		.env = (char *)t->env,
+		.command = b->cmd_json,
+		.switches = json_dumps(sw, JSON_COMPACT),
+		.verdict = (char *)names[t->verdict],
+		.reason = usable ? NULL : t->reason,
+		.has_timeout = t->proc.timed_out,
+		.timeout_s = b->timeout,
 		.first_diff = t->first_diff ? json_dumps(t->first_diff, JSON_COMPACT | JSON_SORT_KEYS) : NULL,
-		.has_n_diff = usable, .n_diff = t->n_diff, .compared = usable ? b->compared : NULL,
-		.has_run = usable, .run_id = t->run_id, .run_name = t->run_name, .duration = t->duration,
+		.has_n_diff = usable,
+		.n_diff = t->n_diff,
+		.compared = usable ? b->compared : NULL,
+		.has_run = usable,
+		.run_id = t->run_id,
+		.run_name = t->run_name,
+		.duration = t->duration,
 		.created = now,
 	};
 	int rc = row.switches ? store_bisect_trial_save(b->db, b->db_path, &row, b->err)
-	                      : fail_internal(b->err, "out of memory");
+			      : fail_internal(b->err, "out of memory");
 	free(row.switches);
 	free(row.first_diff);
 	json_decref(sw);

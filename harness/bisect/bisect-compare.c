@@ -37,12 +37,12 @@ int bisect_compare(struct bisect *b, struct bisect_trial *t)
 	if (base == t->run_id)
 		return ALIGN_OK; /* the trial's traces are the baseline's bytes */
 	struct report_opts ro = {
-	    .run_a = b->baseline_run,
-	    .run_b = t->run_name,
-	    .first_diff = 1,
-	    .metrics = (const char *const *)b->metrics,
-	    .n_metrics = b->n_metrics,
-	    .limit = 0,
+		.run_a = b->baseline_run,
+		.run_b = t->run_name,
+		.first_diff = 1,
+		.metrics = (const char *const *)b->metrics,
+		.n_metrics = b->n_metrics,
+		.limit = 0,
 	};
 	struct report r;
 	ALIGN_TRY(b->err, report_compute(b->db, &ro, &r, b->err));
@@ -69,7 +69,7 @@ int bisect_set_compared(struct bisect *b)
 	for (int i = 0; i < b->n_metrics; i++)
 		json_array_append_new(m, json_string(b->metrics[i]));
 	json_t *o = json_pack("{s:s,s:s,s:s,s:o}", "compare", BISECT_COMPARE_ID, "baseline", b->baseline_run, "content",
-	                      content, "metrics", m);
+			      content, "metrics", m);
 	free(b->compared);
 	b->compared = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	json_decref(o);

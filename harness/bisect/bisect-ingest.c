@@ -73,7 +73,7 @@ static int hash_file(const char *path, char sha[65], struct align_err *e)
 /* Ingest the files as run name (none of their contents is known yet). *bad: ingest refused them, why
  * in why (ingest's own message, "FILE:LINE: what"). */
 static int ingest_new(struct bisect *b, const char *name, const char *log, char **files, int n, int *bad,
-                      struct align_err *why, int64_t *owner)
+		      struct align_err *why, int64_t *owner)
 {
 	ALIGN_TRY(b->err, store_bisect_drop_run(b->db, name, b->err));
 	struct ingest_opts io = {.micro_batches = 1, .n_order = 1, .order = {"main"}, .quiet = 1};
@@ -104,7 +104,7 @@ int bisect_trial_ingest(struct bisect *b, struct bisect_trial *t, const char *di
 		bisect_unusable(t, "trace rejected: %s", why.msg[0] ? why.msg : "ingest refused it");
 	else if (!rc && owner < 0)
 		bisect_unusable(t, "traces partly identical to another run's files (ingest keeps one copy of identical "
-		                   "content, so this trial has no run of its own)");
+				   "content, so this trial has no run of its own)");
 	else if (!rc && owner == 0)
 		bisect_unusable(t, "ingest created no run (see %s)", log);
 	else if (!rc) {

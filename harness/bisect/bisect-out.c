@@ -159,14 +159,14 @@ static void diff_text(json_t *fd, char *buf, size_t len)
 	for (int i = 0; i < 3 && n < len; i++)
 		if (json_is_integer(json_object_get(fd, keys[i])))
 			n += (size_t)snprintf(buf + n, len - n, "%s %lld ", keys[i],
-			                      (long long)json_integer_value(json_object_get(fd, keys[i])));
+					      (long long)json_integer_value(json_object_get(fd, keys[i])));
 	side_text(json_object_get(fd, "a"), a, sizeof a);
 	side_text(json_object_get(fd, "b"), b, sizeof b);
 	if (json_is_integer(json_object_get(fd, "ulp")))
 		snprintf(u, sizeof u, ", %lld ulp", (long long)json_integer_value(json_object_get(fd, "ulp")));
 	if (n < len)
 		snprintf(buf + n, len - n, "'%s': %s (%s -> %s%s)", json_string_value(json_object_get(fd, "name")),
-		         json_string_value(json_object_get(fd, "verdict")), a, b, u);
+			 json_string_value(json_object_get(fd, "verdict")), a, b, u);
 }
 
 static void join_switches(json_t *arr, char *buf, size_t len, const char *empty)
@@ -198,25 +198,25 @@ static void culprit_text(FILE *f, json_t *cul, int md)
 		diff_text(json_object_get(m, "first_diff"), diff, sizeof diff);
 		const char *key = json_string_value(json_object_get(m, "key"));
 		fprintf(f,
-		        md ? "- `%s=%s` (good: `%s`): alone %s (trial %lld), set without it %s (trial %lld)\n"
-		           : "  %s=%s (good: %s): alone %s (trial %lld), set without it %s (trial %lld)\n",
-		        key, value_or_unset(json_object_get(m, "bad")), value_or_unset(json_object_get(m, "good")),
-		        json_string_value(json_object_get(m, "alone")),
-		        (long long)json_integer_value(json_object_get(m, "alone_trial")),
-		        json_string_value(json_object_get(m, "without")),
-		        (long long)json_integer_value(json_object_get(m, "without_trial")));
+			md ? "- `%s=%s` (good: `%s`): alone %s (trial %lld), set without it %s (trial %lld)\n"
+			   : "  %s=%s (good: %s): alone %s (trial %lld), set without it %s (trial %lld)\n",
+			key, value_or_unset(json_object_get(m, "bad")), value_or_unset(json_object_get(m, "good")),
+			json_string_value(json_object_get(m, "alone")),
+			(long long)json_integer_value(json_object_get(m, "alone_trial")),
+			json_string_value(json_object_get(m, "without")),
+			(long long)json_integer_value(json_object_get(m, "without_trial")));
 		fprintf(f, md ? "  - first diff%s: %s\n" : "    first diff%s: %s\n",
-		        strcmp(json_string_value(json_object_get(m, "first_diff_from")), "alone") ? " (of the set)"
-		                                                                                  : "",
-		        diff);
+			strcmp(json_string_value(json_object_get(m, "first_diff_from")), "alone") ? " (of the set)"
+												  : "",
+			diff);
 	}
 	if (json_is_true(json_object_get(cul, "interaction"))) {
 		char keys[2048];
 		join_switches(json_object_get(cul, "needed_jointly"), keys, sizeof keys, "(none proven)");
 		fprintf(f,
-		        md ? "\n**Interaction:** no member diverges alone; needed jointly: %s\n"
-		           : "  interaction: no member diverges alone; needed jointly: %s\n",
-		        keys);
+			md ? "\n**Interaction:** no member diverges alone; needed jointly: %s\n"
+			   : "  interaction: no member diverges alone; needed jointly: %s\n",
+			keys);
 	}
 }
 
@@ -240,13 +240,13 @@ static void trials_table(FILE *f, json_t *trials, int md)
 	json_t *t;
 	char diff[1024], sw[4096];
 	if (md)
-		fputs(
-		    "| # | switches at their bad value | verdict | first diff, or why unusable | duration | cached |\n"
-		    "|---|---|---|---|---|---|\n",
-		    f);
+		fputs("| # | switches at their bad value | verdict | first diff, or why unusable | duration | cached "
+		      "|\n"
+		      "|---|---|---|---|---|---|\n",
+		      f);
 	else
 		fprintf(f, "%4s  %-9s %9s  %-6s  %s\n", "#", "verdict", "duration", "cached",
-		        "switches at their bad value");
+			"switches at their bad value");
 	json_array_foreach(trials, i, t)
 	{
 		const char *verdict = json_string_value(json_object_get(t, "verdict"));
@@ -283,23 +283,23 @@ static void culprits_text(FILE *f, json_t *r, int md)
 		if (total > 1)
 			snprintf(which, sizeof which, " %zu of %zu", i + 1, total);
 		fprintf(f, md ? "\n## Culprit%s: %zu switch%s\n\n" : "culprit%s: %zu switch%s\n", which, n,
-		        n == 1 ? "" : "es");
+			n == 1 ? "" : "es");
 		culprit_text(f, cul, md);
 		diff_text(json_object_get(cul, "first_diff"), diff, sizeof diff);
 		fprintf(f,
-		        md ? "\nThe set's first divergent record (trial %lld): %s\n"
-		           : "  the set's first diff (trial %lld): %s\n",
-		        (long long)json_integer_value(json_object_get(cul, "trial")), diff);
+			md ? "\nThe set's first divergent record (trial %lld): %s\n"
+			   : "  the set's first diff (trial %lld): %s\n",
+			(long long)json_integer_value(json_object_get(cul, "trial")), diff);
 	}
 	if (json_is_object(rest)) {
 		const char *v = json_string_value(json_object_get(rest, "verdict"));
 		size_t n = json_array_size(json_object_get(rest, "switches"));
 		fprintf(f, "%sthe other %zu switch%s, with %s at their good value: %s (trial %lld)\n", md ? "\n" : "",
-		        n, n == 1 ? "" : "es", total == 1 ? "the culprit" : "the culprits",
-		        !strcmp(v, "same")       ? "no change in the bits"
-		        : !strcmp(v, "unusable") ? "unusable, not checked"
-		                                 : v,
-		        (long long)json_integer_value(json_object_get(rest, "trial")));
+			n, n == 1 ? "" : "es", total == 1 ? "the culprit" : "the culprits",
+			!strcmp(v, "same")	 ? "no change in the bits"
+			: !strcmp(v, "unusable") ? "unusable, not checked"
+						 : v,
+			(long long)json_integer_value(json_object_get(rest, "trial")));
 	}
 }
 
@@ -310,22 +310,22 @@ static void write_human(FILE *f, json_t *r, int md)
 	if (md)
 		fputs("# align bisect\n\n", f);
 	fprintf(f, "%s%zu switch%s differ between good and bad; baseline run %s\n", md ? "" : "bisect: ", nsw,
-	        nsw == 1 ? "" : "es", json_string_value(json_object_get(r, "baseline")));
+		nsw == 1 ? "" : "es", json_string_value(json_object_get(r, "baseline")));
 	if (json_array_size(json_object_get(r, "culprits")))
 		culprits_text(f, r, md);
 	else
 		fprintf(f, md ? "\n**No culprit:** %s\n" : "no culprit: %s\n",
-		        json_string_value(json_object_get(r, "message")));
+			json_string_value(json_object_get(r, "message")));
 	fprintf(f,
-	        md ? "\n## Trials\n\n%lld trials (%lld run, %lld from the cache): %lld diverge, %lld same, %lld "
-	             "unusable\n\n"
-	           : "\ntrials: %lld (%lld run, %lld from the cache): %lld diverge, %lld same, %lld unusable\n",
-	        (long long)json_integer_value(json_object_get(counts, "trials")),
-	        (long long)json_integer_value(json_object_get(counts, "run")),
-	        (long long)json_integer_value(json_object_get(counts, "cached")),
-	        (long long)json_integer_value(json_object_get(counts, "diverges")),
-	        (long long)json_integer_value(json_object_get(counts, "same")),
-	        (long long)json_integer_value(json_object_get(counts, "unusable")));
+		md ? "\n## Trials\n\n%lld trials (%lld run, %lld from the cache): %lld diverge, %lld same, %lld "
+		     "unusable\n\n"
+		   : "\ntrials: %lld (%lld run, %lld from the cache): %lld diverge, %lld same, %lld unusable\n",
+		(long long)json_integer_value(json_object_get(counts, "trials")),
+		(long long)json_integer_value(json_object_get(counts, "run")),
+		(long long)json_integer_value(json_object_get(counts, "cached")),
+		(long long)json_integer_value(json_object_get(counts, "diverges")),
+		(long long)json_integer_value(json_object_get(counts, "same")),
+		(long long)json_integer_value(json_object_get(counts, "unusable")));
 	trials_table(f, json_object_get(r, "trials"), md);
 }
 
@@ -342,7 +342,7 @@ static int write_to(FILE *f, json_t *r, enum bisect_format fmt)
 }
 
 int bisect_write_report(const struct bisect *b, const struct bisect_result *res, enum bisect_format fmt,
-                        const char *path)
+			const char *path)
 {
 	json_t *r = report_json(b, res);
 	int rc = ALIGN_OK;

@@ -156,10 +156,11 @@ static int check_good(struct bisect *b, struct bisect_trial *t)
 	}
 	if (t->verdict == TRIAL_DIVERGES) {
 		json_t *fd = t->first_diff;
-		return fail_input(b->err, "the good environment already differs from baseline '%s' (first at step %lld, "
-		                 "'%s'): nothing to bisect",
-		                 b->baseline_run, (long long)json_integer_value(json_object_get(fd, "step")),
-		                 json_string_value(json_object_get(fd, "name")));
+		return fail_input(b->err,
+				  "the good environment already differs from baseline '%s' (first at step %lld, "
+				  "'%s'): nothing to bisect",
+				  b->baseline_run, (long long)json_integer_value(json_object_get(fd, "step")),
+				  json_string_value(json_object_get(fd, "name")));
 	}
 	return ALIGN_OK;
 }

@@ -137,7 +137,7 @@ static void progress(const struct bisect *b, const struct bisect_trial *t, const
 	if (width >= sizeof line)
 		width = sizeof line - 1;
 	size_t used = (size_t)snprintf(line, sizeof line, "bisect: trial %d of at most %d, %.1fs, %s {", t->index,
-	                               b->max_trials, bisect_now() - b->t0, what);
+				       b->max_trials, bisect_now() - b->t0, what);
 	int any = 0;
 	for (size_t i = 0; i < b->n_sw && used < sizeof line; i++) {
 		if (!t->set[i])
@@ -220,7 +220,7 @@ static int exit_reason(const struct bisect *b, struct bisect_trial *t, int statu
 	t->proc.errfd = -1;
 	if (got == (ssize_t)sizeof msg) {
 		static const char *const stage[] = {"", "enter the trial directory for", "run",
-		                                    "set the environment of"};
+						    "set the environment of"};
 		return -fail_input(b->err, "cannot %s '%s': %s", stage[msg[0] & 3], b->cmd[0], strerror(msg[1]));
 	}
 	if (t->proc.timed_out) {
@@ -236,7 +236,7 @@ static int exit_reason(const struct bisect *b, struct bisect_trial *t, int statu
 		last_line(err, tail, sizeof tail);
 		free(err);
 		bisect_unusable(t, "exit status %d%s%s%s", WEXITSTATUS(status), tail[0] ? ": \"" : "", tail,
-		                tail[0] ? "\"" : "");
+				tail[0] ? "\"" : "");
 		return 1;
 	}
 	return 0;

@@ -42,25 +42,25 @@ enum trial_verdict { TRIAL_PENDING, TRIAL_SAME, TRIAL_DIVERGES, TRIAL_UNUSABLE }
 
 /* Exit status of the command, kept until its traces are read. */
 struct trial_proc {
-	pid_t pid;      /* 0: not running */
-	int errfd;      /* read end of the exec-error pipe */
+	pid_t pid;	/* 0: not running */
+	int errfd;	/* read end of the exec-error pipe */
 	double started; /* monotonic seconds */
 	int timed_out;
 };
 
 struct bisect_trial {
 	unsigned char *set; /* n_sw bytes: 1 = switch at its bad value */
-	char env[65];       /* sha256 of the trial's resolved environment overrides */
-	char *run_name;     /* the run that holds its records (NULL: unusable) */
+	char env[65];	    /* sha256 of the trial's resolved environment overrides */
+	char *run_name;	    /* the run that holds its records (NULL: unusable) */
 	long long run_id;
 	enum trial_verdict verdict;
-	char *reason;       /* unusable: why */
+	char *reason;	    /* unusable: why */
 	json_t *first_diff; /* diverges: the first divergent record as a report JSON ITEM (owned), made from
 	                     * the report's struct (report_item_json) or read from the cache table */
 	long long n_diff;   /* number of differing records */
 	double duration;    /* seconds the command ran */
-	int cached;         /* 1: answered by the cache table, no process */
-	int index;          /* 1-based order of first use: the row of the trial table */
+	int cached;	    /* 1: answered by the cache table, no process */
+	int index;	    /* 1-based order of first use: the row of the trial table */
 	struct trial_proc proc;
 };
 
@@ -70,29 +70,29 @@ struct bisect {
 	const char *db_path;
 	char **cmd; /* the command as typed (argv of the trials) */
 	int n_cmd;
-	char *exe;                /* what cmd[0] runs: an absolute path (trials run in their own directory) */
-	char *cmd_json;           /* the command as typed, JSON array text (cache rows) */
-	struct bisect_env good;   /* the merged good environment */
+	char *exe;		  /* what cmd[0] runs: an absolute path (trials run in their own directory) */
+	char *cmd_json;		  /* the command as typed, JSON array text (cache rows) */
+	struct bisect_env good;	  /* the merged good environment */
 	struct bisect_switch *sw; /* the search space, sorted by key */
 	size_t n_sw;
 	const char *baseline_opt; /* --baseline RUN, or NULL: the good trial */
-	char *baseline_run;       /* the run every trial is compared with */
-	char **metrics;           /* --metric: compare only these metrics (names as report takes them) */
+	char *baseline_run;	  /* the run every trial is compared with */
+	char **metrics;		  /* --metric: compare only these metrics (names as report takes them) */
 	int n_metrics;
-	char *compared;         /* JSON {"baseline":..,"metrics":[..]}: what verdicts are relative to */
-	int jobs;               /* -j: trials run at once */
-	double timeout;         /* --timeout seconds, 0: none */
+	char *compared;		/* JSON {"baseline":..,"metrics":[..]}: what verdicts are relative to */
+	int jobs;		/* -j: trials run at once */
+	double timeout;		/* --timeout seconds, 0: none */
 	const char *trace_glob; /* --trace-glob, NULL: the file $ALIGN_TRACE names */
-	char key[65];           /* sha256 of command, good environment and trace glob */
-	char *workdir;          /* absolute: <db dir>/.align-bisect/<key prefix> */
+	char key[65];		/* sha256 of command, good environment and trace glob */
+	char *workdir;		/* absolute: <db dir>/.align-bisect/<key prefix> */
 	struct bisect_trial **trials;
 	size_t n_trials, cap_trials;
-	int n_run;                   /* trials that ran a process in this invocation */
-	int max_trials;              /* ddmin's worst case, for the progress line */
-	double t0;                   /* monotonic start */
-	int progress;                /* stderr is a terminal */
-	int retry_unusable;          /* --retry-unusable: run cached unusable trials again */
-	int lock_fd;                 /* flock on <workdir>/lock: one bisect per work directory at a time */
+	int n_run;		     /* trials that ran a process in this invocation */
+	int max_trials;		     /* ddmin's worst case, for the progress line */
+	double t0;		     /* monotonic start */
+	int progress;		     /* stderr is a terminal */
+	int retry_unusable;	     /* --retry-unusable: run cached unusable trials again */
+	int lock_fd;		     /* flock on <workdir>/lock: one bisect per work directory at a time */
 	volatile sig_atomic_t *stop; /* set by SIGINT/SIGTERM: kill the trials and stop */
 };
 
@@ -151,18 +151,18 @@ int bisect_set_compared(struct bisect *b);
 
 /* bisect-search.c */
 struct bisect_culprit {
-	unsigned char *set;            /* the 1-minimal set */
+	unsigned char *set;	       /* the 1-minimal set */
 	struct bisect_trial *trial;    /* its trial */
 	struct bisect_trial **alone;   /* per member (in switch order): the member alone */
 	struct bisect_trial **without; /* per member: the set without it */
-	int n;                         /* members */
-	int interaction;               /* n >= 2 and no member diverges alone */
+	int n;			       /* members */
+	int interaction;	       /* n >= 2 and no member diverges alone */
 };
 struct bisect_result {
 	struct bisect_culprit *culprits; /* in the order found */
 	int n_culprits;
 	struct bisect_trial *rest; /* the last check of the switches left (NULL: none left, or --first) */
-	const char *why_not;       /* no culprit: why */
+	const char *why_not;	   /* no culprit: why */
 };
 /* Precondition trials (good, full bad), then ddmin, then again on the rest until it changes nothing
  * (first_only: stop after one culprit). ALIGN_OK with r->n_culprits >= 0, or an error class. */
@@ -173,7 +173,7 @@ void bisect_result_free(struct bisect_result *r);
 enum bisect_format { BISECT_TEXT, BISECT_JSON, BISECT_MD };
 /* Write the report to path (atomically: temp file + rename) or stdout when path is NULL. */
 int bisect_write_report(const struct bisect *b, const struct bisect_result *res, enum bisect_format fmt,
-                        const char *path);
+			const char *path);
 
 void bisect_free(struct bisect *b);
 

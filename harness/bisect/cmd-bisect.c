@@ -119,26 +119,44 @@ static int on_opt(void *u, int key, const char *arg)
 	struct bisect *b = o->b;
 	long long jobs;
 	switch (key) {
-	case 'd': o->db = arg; return ALIGN_OK;
-	case 'g': o->have_good = 1; return bisect_spec_parse("--good", arg, &b->good, b->err);
-	case 'b': o->have_bad = 1; return bisect_spec_parse("--bad", arg, &o->bad, b->err);
-	case 'B': b->baseline_opt = arg; return ALIGN_OK;
-	case 'm': return add_metric(b, arg);
+	case 'd':
+		o->db = arg;
+		return ALIGN_OK;
+	case 'g':
+		o->have_good = 1;
+		return bisect_spec_parse("--good", arg, &b->good, b->err);
+	case 'b':
+		o->have_bad = 1;
+		return bisect_spec_parse("--bad", arg, &o->bad, b->err);
+	case 'B':
+		b->baseline_opt = arg;
+		return ALIGN_OK;
+	case 'm':
+		return add_metric(b, arg);
 	case 'j':
 		ALIGN_TRY(b->err, cmd_parse_int_err("--jobs", arg, 1, 64, &jobs, b->err));
 		b->jobs = (int)jobs;
 		return ALIGN_OK;
-	case 't': return parse_timeout(b->err, arg, &b->timeout);
+	case 't':
+		return parse_timeout(b->err, arg, &b->timeout);
 	case 'G':
 		b->trace_glob = arg;
 		if (!*arg || arg[0] == '/')
-			return fail_input(b->err, "option '--trace-glob': '%s' must be a pattern relative to the trial directory",
-			                  arg);
+			return fail_input(
+				b->err, "option '--trace-glob': '%s' must be a pattern relative to the trial directory",
+				arg);
 		return ALIGN_OK;
-	case 'f': return parse_format(b->err, arg, &o->format);
-	case 'o': o->out = arg; return ALIGN_OK;
-	case 'R': b->retry_unusable = 1; return ALIGN_OK;
-	case '1': o->first_only = 1; return ALIGN_OK;
+	case 'f':
+		return parse_format(b->err, arg, &o->format);
+	case 'o':
+		o->out = arg;
+		return ALIGN_OK;
+	case 'R':
+		b->retry_unusable = 1;
+		return ALIGN_OK;
+	case '1':
+		o->first_only = 1;
+		return ALIGN_OK;
 	}
 	return fail_internal(b->err, "option key %d has no handler", key);
 }
@@ -192,7 +210,8 @@ static int parse_options(int argc, char **argv, struct bisect *b, struct bisect_
 	if (rc)
 		return rc;
 	if (!o->have_good || !o->have_bad)
-		return fail_input(b->err, "%s is required (see 'align bisect --help')", o->have_good ? "--bad" : "--good");
+		return fail_input(b->err, "%s is required (see 'align bisect --help')",
+				  o->have_good ? "--bad" : "--good");
 	if (first >= argc)
 		return fail_input(b->err, "no command to bisect: give it after '--' (see 'align bisect --help')");
 	b->cmd = argv + first;
@@ -230,7 +249,7 @@ static int resolve_command(struct bisect *b)
 		errno = 0;
 		if (!executable(buf))
 			return fail_input(b->err, "cannot run '%s': %s", name,
-			                 errno ? strerror(errno) : "not an executable file");
+					  errno ? strerror(errno) : "not an executable file");
 		b->exe = strdup(buf);
 		return ALIGN_OK;
 	}
@@ -264,8 +283,8 @@ static int baseline_exists(struct bisect *b)
 	int64_t id;
 	ALIGN_TRY(b->err, store_bisect_run_id(b->db, b->baseline_opt, &id, b->err));
 	if (!id)
-		return fail_input(b->err, "option '--baseline': no run '%s' in '%s' (see 'align ingest')", b->baseline_opt,
-		                  b->db_path);
+		return fail_input(b->err, "option '--baseline': no run '%s' in '%s' (see 'align ingest')",
+				  b->baseline_opt, b->db_path);
 	if (!(b->baseline_run = strdup(b->baseline_opt)))
 		return fail_internal(b->err, "out of memory");
 	return bisect_set_compared(b);
@@ -307,8 +326,9 @@ static int prepare(struct bisect *b, struct bisect_opts *o)
 		return rc;
 	b->db_path = cmd_db_path(o->db);
 	if (b->baseline_opt && access(b->db_path, F_OK))
-		return fail_input(b->err, "no database '%s' to take --baseline '%s' from (see 'align ingest', or pass --db)",
-		                 b->db_path, b->baseline_opt);
+		return fail_input(b->err,
+				  "no database '%s' to take --baseline '%s' from (see 'align ingest', or pass --db)",
+				  b->db_path, b->baseline_opt);
 	if ((rc = store_open_err(b->db_path, STORE_WRITE, ALIGN_BUSY_MS, &b->db, b->err)))
 		return rc;
 	if (b->baseline_opt && (rc = baseline_exists(b)))

@@ -9,7 +9,10 @@
 uint64_t digest_xxh3t64_root(const uint64_t *leaves, size_t n_leaves, uint64_t total_bytes)
 {
 	/* leaves are hashed as little-endian u64; convert on big-endian hosts */
-	const union { uint16_t u; uint8_t b[2]; } probe = {1};
+	const union {
+		uint16_t u;
+		uint8_t b[2];
+	} probe = {1};
 	if (probe.b[0] == 1)
 		return XXH3_64bits_withSeed(leaves, n_leaves * 8, total_bytes);
 	uint8_t *le = malloc(n_leaves * 8 + 1);
@@ -39,4 +42,7 @@ uint64_t digest_xxh3t64(const void *data, size_t bytes)
 	return d;
 }
 
-void digest_hex(uint64_t d, char out[17]) { snprintf(out, 17, "%016llx", (unsigned long long)d); }
+void digest_hex(uint64_t d, char out[17])
+{
+	snprintf(out, 17, "%016llx", (unsigned long long)d);
+}

@@ -25,7 +25,7 @@ static void usage(FILE *out)
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
 		fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
 	fprintf(out, "\n'align <command> --help' describes each one. Exit codes: 0 ok or all equal, 1 differences"
-	             " found, 2 usage or input error, 3 internal or device error.\n");
+		     " found, 2 usage or input error, 3 internal or device error.\n");
 }
 
 extern char **environ;

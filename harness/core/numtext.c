@@ -114,6 +114,15 @@ static uint64_t dist(uint64_t a, uint64_t b, int width)
 	return x > y ? x - y : y - x;
 }
 
-uint64_t ulp_distance_f32(uint32_t a, uint32_t b) { return dist(a, b, 32); }
-uint64_t ulp_distance_f64(uint64_t a, uint64_t b) { return dist(a, b, 64); }
-uint64_t ulp_distance_bf16(uint16_t a, uint16_t b) { return dist(a, b, 16); }
+uint64_t ulp_distance_f32(uint32_t a, uint32_t b)
+{
+	return dist(a, b, 32);
+}
+uint64_t ulp_distance_f64(uint64_t a, uint64_t b)
+{
+	return dist(a, b, 64);
+}
+uint64_t ulp_distance_bf16(uint16_t a, uint16_t b)
+{
+	return dist(a, b, 16);
+}

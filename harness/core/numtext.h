@@ -17,10 +17,10 @@ enum prec_kind {
 };
 
 struct numtext {
-	double value;        /* nearest double to the text */
-	long double lo, hi;  /* reals the print may stand for (closed interval) */
-	int digits;          /* significant digits printed (0 for nan/inf) */
-	int special;         /* 1 nan, 2 +inf, 3 -inf, 0 finite */
+	double value;	    /* nearest double to the text */
+	long double lo, hi; /* reals the print may stand for (closed interval) */
+	int digits;	    /* significant digits printed (0 for nan/inf) */
+	int special;	    /* 1 nan, 2 +inf, 3 -inf, 0 finite */
 };
 
 /* Parse text[0..n) as a number; returns 0, or -1 when it is not a number in any dialect. */

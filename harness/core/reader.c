@@ -16,14 +16,14 @@
 struct reader {
 	gzFile gz;
 	char *path;
-	int gzip;           /* 1 when the content is gzip */
-	char *buf;          /* decompressed bytes [start, end) not yet consumed */
+	int gzip;  /* 1 when the content is gzip */
+	char *buf; /* decompressed bytes [start, end) not yet consumed */
 	size_t cap, start, end;
-	int eof;            /* the gz stream is exhausted */
+	int eof; /* the gz stream is exhausted */
 	int64_t lineno;
-	uint64_t bytes;     /* decompressed bytes read so far */
+	uint64_t bytes; /* decompressed bytes read so far */
 	EVP_MD_CTX *sha;
-	char *slurp;        /* whole content after reader_slurp */
+	char *slurp;	     /* whole content after reader_slurp */
 	struct align_err *e; /* where failures go (NULL: printed at once, the transitional reader_open) */
 };
 
@@ -47,7 +47,8 @@ int reader_open_err(const char *path, struct align_err *e, struct reader **out)
 	r->sha = EVP_MD_CTX_new();
 	r->gz = gzopen(path, "rb");
 	if (!r->path || !r->buf || !r->sha || !r->gz || !EVP_DigestInit_ex(r->sha, EVP_sha256(), NULL)) {
-		int rc = r->gz ? fail_internal(e, "out of memory") : fail_input(e, "cannot open '%s': %s", path, strerror(errno));
+		int rc = r->gz ? fail_internal(e, "out of memory")
+			       : fail_input(e, "cannot open '%s': %s", path, strerror(errno));
 		reader_close(r);
 		return rc;
 	}
@@ -56,7 +57,10 @@ int reader_open_err(const char *path, struct align_err *e, struct reader **out)
 	return ALIGN_OK;
 }
 
-int reader_open(const char *path, struct reader **out) { return reader_open_err(path, NULL, out); }
+int reader_open(const char *path, struct reader **out)
+{
+	return reader_open_err(path, NULL, out);
+}
 
 void reader_close(struct reader *r)
 {
@@ -89,12 +93,12 @@ static int fill(struct reader *r)
 	const char *zmsg = gzerror(r->gz, &zerr);
 	if (n < 0 || (zerr != Z_OK && zerr != Z_BUF_ERROR))
 		return fail_input(r->e, "%s: corrupt gzip data after %llu bytes: %s", r->path,
-		                 (unsigned long long)r->bytes, zmsg);
+				  (unsigned long long)r->bytes, zmsg);
 	if (n == 0) {
 		/* Z_BUF_ERROR at the end means the gzip stream stopped before its trailer */
 		if (zerr == Z_BUF_ERROR)
 			return fail_input(r->e, "%s: truncated gzip file (unexpected end after %llu bytes)", r->path,
-			                 (unsigned long long)r->bytes);
+					  (unsigned long long)r->bytes);
 		r->eof = 1;
 		return ALIGN_OK;
 	}
@@ -130,10 +134,10 @@ int reader_next_line(struct reader *r, char **line, size_t *len, int *terminated
 			r->lineno++;
 			if (n > READER_MAX_LINE)
 				return fail_input(r->e, "%s:%lld: line longer than 1 MiB (%zu bytes)", r->path,
-				                 (long long)r->lineno, n);
+						  (long long)r->lineno, n);
 			if (memchr(p, '\0', n))
 				return fail_input(r->e, "%s:%lld: binary data (NUL byte) in a text line", r->path,
-				                 (long long)r->lineno);
+						  (long long)r->lineno);
 			p[n] = '\0'; /* overwrites the '\n', or the spare byte after a last line */
 			*line = p;
 			*len = n;
@@ -223,10 +227,22 @@ int reader_drain(struct reader *r)
 	return ALIGN_OK;
 }
 
-int64_t reader_lineno(const struct reader *r) { return r->lineno; }
-const char *reader_path(const struct reader *r) { return r->path; }
-int reader_is_gzip(const struct reader *r) { return r->gzip; }
-uint64_t reader_bytes(const struct reader *r) { return r->bytes; }
+int64_t reader_lineno(const struct reader *r)
+{
+	return r->lineno;
+}
+const char *reader_path(const struct reader *r)
+{
+	return r->path;
+}
+int reader_is_gzip(const struct reader *r)
+{
+	return r->gzip;
+}
+uint64_t reader_bytes(const struct reader *r)
+{
+	return r->bytes;
+}
 
 void reader_sha256(struct reader *r, char hex[65])
 {

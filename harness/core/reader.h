@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define READER_MAX_LINE (1u << 20)  /* 1 MiB */
+#define READER_MAX_LINE (1u << 20)    /* 1 MiB */
 #define READER_MAX_SLURP (1ull << 31) /* 2 GiB: the most reader_slurp returns */
 
 struct reader;

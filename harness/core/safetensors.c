@@ -15,9 +15,9 @@ static const struct {
 	const char *st;
 	const char *align;
 } dtype_map[] = {
-	{"F64", "fp64"}, {"F32", "fp32"}, {"BF16", "bf16"}, {"F16", "fp16"}, {"F8_E4M3", "fp8_e4m3"},
-	{"F8_E5M2", "fp8_e5m2"}, {"I64", "int64"}, {"I32", "int32"}, {"I16", "int16"}, {"I8", "int8"},
-	{"U8", "uint8"}, {"BOOL", "bool"},
+	{"F64", "fp64"},	 {"F32", "fp32"},	  {"BF16", "bf16"}, {"F16", "fp16"},
+	{"F8_E4M3", "fp8_e4m3"}, {"F8_E5M2", "fp8_e5m2"}, {"I64", "int64"}, {"I32", "int32"},
+	{"I16", "int16"},	 {"I8", "int8"},	  {"U8", "uint8"},  {"BOOL", "bool"},
 };
 
 static const char *to_align(const char *st)
@@ -62,7 +62,7 @@ static int cmp_offset(const void *a, const void *b)
 }
 
 static int parse_entry(const char *path, const char *name, json_t *v, unsigned char *data, uint64_t dlen,
-                       struct st_tensor *t, struct align_err *e)
+		       struct st_tensor *t, struct align_err *e)
 {
 	json_t *dt = json_object_get(v, "dtype"), *shape = json_object_get(v, "shape");
 	json_t *off = json_object_get(v, "data_offsets");
@@ -90,11 +90,11 @@ static int parse_entry(const char *path, const char *name, json_t *v, unsigned c
 	if (!json_is_integer(b) || !json_is_integer(end) || json_integer_value(b) < 0 ||
 	    json_integer_value(end) < json_integer_value(b) || (uint64_t)json_integer_value(end) > dlen)
 		return fail_input(e, "%s: tensor '%s': data_offsets outside the %llu data bytes", path, name,
-		                 (unsigned long long)dlen);
+				  (unsigned long long)dlen);
 	t->bytes = (size_t)(json_integer_value(end) - json_integer_value(b));
 	if (t->bytes != count * dtype_size(al))
 		return fail_input(e, "%s: tensor '%s': %zu bytes, but %s x shape needs %llu", path, name, t->bytes, al,
-		                 (unsigned long long)(count * dtype_size(al)));
+				  (unsigned long long)(count * dtype_size(al)));
 	t->data = data + json_integer_value(b);
 	return ALIGN_OK;
 }
@@ -113,7 +113,7 @@ int safetensors_read_err(const char *path, struct st_file *out, struct align_err
 	if (len < 8 || hlen > len - 8 || hlen > (100u << 20)) {
 		free(buf);
 		return fail_input(e, "%s: not a safetensors file (header length %llu, file %zu bytes)", path,
-		                 (unsigned long long)hlen, len);
+				  (unsigned long long)hlen, len);
 	}
 	json_error_t je;
 	json_t *h = json_loadb((const char *)buf + 8, hlen, JSON_REJECT_DUPLICATES, &je);
@@ -128,7 +128,8 @@ int safetensors_read_err(const char *path, struct st_file *out, struct align_err
 	uint64_t dlen = len - 8 - hlen;
 	const char *key;
 	json_t *v;
-	json_object_foreach(h, key, v) {
+	json_object_foreach(h, key, v)
+	{
 		if (!strcmp(key, "__metadata__")) {
 			out->metadata = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
 			continue;
@@ -142,7 +143,8 @@ int safetensors_read_err(const char *path, struct st_file *out, struct align_err
 		qsort(out->t, out->n, sizeof *out->t, cmp_offset);
 		for (size_t i = 1; i < out->n; i++)
 			if ((char *)out->t[i - 1].data + out->t[i - 1].bytes > (char *)out->t[i].data) {
-				rc = fail_input(e, "%s: tensors '%s' and '%s' overlap", path, out->t[i - 1].name, out->t[i].name);
+				rc = fail_input(e, "%s: tensors '%s' and '%s' overlap", path, out->t[i - 1].name,
+						out->t[i].name);
 				break;
 			}
 	}
@@ -192,8 +194,8 @@ int safetensors_write_err(const char *path, const struct st_tensor *t, size_t n,
 		for (int d = 0; d < t[i].ndim; d++)
 			json_array_append_new(shape, json_integer(t[i].shape[d]));
 		json_object_set_new(h, t[i].name,
-		                    json_pack("{s:s, s:o, s:[I,I]}", "dtype", st, "shape", shape, "data_offsets",
-		                              (json_int_t)off, (json_int_t)(off + t[i].bytes)));
+				    json_pack("{s:s, s:o, s:[I,I]}", "dtype", st, "shape", shape, "data_offsets",
+					      (json_int_t)off, (json_int_t)(off + t[i].bytes)));
 		off += t[i].bytes;
 	}
 	char *text = json_dumps(h, JSON_COMPACT);
@@ -221,7 +223,10 @@ int safetensors_write_err(const char *path, const struct st_tensor *t, size_t n,
 }
 
 /* TRANSITIONAL wrappers for callers outside ingest (harness/run): the message is printed at once. */
-int safetensors_read(const char *path, struct st_file *out) { return safetensors_read_err(path, out, NULL); }
+int safetensors_read(const char *path, struct st_file *out)
+{
+	return safetensors_read_err(path, out, NULL);
+}
 
 int safetensors_write(const char *path, const struct st_tensor *t, size_t n, const char *metadata_json)
 {

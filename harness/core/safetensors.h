@@ -14,18 +14,18 @@
 
 struct st_tensor {
 	char name[256];
-	char dtype[16];         /* align dtype name */
+	char dtype[16]; /* align dtype name */
 	int ndim;
 	int64_t shape[ST_MAX_DIMS];
-	void *data;             /* points into the file's blob (read) or caller memory (write) */
+	void *data; /* points into the file's blob (read) or caller memory (write) */
 	size_t bytes;
 };
 
 struct st_file {
-	struct st_tensor *t;    /* in file order of data_offsets */
+	struct st_tensor *t; /* in file order of data_offsets */
 	size_t n;
-	char *metadata;         /* JSON object text of __metadata__, or NULL */
-	void *blob;             /* whole file contents (owned) */
+	char *metadata; /* JSON object text of __metadata__, or NULL */
+	void *blob;	/* whole file contents (owned) */
 };
 
 struct align_err;

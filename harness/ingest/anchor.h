@@ -58,24 +58,24 @@ enum anchor_clock { ANCHOR_CLOCK_NONE = 0, ANCHOR_CLOCK_FINAL, ANCHOR_CLOCK_PATH
 /* Counters of one rank in the current file. */
 struct anchor_rank {
 	int64_t rank;
-	enum anchor_clock clock;      /* chosen by the first clock-capable anchor */
-	int64_t ticks;                /* FINAL clock: loss ticks so far (all kinds) */
+	enum anchor_clock clock;	      /* chosen by the first clock-capable anchor */
+	int64_t ticks;			      /* FINAL clock: loss ticks so far (all kinds) */
 	int64_t kind_ticks[ANCHOR_MAX_KINDS]; /* PATH clock: ticks per kind (0 main, K mtpK) */
-	int64_t since_tick;           /* anchors since the last tick (counted into the next one) */
-	int64_t anchors;              /* all anchors of this rank in this file */
-	int64_t restart_from;         /* > 0: a restart was declared; rebase to this step at the next anchor */
-	int warned_step;              /* anchor_check_step already warned for this rank */
+	int64_t since_tick;		      /* anchors since the last tick (counted into the next one) */
+	int64_t anchors;		      /* all anchors of this rank in this file */
+	int64_t restart_from;		      /* > 0: a restart was declared; rebase to this step at the next anchor */
+	int warned_step;		      /* anchor_check_step already warned for this rank */
 };
 
 struct anchor_state {
-	int mb;                       /* micro-batches per step (opts->micro_batches) */
-	int n_order;                  /* L */
-	int order_kind[8];            /* 0 main, K mtpK, per --order entry */
+	int mb;		   /* micro-batches per step (opts->micro_batches) */
+	int n_order;	   /* L */
+	int order_kind[8]; /* 0 main, K mtpK, per --order entry */
 	struct anchor_rank *ranks;
 	size_t n_ranks, cap_ranks;
-	int64_t n_anchors;            /* anchors emitted, all ranks */
-	int64_t base_step;            /* first step of ranks first seen from now on (1; moved by restarts) */
-	char *scratch;                /* line copy without ANSI codes */
+	int64_t n_anchors; /* anchors emitted, all ranks */
+	int64_t base_step; /* first step of ranks first seen from now on (1; moved by restarts) */
+	char *scratch;	   /* line copy without ANSI codes */
 	size_t scratch_cap;
 };
 
@@ -117,15 +117,15 @@ int anchor_md5_verify(const char *text, size_t n, enum prec_kind prec, int prec_
 struct paddle_kv {
 	const char *key, *val;
 	size_t key_len, val_len;
-	int is_string;                /* a JSON string value (metrics), not a number */
+	int is_string; /* a JSON string value (metrics), not a number */
 };
 
 /* What a Paddle parser remembers between dicts of one file. */
 struct paddle_state {
-	int64_t last_step;            /* global_step of the last training dict (0: none yet) */
-	int64_t file_rank;            /* rank from the file name (-1 unknown): per-rank MTP losses */
-	int restart_banner;           /* a trainer start banner (or a new metrics_dumper_pid) after training output */
-	int64_t dicts;                /* training and eval dicts emitted */
+	int64_t last_step;	      /* global_step of the last training dict (0: none yet) */
+	int64_t file_rank;	      /* rank from the file name (-1 unknown): per-rank MTP losses */
+	int restart_banner;	      /* a trainer start banner (or a new metrics_dumper_pid) after training output */
+	int64_t dicts;		      /* training and eval dicts emitted */
 	struct anchor_state *anchors; /* rebased on restarts (NULL: none) */
 };
 
@@ -137,17 +137,17 @@ int paddle_emit_dict(struct ingest *ig, struct paddle_state *ps, const struct pa
 
 /* The raw text of one top-level member of a JSON object line (pointers into the line). */
 struct pyjson_member {
-	const char *key, *val;        /* key: NULL when it has escapes; val: as written (strings without quotes) */
+	const char *key, *val; /* key: NULL when it has escapes; val: as written (strings without quotes) */
 	size_t key_len, val_len;
-	int kind;                     /* 0 number or NaN/Infinity, 1 string (escapes kept), 2 array or object */
+	int kind; /* 0 number or NaN/Infinity, 1 string (escapes kept), 2 array or object */
 };
 
 /* Parse one json.dumps object line (jansson 2.14 has no NaN support): in *out the jansson object, where
  * NaN, Infinity, -Infinity became stand-in strings that pyjson_special recognises (a "\u0000" escape in
  * the line is refused so that no real string can look like one), and the raw text of up to max top-level
  * members in m (*n_m set). Returns 0, or -1 with a message in err (*out NULL). */
-int pyjson_parse(const char *s, size_t n, json_t **out, struct pyjson_member *m, size_t max, size_t *n_m,
-                 char *err, size_t errlen);
+int pyjson_parse(const char *s, size_t n, json_t **out, struct pyjson_member *m, size_t max, size_t *n_m, char *err,
+		 size_t errlen);
 /* 1 when v is a NaN/Infinity stand-in made by pyjson_parse; *text is then "nan", "inf" or "-inf". */
 int pyjson_special(const json_t *v, const char **text);
 /* json.dumps text s[0..n) as strict JSON, NaN/Infinity/-Infinity as the strings "nan", "inf", "-inf"

@@ -11,8 +11,16 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { OPT_DB = 'd', OPT_AS = 'a', OPT_APPEND = 'A', OPT_FORMAT = 'f', OPT_MB = 'm', OPT_ORDER = 'o', OPT_QUIET = 'q',
-       OPT_LIST = 'L' };
+enum {
+	OPT_DB = 'd',
+	OPT_AS = 'a',
+	OPT_APPEND = 'A',
+	OPT_FORMAT = 'f',
+	OPT_MB = 'm',
+	OPT_ORDER = 'o',
+	OPT_QUIET = 'q',
+	OPT_LIST = 'L'
+};
 
 static const struct cmd_opt ingest_opts_table[] = {
 	{"db", OPT_DB, "PATH", "database (default $ALIGN_DB or ./align.db)", 0},
@@ -68,18 +76,32 @@ static int on_opt(void *u, int key, const char *arg)
 	struct align_err *e = &a->ctx->err;
 	long long mb;
 	switch (key) {
-	case OPT_DB: a->db = arg; break;
-	case OPT_AS: a->as = arg; break;
-	case OPT_APPEND: a->append = 1; break;
-	case OPT_FORMAT: a->format = arg; break;
+	case OPT_DB:
+		a->db = arg;
+		break;
+	case OPT_AS:
+		a->as = arg;
+		break;
+	case OPT_APPEND:
+		a->append = 1;
+		break;
+	case OPT_FORMAT:
+		a->format = arg;
+		break;
 	case OPT_MB:
 		ALIGN_TRY(e, cmd_parse_int_err("--micro-batches", arg, 1, 1 << 20, &mb, e));
 		a->io.micro_batches = (int)mb;
 		break;
-	case OPT_ORDER: return parse_order(arg, &a->io, e);
-	case OPT_QUIET: a->io.quiet = a->ctx->quiet = 1; break;
-	case OPT_LIST: ingest_formats_print(stdout); return OPTS_HELP;
-	default: return fail_internal(e, "option key %d has no handler", key);
+	case OPT_ORDER:
+		return parse_order(arg, &a->io, e);
+	case OPT_QUIET:
+		a->io.quiet = a->ctx->quiet = 1;
+		break;
+	case OPT_LIST:
+		ingest_formats_print(stdout);
+		return OPTS_HELP;
+	default:
+		return fail_internal(e, "option key %d has no handler", key);
 	}
 	return ALIGN_OK;
 }

@@ -12,7 +12,10 @@
 #include <string.h>
 #include <strings.h>
 
-static int is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+static int is_hex(char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
 
 /* ---- text helpers ---- */
 
@@ -43,7 +46,7 @@ static const struct {
 	size_t len;
 	enum tag_kind kind;
 } tags[] = {
-	{"per_token_loss:", 15, TAG_PTL},     {"final_loss:", 11, TAG_FINAL},  {"[LOSS_PATH_MD5]", 15, TAG_PATH},
+	{"per_token_loss:", 15, TAG_PTL},	   {"final_loss:", 11, TAG_FINAL}, {"[LOSS_PATH_MD5]", 15, TAG_PATH},
 	{"[MTP_LOSS_PATH_MD5]", 19, TAG_MTP_PATH}, {"[MD5 Probe]", 11, TAG_PROBE}, {"[MD5 Probe PF]", 14, TAG_PROBE_PF},
 };
 #define N_TAGS (sizeof tags / sizeof tags[0])
@@ -95,12 +98,15 @@ struct afield {
 struct afields {
 	struct afield f[16];
 	int n;
-	char shape[128];       /* normalised shape of the first shape= field, "" if none */
+	char shape[128]; /* normalised shape of the first shape= field, "" if none */
 };
 
 enum vkind { V_INT, V_SHAPE, V_MD5, V_WORD, V_NUM };
 
-static int key_is(const struct afield *f, const char *k) { return f->key && f->key_len == strlen(k) && !memcmp(f->key, k, f->key_len); }
+static int key_is(const struct afield *f, const char *k)
+{
+	return f->key && f->key_len == strlen(k) && !memcmp(f->key, k, f->key_len);
+}
 
 static enum vkind value_kind(const char *k, size_t n)
 {
@@ -171,7 +177,7 @@ static int shape_norm(const char *s, size_t n, char *out, size_t outlen)
 
 /* Value of key k at p: its length, or an error (printed). */
 static int scan_value(struct ingest *ig, const char *tagname, const char *k, size_t kl, const char *p, size_t n,
-                      struct afields *af, size_t *vlen)
+		      struct afields *af, size_t *vlen)
 {
 	enum vkind vk = value_kind(k, kl);
 	size_t i = 0;
@@ -180,8 +186,8 @@ static int scan_value(struct ingest *ig, const char *tagname, const char *k, siz
 		while (i < n && p[i] >= '0' && p[i] <= '9')
 			i++;
 		if (!i)
-			return ingest_error(ig, 0, "%s anchor: field '%.*s': not an integer: '%.*s'", tagname, (int)kl, k,
-			                    (int)(n > 20 ? 20 : n), p);
+			return ingest_error(ig, 0, "%s anchor: field '%.*s': not an integer: '%.*s'", tagname, (int)kl,
+					    k, (int)(n > 20 ? 20 : n), p);
 		break;
 	case V_SHAPE: {
 		const char *close = n && p[0] == '[' ? memchr(p, ']', n) : NULL;
@@ -191,7 +197,7 @@ static int scan_value(struct ingest *ig, const char *tagname, const char *k, siz
 		char norm[128];
 		if (shape_norm(p, i, norm, sizeof norm))
 			return ingest_error(ig, 0, "%s anchor: field 'shape': not a list of integers: '%.*s'", tagname,
-			                    (int)(i > 60 ? 60 : i), p);
+					    (int)(i > 60 ? 60 : i), p);
 		if (!af->shape[0])
 			snprintf(af->shape, sizeof af->shape, "%s", norm);
 		break;
@@ -200,8 +206,8 @@ static int scan_value(struct ingest *ig, const char *tagname, const char *k, siz
 		while (i < n && is_hex(p[i]))
 			i++;
 		if (i != 32)
-			return ingest_error(ig, 0, "%s anchor: field '%.*s': malformed md5 '%.*s' (not 32 hex digits)", tagname,
-			                    (int)kl, k, (int)(i > 40 ? 40 : (i ? i : (n > 20 ? 20 : n))), p);
+			return ingest_error(ig, 0, "%s anchor: field '%.*s': malformed md5 '%.*s' (not 32 hex digits)",
+					    tagname, (int)kl, k, (int)(i > 40 ? 40 : (i ? i : (n > 20 ? 20 : n))), p);
 		break;
 	case V_WORD:
 		while (i < n && p[i] != ' ' && p[i] != '\t')
@@ -211,7 +217,7 @@ static int scan_value(struct ingest *ig, const char *tagname, const char *k, siz
 		i = number_len(p, n);
 		if (!i)
 			return ingest_error(ig, 0, "%s anchor: field '%.*s': not a number: '%.*s'", tagname, (int)kl, k,
-			                    (int)(n > 20 ? 20 : n), p);
+					    (int)(n > 20 ? 20 : n), p);
 		break;
 	}
 	*vlen = i;
@@ -241,8 +247,9 @@ static int scan_fields(struct ingest *ig, const char *tagname, const char *p, si
 			i = w + 1 + vl;
 			keyed = 1;
 		} else {
-			if (named || (keyed && af->n > 0 && !(af->f[af->n - 1].key && value_kind(af->f[af->n - 1].key,
-			                                                                         af->f[af->n - 1].key_len) == V_INT)))
+			if (named || (keyed && af->n > 0 &&
+				      !(af->f[af->n - 1].key &&
+					value_kind(af->f[af->n - 1].key, af->f[af->n - 1].key_len) == V_INT)))
 				break; /* a second word, or a word after data fields: someone else's text */
 			*f = (struct afield){.val = p + i, .val_len = w - i};
 			named = 1;
@@ -293,7 +300,8 @@ static struct anchor_rank *rank_slot(struct anchor_state *s, int64_t rank)
 }
 
 /* Where the next anchors of a rank go: the micro-batch of its next tick (of `kind` on the PATH clock). */
-static void position(const struct anchor_state *s, const struct anchor_rank *ar, int kind, int64_t *step, int64_t *micro)
+static void position(const struct anchor_state *s, const struct anchor_rank *ar, int kind, int64_t *step,
+		     int64_t *micro)
 {
 	if (ar->clock == ANCHOR_CLOCK_PATH) {
 		int64_t j = ar->kind_ticks[kind];
@@ -369,11 +377,18 @@ struct akey {
 
 /* Emit one anchor record; text/md5 optional. A value with its md5 is verified (warning on mismatch). */
 static int emit(struct ingest *ig, const struct akey *k, const char *name, const char *shape, const struct afield *val,
-                const struct afield *md5f, const char *extra)
+		const struct afield *md5f, const char *extra)
 {
 	char md5[33] = "";
-	struct rec r = {.rank = k->rank, .step = k->step, .micro = k->micro, .seq = ALIGN_NO_SEQ, .name = name,
-	                .phase = phase_of(name), .dtype = dtype_of(name), .shape = shape, .extra = extra};
+	struct rec r = {.rank = k->rank,
+			.step = k->step,
+			.micro = k->micro,
+			.seq = ALIGN_NO_SEQ,
+			.name = name,
+			.phase = phase_of(name),
+			.dtype = dtype_of(name),
+			.shape = shape,
+			.extra = extra};
 	if (md5f) {
 		for (int i = 0; i < 32; i++)
 			md5[i] = (char)(md5f->val[i] | 0x20); /* hex digits: lower case */
@@ -389,12 +404,13 @@ static int emit(struct ingest *ig, const struct akey *k, const char *name, const
 		struct numtext nt;
 		uint32_t ub;
 		int unique = !numtext_parse(val->val, val->val_len, r.prec, 0, &nt) && !nt.special &&
-		             (r.prec == PREC_EXACT ? (double)(float)nt.value == nt.value : numtext_unique_f32(nt.lo, nt.hi, &ub));
+			     (r.prec == PREC_EXACT ? (double)(float)nt.value == nt.value
+						   : numtext_unique_f32(nt.lo, nt.hi, &ub));
 		if (v == 1 && !unique)
 			r.has_bits = 1, r.bits = bits; /* the md5 picks the float32 the print could not */
 		if (v == 0)
-			ingest_warn(ig, 0, "rank %lld: md5 %s of '%s' does not match its printed value %.*s", (long long)k->rank,
-			            md5, name, (int)val->val_len, val->val);
+			ingest_warn(ig, 0, "rank %lld: md5 %s of '%s' does not match its printed value %.*s",
+				    (long long)k->rank, md5, name, (int)val->val_len, val->val);
 	}
 	return ingest_emit(ig, &r);
 }
@@ -420,19 +436,20 @@ static int need(struct ingest *ig, const char *tagname, const struct afield *f, 
 
 /* "per_token_loss:" and "final_loss:" (accuracy-compatible anchors). */
 static int do_accuracy(struct ingest *ig, struct anchor_state *s, struct anchor_rank *ar, int final,
-                       const struct afields *af, const char *tagname)
+		       const struct afields *af, const char *tagname)
 {
 	const struct afield *md5 = field(af, "md5"), *val = field(af, "val");
 	int rc;
-	if ((rc = need(ig, tagname, md5, "md5=")) || (rc = need(ig, tagname, final ? val : field(af, "shape"),
-	                                                              final ? "val=" : "shape=")))
+	if ((rc = need(ig, tagname, md5, "md5=")) ||
+	    (rc = need(ig, tagname, final ? val : field(af, "shape"), final ? "val=" : "shape=")))
 		return rc;
 	int kind = s->order_kind[ar->ticks % s->n_order];
 	struct akey k = {.rank = ar->rank};
 	position(s, ar, kind, &k.step, &k.micro);
 	char name[64];
 	kind_name(kind, final ? "final_loss" : "per_token_loss", name, sizeof name);
-	rc = emit(ig, &k, name, af->shape[0] && strcmp(af->shape, "[]") ? af->shape : NULL, final ? val : NULL, md5, NULL);
+	rc = emit(ig, &k, name, af->shape[0] && strcmp(af->shape, "[]") ? af->shape : NULL, final ? val : NULL, md5,
+		  NULL);
 	if (final)
 		tick(ar, ANCHOR_CLOCK_FINAL, kind);
 	return rc;
@@ -454,7 +471,7 @@ static int mtp_tick_kind(const struct afield *f)
 
 /* "[LOSS_PATH_MD5]" and "[MTP_LOSS_PATH_MD5]": a named md5 record and/or numbers with optional X_md5. */
 static int do_loss_path(struct ingest *ig, struct anchor_state *s, struct anchor_rank *ar, const struct afields *af,
-                        const char *tagname)
+			const char *tagname)
 {
 	const struct afield *nm = bare_name(af);
 	int tick_kind = -1, rc = ALIGN_OK;
@@ -466,7 +483,8 @@ static int do_loss_path(struct ingest *ig, struct anchor_state *s, struct anchor
 			tick_kind = mtp_tick_kind(f);
 	}
 	if (tick_kind >= ANCHOR_MAX_KINDS)
-		return ingest_error(ig, 0, "%s anchor: MTP depth %d is beyond %d", tagname, tick_kind, ANCHOR_MAX_KINDS - 1);
+		return ingest_error(ig, 0, "%s anchor: MTP depth %d is beyond %d", tagname, tick_kind,
+				    ANCHOR_MAX_KINDS - 1);
 	struct akey k = {.rank = ar->rank};
 	position(s, ar, tick_kind > 0 ? tick_kind : 0, &k.step, &k.micro);
 	char name[160];
@@ -475,7 +493,8 @@ static int do_loss_path(struct ingest *ig, struct anchor_state *s, struct anchor
 		const struct afield *md5 = field(af, "md5");
 		ALIGN_TRY(ingest_err(ig), need(ig, tagname, md5, "md5="));
 		snprintf(name, sizeof name, "loss_path.%.*s", (int)nm->val_len, nm->val);
-		if ((rc = emit(ig, &k, name, af->shape[0] && strcmp(af->shape, "[]") ? af->shape : NULL, NULL, md5, NULL)))
+		if ((rc = emit(ig, &k, name, af->shape[0] && strcmp(af->shape, "[]") ? af->shape : NULL, NULL, md5,
+			       NULL)))
 			return rc;
 		emitted++;
 	}
@@ -498,7 +517,7 @@ static int do_loss_path(struct ingest *ig, struct anchor_state *s, struct anchor
 
 /* "[MD5 Probe]" (a layer's tensor) and "[MD5 Probe PF]" (PaddleFleet's extra probes). */
 static int do_probe(struct ingest *ig, struct anchor_state *s, struct anchor_rank *ar, int pf, const struct afields *af,
-                    const char *tagname)
+		    const char *tagname)
 {
 	const struct afield *nm = bare_name(af), *md5 = field(af, "MD5"), *layer = field(af, "Layer");
 	int rc;
@@ -511,7 +530,8 @@ static int do_probe(struct ingest *ig, struct anchor_state *s, struct anchor_ran
 	if (pf)
 		snprintf(name, sizeof name, "%.*s", (int)nm->val_len, nm->val);
 	else
-		snprintf(name, sizeof name, "layers.%.*s.%.*s", (int)layer->val_len, layer->val, (int)nm->val_len, nm->val);
+		snprintf(name, sizeof name, "layers.%.*s.%.*s", (int)layer->val_len, layer->val, (int)nm->val_len,
+			 nm->val);
 	char *extra = NULL;
 	const struct afield *qd = field(af, "q_dtype");
 	if (qd) {
@@ -552,12 +572,22 @@ static int scan_one(struct ingest *ig, struct anchor_state *s, int t, const char
 	if (ar->restart_from > 0 && (rc = apply_restart(ig, s, ar)))
 		return rc;
 	switch (tags[t].kind) {
-	case TAG_PTL: rc = do_accuracy(ig, s, ar, 0, &af, tagname); break;
-	case TAG_FINAL: rc = do_accuracy(ig, s, ar, 1, &af, tagname); break;
+	case TAG_PTL:
+		rc = do_accuracy(ig, s, ar, 0, &af, tagname);
+		break;
+	case TAG_FINAL:
+		rc = do_accuracy(ig, s, ar, 1, &af, tagname);
+		break;
 	case TAG_PATH:
-	case TAG_MTP_PATH: rc = do_loss_path(ig, s, ar, &af, tagname); break;
-	case TAG_PROBE: rc = do_probe(ig, s, ar, 0, &af, tagname); break;
-	case TAG_PROBE_PF: rc = do_probe(ig, s, ar, 1, &af, tagname); break;
+	case TAG_MTP_PATH:
+		rc = do_loss_path(ig, s, ar, &af, tagname);
+		break;
+	case TAG_PROBE:
+		rc = do_probe(ig, s, ar, 0, &af, tagname);
+		break;
+	case TAG_PROBE_PF:
+		rc = do_probe(ig, s, ar, 1, &af, tagname);
+		break;
 	}
 	ar->anchors++;
 	s->n_anchors++;
@@ -624,11 +654,13 @@ int anchor_init(struct ingest *ig, struct anchor_state *s)
 	for (int i = 0; i < o->n_order && i < 8; i++) {
 		int k = order_kind(o->order[i]);
 		if (k < 0)
-			return fail_input(ingest_err(ig), "option '--order': '%s' is not main, mtp or mtpK (K from 1 to %d)", o->order[i],
-			                 ANCHOR_MAX_KINDS - 1);
+			return fail_input(ingest_err(ig),
+					  "option '--order': '%s' is not main, mtp or mtpK (K from 1 to %d)",
+					  o->order[i], ANCHOR_MAX_KINDS - 1);
 		for (int j = 0; j < i; j++)
 			if (s->order_kind[j] == k)
-				return fail_input(ingest_err(ig), "option '--order': '%s' is listed twice", o->order[i]);
+				return fail_input(ingest_err(ig), "option '--order': '%s' is listed twice",
+						  o->order[i]);
 		s->order_kind[i] = k;
 	}
 	return ALIGN_OK;
@@ -644,7 +676,8 @@ void anchor_restart(struct anchor_state *s, int64_t from_step)
 }
 
 /* Loss ticks a rank should have printed by the end of `step`, and what it has. */
-static void clock_count(const struct anchor_state *s, const struct anchor_rank *ar, int64_t step, int64_t *want, int64_t *got)
+static void clock_count(const struct anchor_state *s, const struct anchor_rank *ar, int64_t step, int64_t *want,
+			int64_t *got)
 {
 	if (ar->clock == ANCHOR_CLOCK_PATH) {
 		*want = step * s->mb;
@@ -669,9 +702,11 @@ void anchor_check_step(struct ingest *ig, struct anchor_state *s, int64_t step)
 		if (want == got)
 			continue;
 		ar->warned_step = 1;
-		ingest_warn(ig, 0, "rank %lld printed %lld loss anchors by the end of step %lld, but --micro-batches %d "
-		            "--order with %d entr%s means %lld: step numbers of its anchors are wrong", (long long)ar->rank,
-		            (long long)got, (long long)step, s->mb, s->n_order, s->n_order == 1 ? "y" : "ies", (long long)want);
+		ingest_warn(ig, 0,
+			    "rank %lld printed %lld loss anchors by the end of step %lld, but --micro-batches %d "
+			    "--order with %d entr%s means %lld: step numbers of its anchors are wrong",
+			    (long long)ar->rank, (long long)got, (long long)step, s->mb, s->n_order,
+			    s->n_order == 1 ? "y" : "ies", (long long)want);
 	}
 }
 
@@ -683,22 +718,29 @@ int anchor_finish(struct ingest *ig, struct anchor_state *s)
 		int64_t step, micro;
 		position(s, ar, 0, &step, &micro);
 		if (ar->clock == ANCHOR_CLOCK_NONE) {
-			ingest_warn(ig, 0, "rank %lld: %lld anchors but no loss anchor (final_loss) to count steps by: all "
-			            "of them are in step %lld micro-batch %lld", r, (long long)ar->anchors, (long long)step,
-			            (long long)micro);
+			ingest_warn(ig, 0,
+				    "rank %lld: %lld anchors but no loss anchor (final_loss) to count steps by: all "
+				    "of them are in step %lld micro-batch %lld",
+				    r, (long long)ar->anchors, (long long)step, (long long)micro);
 			continue;
 		}
 		if (ar->clock == ANCHOR_CLOCK_FINAL && ar->ticks % ((int64_t)s->mb * s->n_order))
-			ingest_warn(ig, 0, "rank %lld ended mid-step: %lld final_loss anchors are not whole steps of %d "
-			            "micro-batches x %d losses", r, (long long)ar->ticks, s->mb, s->n_order);
+			ingest_warn(ig, 0,
+				    "rank %lld ended mid-step: %lld final_loss anchors are not whole steps of %d "
+				    "micro-batches x %d losses",
+				    r, (long long)ar->ticks, s->mb, s->n_order);
 		for (int k = 0; ar->clock == ANCHOR_CLOCK_PATH && k < ANCHOR_MAX_KINDS; k++)
 			if (ar->kind_ticks[k] % s->mb)
-				ingest_warn(ig, 0, "rank %lld ended mid-step: %lld %s loss-path anchors are not whole steps of %d "
-				            "micro-batches", r, (long long)ar->kind_ticks[k], k ? "mtp" : "main", s->mb);
+				ingest_warn(
+					ig, 0,
+					"rank %lld ended mid-step: %lld %s loss-path anchors are not whole steps of %d "
+					"micro-batches",
+					r, (long long)ar->kind_ticks[k], k ? "mtp" : "main", s->mb);
 		if (ar->since_tick > 0)
-			ingest_warn(ig, 0, "rank %lld: %lld anchors after its last loss anchor, counted into step %lld "
-			            "micro-batch %lld, which printed no loss", r, (long long)ar->since_tick, (long long)step,
-			            (long long)micro);
+			ingest_warn(ig, 0,
+				    "rank %lld: %lld anchors after its last loss anchor, counted into step %lld "
+				    "micro-batch %lld, which printed no loss",
+				    r, (long long)ar->since_tick, (long long)step, (long long)micro);
 	}
 	anchor_free(s);
 	return ALIGN_OK;
@@ -729,7 +771,8 @@ static int anchor_detect(const char *head, size_t len, const char *path)
 			while (k < i + n && head[k] != 'm')
 				k++;
 		k += k > i; /* past the colour code's 'm' */
-		if (k + 27 < i + n && head[k] == '[' && head[k + 20] == ',' && memmem(head + k, i + n - k < 48 ? i + n - k : 48, "] - ", 4))
+		if (k + 27 < i + n && head[k] == '[' && head[k + 20] == ',' &&
+		    memmem(head + k, i + n - k < 48 ? i + n - k : 48, "] - ", 4))
 			other = 1; /* a Paddle logger line: paddle-log reads anchors too */
 		if (memmem(head + i, n, "-- arguments --", 15) || memmem(head + i, n, "> building GPT model", 20))
 			other = 1; /* a Megatron banner: megatron-log reads anchors too */
@@ -747,8 +790,9 @@ static int anchor_parse(struct ingest *ig, struct reader *rd)
 	while (!rc && (got = reader_next_line(rd, &line, &len, &term)) == 1) {
 		if (!term) {
 			if (anchor_in_line(line, len))
-				ingest_warn(ig, 0, "last line is not terminated (the job was killed mid-print?): its anchors "
-				            "are ignored");
+				ingest_warn(ig, 0,
+					    "last line is not terminated (the job was killed mid-print?): its anchors "
+					    "are ignored");
 			break;
 		}
 		rc = anchor_scan_line(ig, &s, line, len);

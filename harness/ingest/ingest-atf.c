@@ -29,8 +29,9 @@ static int atf_detect(const char *head, size_t len, const char *path)
 	return 0;
 }
 
-static const char *const known[] = {"rank", "step", "micro", "seq", "name", "phase", "dtype", "shape", "bits",
-                                    "value", "text", "digits", "digest", "digest_alg", "stats", "head", "payload", NULL};
+static const char *const known[] = {"rank",   "step",	    "micro", "seq",   "name",	 "phase",
+				    "dtype",  "shape",	    "bits",  "value", "text",	 "digits",
+				    "digest", "digest_alg", "stats", "head",  "payload", NULL};
 
 static int is_known(const char *key)
 {
@@ -41,7 +42,7 @@ static int is_known(const char *key)
 }
 
 struct atf_state {
-	int64_t rank;           /* header rank: the default of records */
+	int64_t rank;		/* header rank: the default of records */
 	unsigned char *payload; /* decoded payload of the current record */
 };
 
@@ -80,7 +81,8 @@ static int check_shape(struct ingest *ig, json_t *shape, uint64_t *count)
 		return ingest_error(ig, 0, "field 'shape': expected an array of integers");
 	size_t i;
 	json_t *d;
-	json_array_foreach(shape, i, d) {
+	json_array_foreach(shape, i, d)
+	{
 		if (!json_is_integer(d) || json_integer_value(d) < 0)
 			return ingest_error(ig, 0, "field 'shape': dimension %zu is not a non-negative integer", i);
 		*count *= (uint64_t)json_integer_value(d);
@@ -115,7 +117,7 @@ static int decode_payload(struct ingest *ig, const char *b64, uint64_t expect, u
 	if (*len != expect) {
 		free(buf);
 		return ingest_error(ig, 0, "field 'payload': %zu bytes, but dtype and shape give %llu", *len,
-		                    (unsigned long long)expect);
+				    (unsigned long long)expect);
 	}
 	*out = buf;
 	return ALIGN_OK;
@@ -143,7 +145,8 @@ static int atf_record(struct ingest *ig, struct atf_state *s, json_t *o)
 		r.phase = "fwd";
 	size_t esize = 0;
 	if (r.dtype && !(esize = dtype_size(r.dtype)))
-		return ingest_error(ig, 0, "field 'dtype': unknown dtype '%s' (expected one of %s)", r.dtype, dtype_names());
+		return ingest_error(ig, 0, "field 'dtype': unknown dtype '%s' (expected one of %s)", r.dtype,
+				    dtype_names());
 	json_t *shape = json_object_get(o, "shape");
 	uint64_t count = 1;
 	char *shape_text = NULL, *stats = NULL, *head = NULL, *extra = NULL;
@@ -163,7 +166,8 @@ static int atf_record(struct ingest *ig, struct atf_state *s, json_t *o)
 			goto out;
 		}
 		if (parse_hex_bits(bits, esize, &r.bits)) {
-			rc = ingest_error(ig, 0, "field 'bits': '%s' is not a hex pattern of %zu bytes (%s)", bits, esize, r.dtype);
+			rc = ingest_error(ig, 0, "field 'bits': '%s' is not a hex pattern of %zu bytes (%s)", bits,
+					  esize, r.dtype);
 			goto out;
 		}
 		r.has_bits = 1;
@@ -194,7 +198,8 @@ static int atf_record(struct ingest *ig, struct atf_state *s, json_t *o)
 		char hex[17];
 		digest_hex(digest_xxh3t64(s->payload, plen), hex);
 		if (r.digest && (!r.digest_alg || !strcmp(r.digest_alg, DIGEST_ALG)) && strcmp(r.digest, hex)) {
-			rc = ingest_error(ig, 0, "field 'digest': %s does not match the payload (which hashes to %s)", r.digest, hex);
+			rc = ingest_error(ig, 0, "field 'digest': %s does not match the payload (which hashes to %s)",
+					  r.digest, hex);
 			goto out;
 		}
 		if (!r.digest) {
@@ -211,7 +216,8 @@ static int atf_record(struct ingest *ig, struct atf_state *s, json_t *o)
 	json_t *ex = json_object();
 	const char *key;
 	json_t *v;
-	json_object_foreach(o, key, v) {
+	json_object_foreach(o, key, v)
+	{
 		if (!is_known(key))
 			json_object_set(ex, key, v);
 	}
@@ -236,7 +242,7 @@ static int atf_header(struct ingest *ig, struct atf_state *s, json_t *h)
 		return ingest_error(ig, 1, "field 'align_trace': expected the integer version");
 	if (json_integer_value(ver) != ATF_VERSION)
 		return ingest_error(ig, 1, "unsupported ATF version %lld (this align reads version %d)",
-		                    (long long)json_integer_value(ver), ATF_VERSION);
+				    (long long)json_integer_value(ver), ATF_VERSION);
 	int64_t rank = ingest_file_rank(ig) >= 0 ? ingest_file_rank(ig) : 0;
 	ALIGN_TRY(ingest_err(ig), get_int(ig, h, "rank", rank, 0, &s->rank));
 	char *text = json_dumps(h, JSON_COMPACT | JSON_SORT_KEYS);
@@ -263,7 +269,8 @@ static int atf_parse(struct ingest *ig, struct reader *rd)
 		json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, &e);
 		if (!json_is_object(o)) {
 			json_decref(o);
-			return ingest_error(ig, 0, "not a JSON object: %s (column %d)", o ? "another JSON value" : e.text, e.column);
+			return ingest_error(ig, 0, "not a JSON object: %s (column %d)",
+					    o ? "another JSON value" : e.text, e.column);
 		}
 		rc = have_header ? atf_record(ig, &s, o) : atf_header(ig, &s, o);
 		have_header = 1;

@@ -12,7 +12,8 @@
 #include <unistd.h>
 
 static const struct ingest_format formats[] = {
-#define FORMAT(id, name, framework, reads, summary) {name, framework, INGEST_READS_##reads, summary, &ingest_parser_##id},
+#define FORMAT(id, name, framework, reads, summary)                                                                    \
+	{name, framework, INGEST_READS_##reads, summary, &ingest_parser_##id},
 #include "formats.def"
 #undef FORMAT
 };
@@ -138,7 +139,8 @@ static int check_existing(struct ingest *ig, const char *path, const char *name,
 		return ALIGN_OK;
 	}
 	if (!append)
-		return fail_input(ig->e, "run '%s' already exists (pass --append to add '%s' to it, or --as another name)",
+		return fail_input(ig->e,
+				  "run '%s' already exists (pass --append to add '%s' to it, or --as another name)",
 				  name, path);
 	return ALIGN_OK;
 }
@@ -152,7 +154,8 @@ static int parse_into_run(struct ingest *ig, const char *path, const char *name,
 	*dup = 0;
 	ig->run_preexisted = existing != 0;
 	if (!existing)
-		ALIGN_TRY(ig->e, store_insert_run(ig->db, name, ig->fmt->framework, ig->fmt->name, now, &ig->run_id, ig->e));
+		ALIGN_TRY(ig->e,
+			  store_insert_run(ig->db, name, ig->fmt->framework, ig->fmt->name, now, &ig->run_id, ig->e));
 	ALIGN_TRY(ig->e, store_insert_source(ig->db, ig->run_id, path, ig->fmt->name, now, &ig->source_id, ig->e));
 	ALIGN_TRY(ig->e, store_ingest_open(&ig->st, ig->db, ig->e));
 	ALIGN_TRY(ig->e, ig->fmt->parser->parse(ig, ig->r));
@@ -264,7 +267,7 @@ int ingest_files_err(sqlite3 *db, const char *db_path, const char *as, int appen
 }
 
 int ingest_files(sqlite3 *db, const char *db_path, const char *as, int append, const char *format,
-                 const struct ingest_opts *opts, char **files, int n_files)
+		 const struct ingest_opts *opts, char **files, int n_files)
 {
 	return ingest_files_err(db, db_path, as, append, format, opts, files, n_files, NULL);
 }

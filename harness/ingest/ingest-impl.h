@@ -9,7 +9,7 @@
 
 /* One key (canon, rank, step, micro) seen in this run: how many times, and the first value's hash. */
 struct occ_slot {
-	uint64_t key;      /* 0 = empty */
+	uint64_t key; /* 0 = empty */
 	int64_t rank, step;
 	int64_t count;
 	uint64_t value_hash;
@@ -29,22 +29,22 @@ struct seq_slot {
 };
 
 struct ingest {
-	struct align_err *e;          /* the command's error record: every failure's one message */
+	struct align_err *e; /* the command's error record: every failure's one message */
 	sqlite3 *db;
 	const char *db_path;
 	struct reader *r;
 	const struct ingest_format *fmt;
 	const struct ingest_opts *opts;
 	int64_t run_id, source_id;
-	int run_preexisted;           /* occurrence and order counters must consult the database */
-	struct store_ingest st;       /* the file's statements, open during its transaction */
+	int run_preexisted;	/* occurrence and order counters must consult the database */
+	struct store_ingest st; /* the file's statements, open during its transaction */
 	struct occ_slot *occ;
 	size_t occ_cap, occ_used;
-	struct step_slot *steps;      /* open addressing on (rank, step) */
+	struct step_slot *steps; /* open addressing on (rank, step) */
 	size_t steps_cap, steps_used;
 	struct seq_slot *seq;
 	size_t n_seq, cap_seq;
-	char **meta;                  /* canons of phase "meta" this file already put into meta_canon */
+	char **meta; /* canons of phase "meta" this file already put into meta_canon */
 	size_t n_meta, cap_meta;
 	json_t *warnings;
 	int64_t n_records, n_deduped;

@@ -33,8 +33,8 @@ struct span {
 /* One value to emit. */
 struct gval {
 	int64_t step;
-	size_t metric;      /* index in file order: tie-break after the step */
-	struct span tok;    /* the number or string token */
+	size_t metric;	 /* index in file order: tie-break after the step */
+	struct span tok; /* the number or string token */
 };
 
 /* Scanner over a document jansson already accepted: no error handling beyond staying in bounds. */
@@ -142,7 +142,7 @@ struct golden {
 	struct ingest *ig;
 	struct gval *v;
 	size_t n, cap;
-	char **names;       /* metric names in file order */
+	char **names; /* metric names in file order */
 	size_t n_names;
 };
 
@@ -167,11 +167,10 @@ static int check_value(struct golden *g, const char *metric, const struct span *
 	if (json_is_string(v) && !strcmp(json_string_value(v), "nan"))
 		return ALIGN_OK;
 	return ingest_error(g->ig, tok->line, "metric '%s': value %.*s is not a number or \"nan\"", metric,
-	                    (int)(tok->n > 40 ? 40 : tok->n), tok->p);
+			    (int)(tok->n > 40 ? 40 : tok->n), tok->p);
 }
 
-static int get_slice_int(struct golden *g, const char *metric, json_t *m, const char *key, int64_t line,
-                         int64_t *out)
+static int get_slice_int(struct golden *g, const char *metric, json_t *m, const char *key, int64_t line, int64_t *out)
 {
 	json_t *v = json_object_get(m, key);
 	if (!json_is_integer(v))
@@ -192,8 +191,9 @@ static int collect_v2(struct golden *g, const char *metric, size_t mi, json_t *v
 		if (k && k[0] && strlen(k) < 16 && strspn(k, "0123456789") == strlen(k))
 			step = strtoll(k, NULL, 10);
 		if (step < 0) {
-			int rc = ingest_error(g->ig, key.line, "metric '%s': step key %.*s is not a decimal step number",
-			                      metric, (int)(key.n > 40 ? 40 : key.n), key.p);
+			int rc =
+				ingest_error(g->ig, key.line, "metric '%s': step key %.*s is not a decimal step number",
+					     metric, (int)(key.n > 40 ? 40 : key.n), key.p);
 			free(k);
 			return rc;
 		}
@@ -215,14 +215,16 @@ static int collect_v1(struct golden *g, const char *metric, size_t mi, json_t *m
 	    (rc = get_slice_int(g, metric, m, "step_interval", line, &interval)))
 		return rc;
 	if (start < 0 || end < start || interval < 1)
-		return ingest_error(g->ig, line, "metric '%s': slice %lld:%lld:%lld is not a forward slice of the "
-		                    "iteration list", metric, (long long)start, (long long)end, (long long)interval);
+		return ingest_error(g->ig, line,
+				    "metric '%s': slice %lld:%lld:%lld is not a forward slice of the "
+				    "iteration list",
+				    metric, (long long)start, (long long)end, (long long)interval);
 	json_t *values = json_object_get(m, "values");
 	size_t slots = (size_t)((end - start + interval - 1) / interval);
 	if (json_array_size(values) > slots)
 		return ingest_error(g->ig, line, "metric '%s': %zu values, but the slice %lld:%lld:%lld holds %zu",
-		                    metric, json_array_size(values), (long long)start, (long long)end,
-		                    (long long)interval, slots);
+				    metric, json_array_size(values), (long long)start, (long long)end,
+				    (long long)interval, slots);
 	struct span tok;
 	enter(s, '[');
 	for (size_t i = 0; next_element(s); i++) {
@@ -298,10 +300,19 @@ static int emit_all(struct golden *g)
 		const char *name = g->names[v->metric];
 		if (i > 0 && v->step == g->v[i - 1].step && v->metric == g->v[i - 1].metric)
 			return ingest_error(g->ig, v->tok.line, "metric '%s': step %lld appears twice", name,
-			                    (long long)v->step);
-		struct rec r = {.rank = ALIGN_NO_RANK, .step = v->step, .micro = ALIGN_NO_MICRO, .seq = ALIGN_NO_SEQ,
-		                .line = v->tok.line, .name = name, .phase = metric_phase(name), .dtype = "fp32",
-		                .prec = PREC_DEC, .prec_n = 5, .text = v->tok.p, .text_len = v->tok.n};
+					    (long long)v->step);
+		struct rec r = {.rank = ALIGN_NO_RANK,
+				.step = v->step,
+				.micro = ALIGN_NO_MICRO,
+				.seq = ALIGN_NO_SEQ,
+				.line = v->tok.line,
+				.name = name,
+				.phase = metric_phase(name),
+				.dtype = "fp32",
+				.prec = PREC_DEC,
+				.prec_n = 5,
+				.text = v->tok.p,
+				.text_len = v->tok.n};
 		if (v->tok.p[0] == '"') /* "nan": the text without its quotes */
 			r.text = v->tok.p + 1, r.text_len = v->tok.n - 2;
 		ALIGN_TRY(ingest_err(g->ig), ingest_emit(g->ig, &r));

@@ -39,10 +39,10 @@
 struct mlog_state {
 	char keys[MLOG_MAX_KEYS][MLOG_KEY_LEN]; /* loss keys seen on iteration lines, in first-seen order */
 	int n_keys;
-	int64_t last_it;                        /* last iteration number seen, -1 before the first */
-	int64_t n_lines;                        /* iteration and validation lines parsed */
+	int64_t last_it; /* last iteration number seen, -1 before the first */
+	int64_t n_lines; /* iteration and validation lines parsed */
 	int header_set;
-	struct anchor_state as;                 /* alignment anchors on the same stream */
+	struct anchor_state as; /* alignment anchors on the same stream */
 };
 
 struct field_kind {
@@ -65,14 +65,23 @@ static const struct field_kind known_fields[] = {
 	{"learning rate", "metric", "fp64", PREC_TEXT},
 	{"decoupled learning rate", "metric", "fp64", PREC_TEXT},
 	{"loss scale", "metric", "fp32", PREC_TEXT},
-	{"grad norm", "metric", "fp64", PREC_TEXT},   /* fp32 sum of squares, .item() ** 0.5 in Python */
+	{"grad norm", "metric", "fp64", PREC_TEXT},  /* fp32 sum of squares, .item() ** 0.5 in Python */
 	{"num zeros", "metric", "fp32", PREC_EXACT}, /* str() of a count: exact ({:.1f} too) */
 	{"params norm", "metric", "fp64", PREC_TEXT},
 };
 
-static int is_digit(char c) { return c >= '0' && c <= '9'; }
-static int is_word(char c) { return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-static int is_blank(char c) { return c == ' ' || c == '\t'; }
+static int is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+static int is_word(char c)
+{
+	return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+static int is_blank(char c)
+{
+	return c == ' ' || c == '\t';
+}
 
 /* Remove ANSI escape sequences (ESC '[' params final-byte, or ESC + one byte) in place. */
 static size_t strip_ansi(char *s, size_t n)
@@ -128,7 +137,7 @@ static const char *match_iteration(const char *p, const char *end, int64_t *it, 
 
 /* First "iteration N/M |" in [s, end) that starts a word; sets *at and *after. */
 static int find_iteration(const char *s, const char *end, const char **at, const char **after, int64_t *it,
-                          int64_t *total)
+			  int64_t *total)
 {
 	for (const char *p = s; p + 9 <= end; p++) {
 		p = memchr(p, 'i', (size_t)(end - p));
@@ -147,7 +156,7 @@ static int find_iteration(const char *s, const char *end, const char **at, const
 
 /* "validation[-sfx] loss at <prefix> |" at p; returns the byte after '|' or NULL. */
 static const char *match_validation(const char *p, const char *end, const char **sfx, size_t *sfx_len,
-                                    const char **prefix, size_t *prefix_len)
+				    const char **prefix, size_t *prefix_len)
 {
 	if (end - p < 10 || memcmp(p, "validation", 10))
 		return NULL;
@@ -190,7 +199,10 @@ static const struct field_kind *field_lookup(const char *key)
 	return NULL;
 }
 
-static int is_loss_key(const char *key) { return strstr(key, "loss") && strcmp(key, "loss scale"); }
+static int is_loss_key(const char *key)
+{
+	return strstr(key, "loss") && strcmp(key, "loss scale");
+}
 
 static void note_loss_key(struct mlog_state *s, const char *key)
 {
@@ -203,10 +215,16 @@ static void note_loss_key(struct mlog_state *s, const char *key)
 
 /* One " key: value |" field of an iteration line. seen: bit i set when loss key i was printed. */
 static int emit_field(struct ingest *ig, struct mlog_state *s, int64_t it, const char *key, const char *val,
-                      size_t vlen, uint64_t *seen)
+		      size_t vlen, uint64_t *seen)
 {
-	struct rec r = {.rank = ALIGN_NO_RANK, .step = it, .micro = ALIGN_NO_MICRO, .seq = ALIGN_NO_SEQ,
-	                .name = key, .text = val, .text_len = vlen, .prec = PREC_TEXT};
+	struct rec r = {.rank = ALIGN_NO_RANK,
+			.step = it,
+			.micro = ALIGN_NO_MICRO,
+			.seq = ALIGN_NO_SEQ,
+			.name = key,
+			.text = val,
+			.text_len = vlen,
+			.prec = PREC_TEXT};
 	const struct field_kind *k = field_lookup(key);
 	if (k) {
 		r.phase = k->phase, r.dtype = k->dtype, r.prec = k->prec;
@@ -251,8 +269,14 @@ static int parse_iteration(struct ingest *ig, struct mlog_state *s, int64_t it, 
 	for (int i = 0; i < s->n_keys; i++) {
 		if (seen & (1ull << i))
 			continue;
-		struct rec r = {.rank = ALIGN_NO_RANK, .step = it, .micro = ALIGN_NO_MICRO, .seq = ALIGN_NO_SEQ,
-		                .name = s->keys[i], .phase = "loss", .dtype = "fp32", .missing = MLOG_MISSING};
+		struct rec r = {.rank = ALIGN_NO_RANK,
+				.step = it,
+				.micro = ALIGN_NO_MICRO,
+				.seq = ALIGN_NO_SEQ,
+				.name = s->keys[i],
+				.phase = "loss",
+				.dtype = "fp32",
+				.missing = MLOG_MISSING};
 		ALIGN_TRY(ingest_err(ig), ingest_emit(ig, &r));
 	}
 	return ALIGN_OK;
@@ -263,10 +287,12 @@ static int start_iteration(struct ingest *ig, struct mlog_state *s, int64_t it, 
 	int rc;
 	if (s->last_it >= 0 && it <= s->last_it) {
 		ingest_warn(ig, 0, "run restarted at iteration %lld (after iteration %lld): the later lines win%s",
-		            (long long)it, (long long)s->last_it,
-		            s->as.n_anchors ? "; the anchors of that iteration, printed before this line, are lost" : "");
+			    (long long)it, (long long)s->last_it,
+			    s->as.n_anchors ? "; the anchors of that iteration, printed before this line, are lost"
+					    : "");
 		ALIGN_TRY(ingest_err(ig), ingest_supersede(ig, ALIGN_NO_RANK, it));
-		if (s->as.n_anchors && ingest_file_rank(ig) >= 0 && (rc = ingest_supersede(ig, ingest_file_rank(ig), it)))
+		if (s->as.n_anchors && ingest_file_rank(ig) >= 0 &&
+		    (rc = ingest_supersede(ig, ingest_file_rank(ig), it)))
 			return rc;
 		anchor_restart(&s->as, it + 1);
 	}
@@ -295,7 +321,7 @@ static int validation_step(const char *p, size_t n, int64_t *step, int *test)
 }
 
 static int parse_validation(struct ingest *ig, const char *sfx, size_t sfx_len, int64_t step, int test,
-                            const char *rest, const char *end)
+			    const char *rest, const char *end)
 {
 	char name[MLOG_KEY_LEN + 64];
 	for (const char *p = rest; p < end;) {
@@ -323,9 +349,16 @@ static int parse_validation(struct ingest *ig, const char *sfx, size_t sfx_len, 
 			snprintf(name, sizeof name, "validation-%.*s %.*s", (int)sfx_len, sfx, (int)(v - f), f);
 		else
 			snprintf(name, sizeof name, "validation %.*s", (int)(v - f), f);
-		struct rec r = {.rank = ALIGN_NO_RANK, .step = step, .micro = ALIGN_NO_MICRO, .seq = ALIGN_NO_SEQ,
-		                .name = name, .phase = "eval", .dtype = "fp32", .text = val, .text_len = vn,
-		                .prec = PREC_TEXT};
+		struct rec r = {.rank = ALIGN_NO_RANK,
+				.step = step,
+				.micro = ALIGN_NO_MICRO,
+				.seq = ALIGN_NO_SEQ,
+				.name = name,
+				.phase = "eval",
+				.dtype = "fp32",
+				.text = val,
+				.text_len = vn,
+				.prec = PREC_TEXT};
 		ALIGN_TRY(ingest_err(ig), ingest_emit(ig, &r));
 	}
 	return ALIGN_OK;

@@ -45,8 +45,14 @@ struct key_rule {
 	const char *dtype, *phase;
 };
 
-static int key_eq(const struct paddle_kv *kv, const char *k) { return kv->key_len == strlen(k) && !memcmp(kv->key, k, kv->key_len); }
-static int key_prefix(const struct paddle_kv *kv, const char *k) { return kv->key_len >= strlen(k) && !memcmp(kv->key, k, strlen(k)); }
+static int key_eq(const struct paddle_kv *kv, const char *k)
+{
+	return kv->key_len == strlen(k) && !memcmp(kv->key, k, kv->key_len);
+}
+static int key_prefix(const struct paddle_kv *kv, const char *k)
+{
+	return kv->key_len >= strlen(k) && !memcmp(kv->key, k, strlen(k));
+}
 static int key_suffix(const struct paddle_kv *kv, const char *k)
 {
 	size_t n = strlen(k);
@@ -91,10 +97,10 @@ static void rule_for(const struct paddle_kv *kv, struct key_rule *r)
 	} else if (key_prefix(kv, "eval_") && key_suffix(kv, "loss")) {
 		*r = (struct key_rule){PREC_EXACT, 0, NULL, "eval"};
 	} else if (key_eq(kv, "interval_hardware_tflops_per_device") || key_eq(kv, "cpu_used_memory") ||
-	           key_eq(kv, "cpu_available_memory")) {
+		   key_eq(kv, "cpu_available_memory")) {
 		r->prec = PREC_DEC, r->prec_n = 2;
 	} else if (key_prefix(kv, "interval_") || key_eq(kv, "progress_or_epoch") || key_eq(kv, "eval_runtime") ||
-	           key_suffix(kv, "_per_second")) {
+		   key_suffix(kv, "_per_second")) {
 		r->prec = PREC_DEC, r->prec_n = 4;
 	}
 	/* timings, throughput, memory and progress describe the job, not its numerics: phase "meta",
@@ -131,15 +137,24 @@ static int is_number_text(const char *v, size_t n)
 
 /* One value record; md5 (already checked to be 32 hex) rides on it and is verified against it. */
 static int emit_value(struct ingest *ig, const struct paddle_kv *kv, const struct paddle_kv *md5kv, int64_t rank,
-                      int64_t step, int64_t line, const char *phase_override)
+		      int64_t step, int64_t line, const char *phase_override)
 {
 	struct key_rule ru;
 	char name[160], md5[33];
 	rule_for(kv, &ru);
 	snprintf(name, sizeof name, "%.*s", (int)kv->key_len, kv->key);
-	struct rec r = {.rank = rank, .step = step, .micro = ALIGN_NO_MICRO, .seq = ALIGN_NO_SEQ, .line = line,
-	                .name = name, .phase = phase_override ? phase_override : ru.phase, .dtype = ru.dtype,
-	                .text = kv->val, .text_len = kv->val_len, .prec = ru.prec, .prec_n = ru.prec_n};
+	struct rec r = {.rank = rank,
+			.step = step,
+			.micro = ALIGN_NO_MICRO,
+			.seq = ALIGN_NO_SEQ,
+			.line = line,
+			.name = name,
+			.phase = phase_override ? phase_override : ru.phase,
+			.dtype = ru.dtype,
+			.text = kv->val,
+			.text_len = kv->val_len,
+			.prec = ru.prec,
+			.prec_n = ru.prec_n};
 	if (md5kv) {
 		for (int i = 0; i < 32; i++)
 			md5[i] = (char)(md5kv->val[i] | 0x20);
@@ -152,7 +167,7 @@ static int emit_value(struct ingest *ig, const struct paddle_kv *kv, const struc
 		int v = anchor_md5_verify(kv->val, kv->val_len, ru.prec, ru.prec_n, md5, &bits);
 		if (v == 0)
 			ingest_warn(ig, line, "%.*s %s does not match %s %.*s (md5 of the float32 it prints differs)",
-			            (int)md5kv->key_len, md5kv->key, md5, name, (int)kv->val_len, kv->val);
+				    (int)md5kv->key_len, md5kv->key, md5, name, (int)kv->val_len, kv->val);
 		uint32_t ub;
 		if (v == 1 && ru.prec != PREC_EXACT && !numtext_parse(kv->val, kv->val_len, ru.prec, ru.prec_n, &nt) &&
 		    !numtext_unique_f32(nt.lo, nt.hi, &ub))
@@ -180,14 +195,16 @@ static int step_back(struct ingest *ig, struct paddle_state *ps, int64_t step, i
 	if (rc)
 		return rc;
 	if (ps->restart_banner) {
-		ingest_warn(ig, line, "a rerun appended to this file restarts at global_step %lld (the last was %lld): "
-		            "the earlier records from step %lld on are superseded", (long long)step,
-		            (long long)ps->last_step, (long long)step);
+		ingest_warn(ig, line,
+			    "a rerun appended to this file restarts at global_step %lld (the last was %lld): "
+			    "the earlier records from step %lld on are superseded",
+			    (long long)step, (long long)ps->last_step, (long long)step);
 	} else {
-		ingest_warn(ig, line, "global_step went back from %lld to %lld without a trainer start banner (a rerun "
-		            "appended?): records from step %lld on are superseded%s", (long long)ps->last_step,
-		            (long long)step, (long long)step,
-		            ps->anchors && ps->anchors->n_anchors ? "; anchors printed before this line are lost" : "");
+		ingest_warn(ig, line,
+			    "global_step went back from %lld to %lld without a trainer start banner (a rerun "
+			    "appended?): records from step %lld on are superseded%s",
+			    (long long)ps->last_step, (long long)step, (long long)step,
+			    ps->anchors && ps->anchors->n_anchors ? "; anchors printed before this line are lost" : "");
 		if (ps->anchors)
 			anchor_restart(ps->anchors, step + 1);
 	}
@@ -201,14 +218,15 @@ static int check_md5s(struct ingest *ig, const struct paddle_kv *kv, size_t n, i
 			continue;
 		if (!anchor_is_md5(kv[i].val, kv[i].val_len))
 			return ingest_error(ig, line, "field '%.*s': malformed md5 '%.*s' (not 32 hex digits)",
-			                    (int)kv[i].key_len, kv[i].key, (int)(kv[i].val_len > 40 ? 40 : kv[i].val_len), kv[i].val);
+					    (int)kv[i].key_len, kv[i].key,
+					    (int)(kv[i].val_len > 40 ? 40 : kv[i].val_len), kv[i].val);
 	}
 	return ALIGN_OK;
 }
 
 /* The values of a dict at (step): each key by its rule, md5s on their values. */
 static int emit_values(struct ingest *ig, struct paddle_state *ps, const struct paddle_kv *kv, size_t n, int64_t step,
-                       int64_t line, int eval)
+		       int64_t line, int eval)
 {
 	char key[200];
 	for (size_t i = 0; i < n; i++) {
@@ -220,8 +238,14 @@ static int emit_values(struct ingest *ig, struct paddle_state *ps, const struct 
 				continue;
 			snprintf(key, sizeof key, "%.*s", (int)(k->key_len - 4), k->key);
 			struct paddle_kv base = {.key = key, .key_len = strlen(key), .val = NULL};
-			struct rec r = {.rank = ALIGN_NO_RANK, .step = step, .micro = ALIGN_NO_MICRO, .seq = ALIGN_NO_SEQ,
-			                .line = line, .name = key, .dtype = "fp32", .digest_alg = "md5"};
+			struct rec r = {.rank = ALIGN_NO_RANK,
+					.step = step,
+					.micro = ALIGN_NO_MICRO,
+					.seq = ALIGN_NO_SEQ,
+					.line = line,
+					.name = key,
+					.dtype = "fp32",
+					.digest_alg = "md5"};
 			char md5[33];
 			for (int j = 0; j < 32; j++)
 				md5[j] = (char)(k->val[j] | 0x20);
@@ -236,8 +260,8 @@ static int emit_values(struct ingest *ig, struct paddle_state *ps, const struct 
 		}
 		if (k->is_string || !is_number_text(k->val, k->val_len)) {
 			if (must_be_number(k))
-				return ingest_error(ig, line, "field '%.*s': not a number: '%.*s'", (int)k->key_len, k->key,
-				                    (int)(k->val_len > 60 ? 60 : k->val_len), k->val);
+				return ingest_error(ig, line, "field '%.*s': not a number: '%.*s'", (int)k->key_len,
+						    k->key, (int)(k->val_len > 60 ? 60 : k->val_len), k->val);
 			continue;
 		}
 		snprintf(key, sizeof key, "%.*s_md5", (int)k->key_len, k->key);
@@ -245,7 +269,9 @@ static int emit_values(struct ingest *ig, struct paddle_state *ps, const struct 
 		int64_t rank = ALIGN_NO_RANK;
 		if (is_mtp_loss(k) && !md5)
 			rank = ps->file_rank; /* per-rank value unless LOG_LOSS_MD5=1 averaged it */
-		ALIGN_TRY(ingest_err(ig), emit_value(ig, k, md5, rank, step, line, eval && key_prefix(k, "eval_") && key_suffix(k, "loss") ? "eval" : NULL));
+		ALIGN_TRY(ingest_err(ig),
+			  emit_value(ig, k, md5, rank, step, line,
+				     eval && key_prefix(k, "eval_") && key_suffix(k, "loss") ? "eval" : NULL));
 	}
 	return ALIGN_OK;
 }
@@ -273,7 +299,7 @@ int paddle_emit_dict(struct ingest *ig, struct paddle_state *ps, const struct pa
 	long long step = strtoll(num, &end, 10);
 	if (gs->is_string || !gs->val_len || gs->val_len > 18 || *end || step < 0)
 		return ingest_error(ig, line, "field 'global_step': not a step number: '%.*s'",
-		                    (int)(gs->val_len > 40 ? 40 : gs->val_len), gs->val);
+				    (int)(gs->val_len > 40 ? 40 : gs->val_len), gs->val);
 	if (ps->last_step && step <= ps->last_step && (rc = step_back(ig, ps, step, line)))
 		return rc;
 	ps->restart_banner = 0;
@@ -328,7 +354,7 @@ static size_t key_len_at(const char *s, size_t n)
 	if (!n || !((s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z') || s[0] == '_'))
 		return 0;
 	while (i < n && ((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
-	                 s[i] == '_' || s[i] == '.'))
+			 s[i] == '_' || s[i] == '.'))
 		i++;
 	return n - i >= 2 && s[i] == ':' && s[i + 1] == ' ' ? i : 0;
 }
@@ -336,9 +362,9 @@ static size_t key_len_at(const char *s, size_t n)
 struct msg_pairs {
 	struct paddle_kv kv[MAX_PAIRS];
 	size_t n;
-	size_t stop;            /* offset where parsing stopped (== length: all of it) */
-	int open_tensor;        /* a Tensor( value is not closed yet */
-	int tensors;            /* Tensor values skipped */
+	size_t stop;	 /* offset where parsing stopped (== length: all of it) */
+	int open_tensor; /* a Tensor( value is not closed yet */
+	int tensors;	 /* Tensor values skipped */
 	char tensor_key[64];
 };
 
@@ -385,9 +411,9 @@ static void split_pairs(const char *m, size_t n, struct msg_pairs *mp)
 struct plog {
 	struct paddle_state ps;
 	struct anchor_state as;
-	char *buf;               /* the current line without ANSI codes */
+	char *buf; /* the current line without ANSI codes */
 	size_t cap;
-	char *msg;               /* a message waiting for the rest of a multi-line Tensor(...) value */
+	char *msg; /* a message waiting for the rest of a multi-line Tensor(...) value */
 	size_t msg_len, msg_cap;
 	int64_t msg_line;
 	int cont_lines;
@@ -431,7 +457,7 @@ static int handle_msg(struct ingest *ig, struct plog *p, const char *m, size_t n
 		mp.stop = n; /* warned by flush_open */
 	if (mp.stop < n)
 		ingest_warn(ig, line, "trainer line: '%.*s' is not 'key: value': the rest of the line is ignored",
-		            (int)(n - mp.stop > 40 ? 40 : n - mp.stop), m + mp.stop);
+			    (int)(n - mp.stop > 40 ? 40 : n - mp.stop), m + mp.stop);
 	return paddle_emit_dict(ig, &p->ps, mp.kv, mp.n, line);
 }
 
@@ -487,7 +513,8 @@ static int flush_open(struct ingest *ig, struct plog *p, const char *where)
 {
 	size_t len = p->msg_len;
 	p->msg_len = 0;
-	ingest_warn(ig, p->msg_line, "a Tensor(...) value is not closed %s: the rest of that message is ignored", where);
+	ingest_warn(ig, p->msg_line, "a Tensor(...) value is not closed %s: the rest of that message is ignored",
+		    where);
 	return handle_msg(ig, p, p->msg, len, p->msg_line);
 }
 
@@ -530,7 +557,8 @@ static int plog_lines(struct ingest *ig, struct reader *rd, struct plog *p)
 		int64_t ln = ingest_current_line(ig);
 		if (!term) {
 			if (holds_record(p->buf, n))
-				ingest_warn(ig, ln, "last line is not terminated (the job was killed mid-print?): ignored");
+				ingest_warn(ig, ln,
+					    "last line is not terminated (the job was killed mid-print?): ignored");
 			break;
 		}
 		if (p->msg_len && prefix_end(p->buf, n) && (rc = flush_open(ig, p, "before the next log record")))
@@ -563,7 +591,8 @@ static int plog_parse(struct ingest *ig, struct reader *rd)
 	if (!rc)
 		rc = plog_lines(ig, rd, &p);
 	if (!rc && !p.ps.dicts && !p.as.n_anchors)
-		rc = ingest_error(ig, 0, "no Paddle trainer lines ('loss: ..., global_step: N') and no anchors in this file");
+		rc = ingest_error(ig, 0,
+				  "no Paddle trainer lines ('loss: ..., global_step: N') and no anchors in this file");
 	if (rc)
 		anchor_free(&p.as);
 	else

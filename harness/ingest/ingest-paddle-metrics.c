@@ -29,7 +29,7 @@
 void anchor_md5_f32(uint32_t bits, char hex[33])
 {
 	unsigned char le[4] = {(unsigned char)bits, (unsigned char)(bits >> 8), (unsigned char)(bits >> 16),
-	                       (unsigned char)(bits >> 24)};
+			       (unsigned char)(bits >> 24)};
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int n = 0;
 	EVP_Digest(le, 4, md, &n, EVP_md5(), NULL);
@@ -37,7 +37,10 @@ void anchor_md5_f32(uint32_t bits, char hex[33])
 		snprintf(hex + 2 * i, 3, "%02x", md[i]);
 }
 
-static int is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+static int is_hex(char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
 
 int anchor_is_md5(const char *s, size_t n)
 {
@@ -50,8 +53,14 @@ int anchor_is_md5(const char *s, size_t n)
 }
 
 /* float32 bits <-> an unsigned order in which adjacent floats are adjacent integers (-0 just below +0) */
-static uint32_t f32_order(uint32_t b) { return (b & 0x80000000u) ? ~b : b | 0x80000000u; }
-static uint32_t f32_unorder(uint32_t o) { return (o & 0x80000000u) ? o & 0x7fffffffu : ~o; }
+static uint32_t f32_order(uint32_t b)
+{
+	return (b & 0x80000000u) ? ~b : b | 0x80000000u;
+}
+static uint32_t f32_unorder(uint32_t o)
+{
+	return (o & 0x80000000u) ? o & 0x7fffffffu : ~o;
+}
 
 static uint32_t f32_bits(float f)
 {
@@ -105,7 +114,7 @@ struct pj {
 	size_t n;
 	char *out;
 	size_t o;
-	int sentinel;                  /* 1: NaN -> "\u0000nan" stand-ins; 0: NaN -> "nan" */
+	int sentinel; /* 1: NaN -> "\u0000nan" stand-ins; 0: NaN -> "nan" */
 	struct pyjson_member *m;
 	size_t max, n_m;
 };
@@ -158,7 +167,8 @@ static int rewrite(struct pj *p, char *err, size_t errlen)
 		if (in_str) {
 			if (c == '\\' && i + 1 < p->n) {
 				if (p->sentinel && p->n - i >= 6 && !memcmp(p->s + i, "\\u0000", 6)) {
-					snprintf(err, errlen, "a \\u0000 escape in a string is not supported (column %zu)", i + 1);
+					snprintf(err, errlen,
+						 "a \\u0000 escape in a string is not supported (column %zu)", i + 1);
 					return -1;
 				}
 				esc_in_key |= depth == 1 && st == IN_KEY;
@@ -206,8 +216,8 @@ static int rewrite(struct pj *p, char *err, size_t errlen)
 	return 0;
 }
 
-int pyjson_parse(const char *s, size_t n, json_t **out, struct pyjson_member *m, size_t max, size_t *n_m,
-                 char *err, size_t errlen)
+int pyjson_parse(const char *s, size_t n, json_t **out, struct pyjson_member *m, size_t max, size_t *n_m, char *err,
+		 size_t errlen)
 {
 	struct pj p = {.s = s, .n = n, .sentinel = 1, .m = m, .max = max};
 	*out = NULL;
@@ -225,7 +235,8 @@ int pyjson_parse(const char *s, size_t n, json_t **out, struct pyjson_member *m,
 	json_t *o = json_loadb(p.out, p.o, JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES, &e);
 	free(p.out);
 	if (!json_is_object(o)) {
-		snprintf(err, errlen, "%s (column %d)", o ? "a JSON value that is not an object" : e.text, o ? 1 : e.column);
+		snprintf(err, errlen, "%s (column %d)", o ? "a JSON value that is not an object" : e.text,
+			 o ? 1 : e.column);
 		json_decref(o);
 		return -1;
 	}
@@ -261,7 +272,7 @@ char *pyjson_strict(const char *s, size_t n)
 
 struct pm {
 	struct paddle_state ps;
-	char pid[32];                  /* metrics_dumper_pid of the last record */
+	char pid[32]; /* metrics_dumper_pid of the last record */
 };
 
 /* A line that does not parse: the tail of a half-written record glued to a whole one? */
@@ -288,7 +299,8 @@ static const char *glued_tail(const char *s, size_t n, json_t **o, struct pyjson
 static void note_pid(struct pm *pm, const struct pyjson_member *m, size_t n_m)
 {
 	for (size_t i = 0; i < n_m; i++) {
-		if (!m[i].key || m[i].key_len != 18 || memcmp(m[i].key, "metrics_dumper_pid", 18) || m[i].val_len >= sizeof pm->pid)
+		if (!m[i].key || m[i].key_len != 18 || memcmp(m[i].key, "metrics_dumper_pid", 18) ||
+		    m[i].val_len >= sizeof pm->pid)
 			continue;
 		char pid[32];
 		snprintf(pid, sizeof pid, "%.*s", (int)m[i].val_len, m[i].val);
@@ -308,8 +320,10 @@ static int pm_line(struct ingest *ig, struct pm *pm, const char *s, size_t n, st
 		const char *tail = glued_tail(s, n, &o, m, &n_m);
 		if (!tail)
 			return ingest_error(ig, line, "not a JSON object: %s", err);
-		ingest_warn(ig, line, "a half-written record (%zu bytes) is glued to the next one (a rerun appended after "
-		            "a kill?): it is ignored", (size_t)(tail - s));
+		ingest_warn(ig, line,
+			    "a half-written record (%zu bytes) is glued to the next one (a rerun appended after "
+			    "a kill?): it is ignored",
+			    (size_t)(tail - s));
 	}
 	json_decref(o); /* validated; the values are read from the raw members */
 	struct paddle_kv kv[MAX_MEMBERS];
@@ -317,8 +331,11 @@ static int pm_line(struct ingest *ig, struct pm *pm, const char *s, size_t n, st
 	for (size_t i = 0; i < n_m; i++) {
 		if (!m[i].key)
 			continue;
-		kv[k++] = (struct paddle_kv){.key = m[i].key, .key_len = m[i].key_len, .val = m[i].val,
-		                             .val_len = m[i].val_len, .is_string = m[i].kind != 0};
+		kv[k++] = (struct paddle_kv){.key = m[i].key,
+					     .key_len = m[i].key_len,
+					     .val = m[i].val,
+					     .val_len = m[i].val_len,
+					     .is_string = m[i].kind != 0};
 	}
 	note_pid(pm, m, n_m);
 	return paddle_emit_dict(ig, &pm->ps, kv, k, line);
@@ -348,7 +365,8 @@ static int pm_parse(struct ingest *ig, struct reader *rd)
 	if (got != 0 && got != 1)
 		return got;
 	if (!pm.ps.dicts)
-		return ingest_error(ig, 0, "no trainer records (\"loss\" and \"global_step\", or \"eval_loss\") in this file");
+		return ingest_error(ig, 0,
+				    "no trainer records (\"loss\" and \"global_step\", or \"eval_loss\") in this file");
 	return ALIGN_OK;
 }
 

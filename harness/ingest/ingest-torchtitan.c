@@ -63,13 +63,14 @@ static int tt_line(struct ingest *ig, struct tt_step **seen, size_t *n, size_t *
 	size_t loss_len;
 	if (tt_split(line, len, &step, &loss, &loss_len))
 		return ingest_error(ig, 0, "expected '<step> <loss>' (an integer step, one space, a number): '%.*s'",
-		                    (int)(len > 60 ? 60 : len), line);
+				    (int)(len > 60 ? 60 : len), line);
 	if (*n > 0 && step <= (*seen)[*n - 1].step) {
 		int64_t first = tt_seen(*seen, *n, step);
 		if (first)
-			return ingest_error(ig, 0, "duplicate step %lld (first at line %lld)", (long long)step, (long long)first);
+			return ingest_error(ig, 0, "duplicate step %lld (first at line %lld)", (long long)step,
+					    (long long)first);
 		return ingest_error(ig, 0, "step %lld after step %lld: steps must increase", (long long)step,
-		                    (long long)(*seen)[*n - 1].step);
+				    (long long)(*seen)[*n - 1].step);
 	}
 	if (*n == *cap) {
 		size_t c = *cap ? 2 * *cap : 256;
@@ -79,9 +80,16 @@ static int tt_line(struct ingest *ig, struct tt_step **seen, size_t *n, size_t *
 		*seen = grown, *cap = c;
 	}
 	(*seen)[(*n)++] = (struct tt_step){step, lineno};
-	struct rec r = {.rank = ALIGN_NO_RANK, .step = step, .micro = ALIGN_NO_MICRO, .seq = ALIGN_NO_SEQ,
-	                .name = "loss", .phase = "loss", .dtype = "fp32", .text = loss, .text_len = loss_len,
-	                .prec = PREC_EXACT};
+	struct rec r = {.rank = ALIGN_NO_RANK,
+			.step = step,
+			.micro = ALIGN_NO_MICRO,
+			.seq = ALIGN_NO_SEQ,
+			.name = "loss",
+			.phase = "loss",
+			.dtype = "fp32",
+			.text = loss,
+			.text_len = loss_len,
+			.prec = PREC_EXACT};
 	return ingest_emit(ig, &r);
 }
 

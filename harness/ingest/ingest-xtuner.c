@@ -36,7 +36,7 @@ enum xt_kind { XT_FORWARD, XT_BEFORE_CLIP, XT_AFTER_CLIP, XT_UNKNOWN };
 
 struct xt {
 	enum xt_kind kind;
-	int64_t step, micro, rank;   /* from the file name; -1 when it has none */
+	int64_t step, micro, rank; /* from the file name; -1 when it has none */
 	int warned_dtype, warned_key;
 };
 
@@ -70,11 +70,23 @@ static void xt_from_name(struct xt *x, const char *path)
 static const char *map_dtype(const char *t)
 {
 	static const char *const map[][2] = {
-		{"torch.float32", "fp32"}, {"torch.float", "fp32"}, {"torch.float64", "fp64"}, {"torch.double", "fp64"},
-		{"torch.bfloat16", "bf16"}, {"torch.float16", "fp16"}, {"torch.half", "fp16"}, {"torch.int64", "int64"},
-		{"torch.long", "int64"}, {"torch.int32", "int32"}, {"torch.int", "int32"}, {"torch.int16", "int16"},
-		{"torch.int8", "int8"}, {"torch.uint8", "uint8"}, {"torch.bool", "bool"},
-		{"torch.float8_e4m3fn", "fp8_e4m3"}, {"torch.float8_e5m2", "fp8_e5m2"},
+		{"torch.float32", "fp32"},
+		{"torch.float", "fp32"},
+		{"torch.float64", "fp64"},
+		{"torch.double", "fp64"},
+		{"torch.bfloat16", "bf16"},
+		{"torch.float16", "fp16"},
+		{"torch.half", "fp16"},
+		{"torch.int64", "int64"},
+		{"torch.long", "int64"},
+		{"torch.int32", "int32"},
+		{"torch.int", "int32"},
+		{"torch.int16", "int16"},
+		{"torch.int8", "int8"},
+		{"torch.uint8", "uint8"},
+		{"torch.bool", "bool"},
+		{"torch.float8_e4m3fn", "fp8_e4m3"},
+		{"torch.float8_e5m2", "fp8_e5m2"},
 	};
 	for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
 		if (!strcmp(t, map[i][0]))
@@ -92,7 +104,7 @@ static const struct pyjson_member *member(const struct pyjson_member *m, size_t 
 
 /* A number member (JSON number or NaN/Infinity): its raw text, or an error when it is anything else. */
 static int number(struct ingest *ig, json_t *o, const struct pyjson_member *m, size_t n, const char *key, int required,
-                  const struct pyjson_member **out)
+		  const struct pyjson_member **out)
 {
 	json_t *v = json_object_get(o, key);
 	const char *sp;
@@ -111,7 +123,8 @@ static void stat_add(char *buf, size_t len, const char *key, const struct pyjson
 	if (!v)
 		return;
 	size_t o = strlen(buf);
-	int special = v->val_len && (v->val[0] == 'N' || v->val[0] == 'I' || (v->val[0] == '-' && v->val_len > 1 && v->val[1] == 'I'));
+	int special = v->val_len && (v->val[0] == 'N' || v->val[0] == 'I' ||
+				     (v->val[0] == '-' && v->val_len > 1 && v->val[1] == 'I'));
 	const char *word = !special ? NULL : v->val[0] == 'N' ? "nan" : v->val[0] == 'I' ? "inf" : "-inf";
 	if (word)
 		snprintf(buf + o, len - o, "%s\"%s\":\"%s\"", o > 1 ? "," : "", key, word);
@@ -130,7 +143,8 @@ static int shape_text(struct ingest *ig, json_t *o, char **out)
 		return ingest_error(ig, 0, "missing field 'shape'");
 	if (!json_is_array(sh))
 		return ingest_error(ig, 0, "field 'shape': expected an array of integers");
-	json_array_foreach(sh, i, d) {
+	json_array_foreach(sh, i, d)
+	{
 		if (!json_is_integer(d) || json_integer_value(d) < 0)
 			return ingest_error(ig, 0, "field 'shape': dimension %zu is not a non-negative integer", i);
 	}
@@ -152,7 +166,7 @@ static int key_int(struct ingest *ig, struct xt *x, json_t *o, const char *key, 
 	if (from_name >= 0 && *out != from_name && !x->warned_key) {
 		x->warned_key = 1;
 		ingest_warn(ig, 0, "field '%s' is %lld but the file name says %lld: the field is used", key,
-		            (long long)*out, (long long)from_name);
+			    (long long)*out, (long long)from_name);
 	}
 	return ALIGN_OK;
 }
@@ -182,7 +196,8 @@ static int64_t exec_seq(const struct rec *r, enum xt_kind kind, int64_t line)
 	return (r->step << 40) | (slot << 24) | line;
 }
 
-static int xt_record(struct ingest *ig, struct xt *x, json_t *o, const struct pyjson_member *m, size_t n_m, int64_t line)
+static int xt_record(struct ingest *ig, struct xt *x, json_t *o, const struct pyjson_member *m, size_t n_m,
+		     int64_t line)
 {
 	struct rec r = {.line = line, .micro = ALIGN_NO_MICRO};
 	const struct pyjson_member *sum, *mean = NULL, *std = NULL, *wsum = NULL, *head = NULL;
@@ -196,8 +211,9 @@ static int xt_record(struct ingest *ig, struct xt *x, json_t *o, const struct py
 	if (!grad && !json_object_get(o, "tensor_sum"))
 		return ingest_error(ig, line, "neither 'tensor_sum' (forward record) nor 'grad_sum' (gradient record)");
 	if ((rc = number(ig, o, m, n_m, grad ? "grad_sum" : "tensor_sum", 1, &sum)) ||
-	    (grad && ((rc = number(ig, o, m, n_m, "grad_mean", 0, &mean)) || (rc = number(ig, o, m, n_m, "grad_std", 0, &std)) ||
-	              (rc = number(ig, o, m, n_m, "weight_sum", 0, &wsum)))) ||
+	    (grad && ((rc = number(ig, o, m, n_m, "grad_mean", 0, &mean)) ||
+		      (rc = number(ig, o, m, n_m, "grad_std", 0, &std)) ||
+		      (rc = number(ig, o, m, n_m, "weight_sum", 0, &wsum)))) ||
 	    (rc = key_int(ig, x, o, "step", x->step, &r.step)) ||
 	    (!grad && (rc = key_int(ig, x, o, "micro_batch_iter", x->micro, &r.micro))) ||
 	    (rc = key_int(ig, x, o, "rank", x->rank, &r.rank)))
@@ -207,7 +223,8 @@ static int xt_record(struct ingest *ig, struct xt *x, json_t *o, const struct py
 	if (r.rank < 0)
 		return ingest_error(ig, line, "no rank: neither a 'rank' field nor RANK_N in the file name");
 	if (!grad && r.micro < 0)
-		return ingest_error(ig, line, "no micro-batch: neither 'micro_batch_iter' nor MicroIter_N in the file name");
+		return ingest_error(ig, line,
+				    "no micro-batch: neither 'micro_batch_iter' nor MicroIter_N in the file name");
 	if (r.step >= (1ll << 23) || line >= (1ll << 24) || r.micro >= 65534)
 		return ingest_error(ig, line, "step, micro-batch or line number too large for the execution-order key");
 	const char *dtype = map_dtype(json_string_value(dt));
@@ -300,7 +317,7 @@ static int xt_detect(const char *head, size_t len, const char *path)
 	const char *nl = memchr(head + i, '\n', len - i);
 	size_t n = nl ? (size_t)(nl - head) - i : len - i;
 	int fields = memmem(head + i, n, "\"name\"", 6) &&
-	             (memmem(head + i, n, "\"tensor_sum\"", 12) || memmem(head + i, n, "\"grad_sum\"", 10));
+		     (memmem(head + i, n, "\"tensor_sum\"", 12) || memmem(head + i, n, "\"grad_sum\"", 10));
 	struct xt x;
 	xt_from_name(&x, path);
 	return fields ? (x.kind != XT_UNKNOWN ? 95 : 85) : 0;

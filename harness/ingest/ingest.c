@@ -19,11 +19,26 @@
 
 #include "ingest-impl.h"
 
-const char *ingest_path(const struct ingest *ig) { return reader_path(ig->r); }
-const struct ingest_opts *ingest_get_opts(const struct ingest *ig) { return ig->opts; }
-int64_t ingest_file_rank(const struct ingest *ig) { return ig->file_rank; }
-int64_t ingest_current_line(const struct ingest *ig) { return reader_lineno(ig->r); }
-struct align_err *ingest_err(struct ingest *ig) { return ig->e; }
+const char *ingest_path(const struct ingest *ig)
+{
+	return reader_path(ig->r);
+}
+const struct ingest_opts *ingest_get_opts(const struct ingest *ig)
+{
+	return ig->opts;
+}
+int64_t ingest_file_rank(const struct ingest *ig)
+{
+	return ig->file_rank;
+}
+int64_t ingest_current_line(const struct ingest *ig)
+{
+	return reader_lineno(ig->r);
+}
+struct align_err *ingest_err(struct ingest *ig)
+{
+	return ig->e;
+}
 
 void ingest_warn(struct ingest *ig, int64_t line, const char *fmt, ...)
 {
@@ -32,7 +47,8 @@ void ingest_warn(struct ingest *ig, int64_t line, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	snprintf(full, sizeof full, "%s:%lld: %s", ingest_path(ig), (long long)(line ? line : reader_lineno(ig->r)), msg);
+	snprintf(full, sizeof full, "%s:%lld: %s", ingest_path(ig), (long long)(line ? line : reader_lineno(ig->r)),
+		 msg);
 	if (!ig->opts->quiet)
 		warn_msg("%s", full);
 	json_array_append_new(ig->warnings, json_string(full));
@@ -219,7 +235,8 @@ int ingest_set_header(struct ingest *ig, const char *json_text)
 	char *text = rc ? NULL : json_dumps(cur, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(cur);
 	if (!rc)
-		rc = text ? store_set_run_header(ig->db, ig->run_id, text, ig->e) : fail_internal(ig->e, "out of memory");
+		rc = text ? store_set_run_header(ig->db, ig->run_id, text, ig->e)
+			  : fail_internal(ig->e, "out of memory");
 	free(text);
 	return rc;
 }
@@ -233,7 +250,10 @@ struct classified {
 	const char *dtype;
 };
 
-static int is_fp32(const char *d) { return !d || !strcmp(d, "fp32") || !strcmp(d, "float32"); }
+static int is_fp32(const char *d)
+{
+	return !d || !strcmp(d, "fp32") || !strcmp(d, "float32");
+}
 
 static int classify(struct ingest *ig, const struct rec *r, struct classified *c)
 {
@@ -257,7 +277,8 @@ static int classify(struct ingest *ig, const struct rec *r, struct classified *c
 	size_t n = r->text_len ? r->text_len : strlen(r->text);
 	struct numtext nt;
 	if (numtext_parse(r->text, n, r->prec, r->prec_n, &nt))
-		return ingest_error(ig, r->line, "field '%s': not a number: '%.*s'", r->name, (int)(n > 80 ? 80 : n), r->text);
+		return ingest_error(ig, r->line, "field '%s': not a number: '%.*s'", r->name, (int)(n > 80 ? 80 : n),
+				    r->text);
 	if (c->has_bits)
 		return ALIGN_OK; /* the exact bits win over the print */
 	if (nt.special == 1) {
@@ -374,7 +395,7 @@ static void progress(struct ingest *ig)
 		return;
 	ig->progress_at = now;
 	fprintf(stderr, "\ringesting %s: %lld records, %.1f MB", ingest_path(ig), (long long)ig->n_records,
-	        reader_bytes(ig->r) / 1e6);
+		reader_bytes(ig->r) / 1e6);
 }
 
 /* The occurrence of r's key in the run (counted on from the database's when the run preexisted);

@@ -25,28 +25,28 @@
 /* One observed value as a parser saw it. Pointers are borrowed for the duration of ingest_emit. */
 struct rec {
 	int64_t rank, step, micro;
-	int64_t seq;                /* ALIGN_NO_SEQ: assigned in emit order per rank */
-	int64_t line;               /* source line (0: the reader's current line) */
-	const char *name;           /* as printed */
-	const char *phase;          /* fwd, bwd, grad, param, optim, loss, metric, eval (NULL: loss) */
-	const char *dtype;          /* dtype of the underlying value (fp32 for losses), NULL unknown */
-	const char *shape;          /* JSON array text, NULL for scalars */
-	const char *text;           /* printed value, NULL if none */
-	size_t text_len;            /* 0: strlen(text) */
-	enum prec_kind prec;        /* how to read text */
-	int prec_n;                 /* decimals for PREC_DEC */
-	int has_bits;               /* bits are exact in dtype (ATF hex, md5-verified values) */
+	int64_t seq;	     /* ALIGN_NO_SEQ: assigned in emit order per rank */
+	int64_t line;	     /* source line (0: the reader's current line) */
+	const char *name;    /* as printed */
+	const char *phase;   /* fwd, bwd, grad, param, optim, loss, metric, eval (NULL: loss) */
+	const char *dtype;   /* dtype of the underlying value (fp32 for losses), NULL unknown */
+	const char *shape;   /* JSON array text, NULL for scalars */
+	const char *text;    /* printed value, NULL if none */
+	size_t text_len;     /* 0: strlen(text) */
+	enum prec_kind prec; /* how to read text */
+	int prec_n;	     /* decimals for PREC_DEC */
+	int has_bits;	     /* bits are exact in dtype (ATF hex, md5-verified values) */
 	uint64_t bits;
 	const char *digest, *digest_alg;
 	const char *stats, *head, *extra; /* JSON texts */
 	const void *payload;
 	size_t payload_len;
-	const char *missing;        /* the key is present but its value is not (why) */
+	const char *missing; /* the key is present but its value is not (why) */
 };
 
 struct ingest_opts {
-	int micro_batches;          /* --micro-batches N for order-derived anchors (default 1) */
-	char order[8][32];          /* --order main,mtp: print order of anchor losses per micro-batch */
+	int micro_batches; /* --micro-batches N for order-derived anchors (default 1) */
+	char order[8][32]; /* --order main,mtp: print order of anchor losses per micro-batch */
 	int n_order;
 	int quiet;
 };
@@ -113,6 +113,6 @@ int ingest_files_err(sqlite3 *db, const char *db_path, const char *as, int appen
 		     const struct ingest_opts *opts, char **files, int n_files, struct align_err *e);
 /* TRANSITIONAL (bisect): ingest_files_err(..., NULL): every message printed at once. */
 int ingest_files(sqlite3 *db, const char *db_path, const char *as, int append, const char *format,
-                 const struct ingest_opts *opts, char **files, int n_files);
+		 const struct ingest_opts *opts, char **files, int n_files);
 
 #endif

@@ -22,18 +22,22 @@ static const struct cmd_opt report_opts_table[] = {
 	{"first-diff", 'F', NULL,
 	 "stop reading after the step of the first differing value (a name in one\n"
 	 "run only does not stop it); the --metric names, or by default every name\n"
-	 "but job metadata, are followed to their own first difference", 0},
+	 "but job metadata, are followed to their own first difference",
+	 0},
 	{"metric", 'm', "M", "compare only M (any alias: 'lm loss' = loss); repeatable", 0},
 	{"all", 'A', NULL,
 	 "compare job metadata too: timings, throughput, memory, consumed samples,\n"
-	 "batch size, progress (phase 'meta'), left out by default", 0},
+	 "batch size, progress (phase 'meta'), left out by default",
+	 0},
 	{"map", 'M', "FILE",
 	 "name rules, one a line: REGEX -> NAME (POSIX ERE on the printed name,\n"
-	 "first match wins, '#' comments); reads every record; implies --all", 0},
+	 "first match wins, '#' comments); reads every record; implies --all",
+	 0},
 	{"format", 'f', "F",
 	 "text (default), md, json or html: one self-contained page with a chart\n"
 	 "of each scalar metric's |a-b|/|a| per step (no step is skipped by its\n"
-	 "summary: the charts need every step's values)", 0},
+	 "summary: the charts need every step's values)",
+	 0},
 	{"out", 'o', "F", "write the report to F (atomically) instead of stdout", 0},
 	{"limit", 'l', "N", "differing records listed (default 20)", 0},
 	{"no-stepsum", 'S', NULL, "read every record instead of skipping steps with equal summaries", 0},
@@ -73,15 +77,22 @@ static int parse_runs(struct report_args *a, const char *text)
 
 static int parse_format(struct report_args *a, const char *text)
 {
-	static const struct { const char *name; enum report_format f; } formats[] = {
-		{"text", REPORT_TEXT}, {"json", REPORT_JSON}, {"md", REPORT_MD}, {"html", REPORT_HTML},
+	static const struct {
+		const char *name;
+		enum report_format f;
+	} formats[] = {
+		{"text", REPORT_TEXT},
+		{"json", REPORT_JSON},
+		{"md", REPORT_MD},
+		{"html", REPORT_HTML},
 	};
 	for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
 		if (!strcmp(text, formats[i].name)) {
 			a->fmt = formats[i].f;
 			return ALIGN_OK;
 		}
-	return fail_input(&a->ctx->err, "option '--format': unknown format '%s' (expected text, json, md or html)", text);
+	return fail_input(&a->ctx->err, "option '--format': unknown format '%s' (expected text, json, md or html)",
+			  text);
 }
 
 /* One option of report_opts_table (opts.h). */
@@ -90,19 +101,35 @@ static int on_opt(void *u, int key, const char *arg)
 	struct report_args *a = u;
 	long long n;
 	switch (key) {
-	case 'd': a->db_opt = arg; return ALIGN_OK;
-	case 'r': return parse_runs(a, arg);
-	case 'F': a->o.first_diff = 1; return ALIGN_OK;
-	case 'm': a->metrics[a->o.n_metrics++] = arg; return ALIGN_OK;
-	case 'M': a->o.map_path = arg; return ALIGN_OK;
-	case 'f': return parse_format(a, arg);
-	case 'o': a->out_path = arg; return ALIGN_OK;
+	case 'd':
+		a->db_opt = arg;
+		return ALIGN_OK;
+	case 'r':
+		return parse_runs(a, arg);
+	case 'F':
+		a->o.first_diff = 1;
+		return ALIGN_OK;
+	case 'm':
+		a->metrics[a->o.n_metrics++] = arg;
+		return ALIGN_OK;
+	case 'M':
+		a->o.map_path = arg;
+		return ALIGN_OK;
+	case 'f':
+		return parse_format(a, arg);
+	case 'o':
+		a->out_path = arg;
+		return ALIGN_OK;
 	case 'l':
 		ALIGN_TRY(&a->ctx->err, cmd_parse_int_err("--limit", arg, 0, 1000000, &n, &a->ctx->err));
 		a->o.limit = (long)n;
 		return ALIGN_OK;
-	case 'S': a->o.no_stepsum = 1; return ALIGN_OK;
-	case 'A': a->o.all = 1; return ALIGN_OK;
+	case 'S':
+		a->o.no_stepsum = 1;
+		return ALIGN_OK;
+	case 'A':
+		a->o.all = 1;
+		return ALIGN_OK;
 	}
 	return fail_internal(&a->ctx->err, "option key %d has no handler", key);
 }

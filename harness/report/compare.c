@@ -15,16 +15,26 @@ static const char *const verdict_names[VERDICT_COUNT] = {
 	"bitwise-equal", "equal-as-printed", "differ", "incomparable", "only-in-a", "only-in-b",
 };
 
-const char *verdict_name(enum verdict v) { return v < VERDICT_COUNT ? verdict_names[v] : "?"; }
+const char *verdict_name(enum verdict v)
+{
+	return v < VERDICT_COUNT ? verdict_names[v] : "?";
+}
 
-int verdict_is_difference(enum verdict v) { return v >= VERDICT_DIFFER && v < VERDICT_COUNT; }
+int verdict_is_difference(enum verdict v)
+{
+	return v >= VERDICT_DIFFER && v < VERDICT_COUNT;
+}
 
-static int is(const char *dtype, const char *name) { return dtype && !strcmp(dtype, name); }
+static int is(const char *dtype, const char *name)
+{
+	return dtype && !strcmp(dtype, name);
+}
 
 /* The result outlives the values: name dtypes by static strings. */
 static const char *static_dtype(const char *dtype)
 {
-	static const char *const known[] = {"fp64", "fp32", "bf16", "fp16", "int64", "int32", "int16", "int8", "uint8", "bool"};
+	static const char *const known[] = {"fp64",  "fp32",  "bf16", "fp16",  "int64",
+					    "int32", "int16", "int8", "uint8", "bool"};
 	for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
 		if (is(dtype, known[i]))
 			return known[i];
@@ -48,7 +58,10 @@ static double float_of(uint32_t b)
 /* Integer dtypes: bits hold the two's complement value in the dtype's width. */
 static int int_width(const char *dtype)
 {
-	static const struct { const char *name; int width; } ints[] = {
+	static const struct {
+		const char *name;
+		int width;
+	} ints[] = {
 		{"int64", 64}, {"int32", 32}, {"int16", 16}, {"int8", 8}, {"uint8", -8}, {"bool", -8},
 	};
 	for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
@@ -160,7 +173,8 @@ static void bits_same_dtype(const struct cmp_value *a, const struct cmp_value *b
 		if (isnan(va) && isnan(vb))
 			set(r, VERDICT_DIFFER, "both NaN, with different bits (%s)", dt);
 		else
-			set(r, VERDICT_DIFFER, "%s is NaN and %s is not (%s)", isnan(va) ? "a" : "b", isnan(va) ? "b" : "a", dt);
+			set(r, VERDICT_DIFFER, "%s is NaN and %s is not (%s)", isnan(va) ? "a" : "b",
+			    isnan(va) ? "b" : "a", dt);
 		return;
 	}
 	r->has_ulp = ulp_same(a->dtype, a->bits, b->bits, &r->ulp);
@@ -201,37 +215,39 @@ static void bits_cross_dtype(const struct cmp_value *a, const struct cmp_value *
 {
 	double va, vb;
 	if (!compare_bits_to_double(a->dtype, a->bits, &va) || !compare_bits_to_double(b->dtype, b->bits, &vb)) {
-		set(r, VERDICT_INCOMPARABLE, "bits in %s and %s cannot be compared", a->dtype ? a->dtype : "an unknown dtype",
-		    b->dtype ? b->dtype : "an unknown dtype");
+		set(r, VERDICT_INCOMPARABLE, "bits in %s and %s cannot be compared",
+		    a->dtype ? a->dtype : "an unknown dtype", b->dtype ? b->dtype : "an unknown dtype");
 		return;
 	}
 	if (isnan(va) || isnan(vb)) {
 		if (isnan(va) && isnan(vb))
-			set(r, VERDICT_EQUAL_AS_PRINTED, "both NaN (%s and %s: payloads not comparable across dtypes)", a->dtype,
-			    b->dtype);
+			set(r, VERDICT_EQUAL_AS_PRINTED, "both NaN (%s and %s: payloads not comparable across dtypes)",
+			    a->dtype, b->dtype);
 		else
 			set(r, VERDICT_DIFFER, "%s is NaN and %s is not", isnan(va) ? "a" : "b", isnan(va) ? "b" : "a");
 		return;
 	}
 	const char *w = wider(a->dtype, b->dtype);
 	if (va == vb && signbit(va) == signbit(vb)) {
-		set(r, VERDICT_BITWISE_EQUAL, "the %s value is exactly the %s value (%s vs %s)", a->dtype, b->dtype, a->dtype,
-		    b->dtype);
+		set(r, VERDICT_BITWISE_EQUAL, "the %s value is exactly the %s value (%s vs %s)", a->dtype, b->dtype,
+		    a->dtype, b->dtype);
 		return;
 	}
 	r->has_ulp = ulp_same(w, bits_in(w, va), bits_in(w, vb), &r->ulp);
 	r->ulp_dtype = w;
 	rel_diff(r, va, vb);
-	set(r, VERDICT_DIFFER, "%s vs %s: values differ by %llu ulp of %s", a->dtype, b->dtype, (unsigned long long)r->ulp, w);
+	set(r, VERDICT_DIFFER, "%s vs %s: values differ by %llu ulp of %s", a->dtype, b->dtype,
+	    (unsigned long long)r->ulp, w);
 }
 
 /* Side x has an md5 digest only, side y exact bits. */
 static void md5_vs_bits(const struct cmp_value *x, const struct cmp_value *y, const char *xn, const char *yn,
-                        struct cmp_result *r)
+			struct cmp_result *r)
 {
 	double v;
 	if (!compare_bits_to_double(y->dtype, y->bits, &v) || int_width(y->dtype)) {
-		set(r, VERDICT_INCOMPARABLE, "%s has an md5 digest, %s has %s bits", xn, yn, y->dtype ? y->dtype : "untyped");
+		set(r, VERDICT_INCOMPARABLE, "%s has an md5 digest, %s has %s bits", xn, yn,
+		    y->dtype ? y->dtype : "untyped");
 		return;
 	}
 	float f = (float)v;
@@ -250,14 +266,17 @@ static void md5_vs_bits(const struct cmp_value *x, const struct cmp_value *y, co
 	if (same && exact)
 		set(r, VERDICT_BITWISE_EQUAL, "md5 of %s's fp32 bits 0x%08x%s equals %s's md5 digest", yn, fb, how, xn);
 	else if (same)
-		set(r, VERDICT_EQUAL_AS_PRINTED, "md5 of %s's value%s 0x%08x equals %s's md5 digest; %s is not a float32", yn,
-		    how, fb, xn, yn);
+		set(r, VERDICT_EQUAL_AS_PRINTED,
+		    "md5 of %s's value%s 0x%08x equals %s's md5 digest; %s is not a float32", yn, how, fb, xn, yn);
 	else
-		set(r, VERDICT_DIFFER, "md5 of %s's fp32 bits 0x%08x%s is %s, %s's md5 digest is %.40s", yn, fb, how, hex, xn,
-		    x->digest);
+		set(r, VERDICT_DIFFER, "md5 of %s's fp32 bits 0x%08x%s is %s, %s's md5 digest is %.40s", yn, fb, how,
+		    hex, xn, x->digest);
 }
 
-static int has_number(const struct cmp_value *v) { return v->has_bits || v->has_value || v->has_interval || v->is_nan; }
+static int has_number(const struct cmp_value *v)
+{
+	return v->has_bits || v->has_value || v->has_interval || v->is_nan;
+}
 
 /* Interval of a side: printed [lo, hi], or the exact value as [v, v]. */
 static int interval_of(const struct cmp_value *v, double *lo, double *hi, double *mid)
@@ -330,20 +349,25 @@ static void values(const struct cmp_value *a, const struct cmp_value *b, struct 
 	if (la == ha && lb == hb)
 		set(r, VERDICT_DIFFER, "values differ: %.17g vs %.17g", ma, mb);
 	else
-		set(r, VERDICT_DIFFER, "printed values do not overlap: a in [%.10g, %.10g], b in [%.10g, %.10g]", la, ha, lb,
-		    hb);
+		set(r, VERDICT_DIFFER, "printed values do not overlap: a in [%.10g, %.10g], b in [%.10g, %.10g]", la,
+		    ha, lb, hb);
 }
 
-static int is_md5(const struct cmp_value *v) { return v->digest && v->digest_alg && !strcasecmp(v->digest_alg, "md5"); }
+static int is_md5(const struct cmp_value *v)
+{
+	return v->digest && v->digest_alg && !strcasecmp(v->digest_alg, "md5");
+}
 
 void compare_values(const struct cmp_value *a, const struct cmp_value *b, struct cmp_result *r)
 {
 	memset(r, 0, sizeof *r);
 	if (a->missing || b->missing) {
 		if (a->missing && b->missing)
-			set(r, VERDICT_EQUAL_AS_PRINTED, "missing on both sides (a: %.100s; b: %.100s)", a->missing, b->missing);
+			set(r, VERDICT_EQUAL_AS_PRINTED, "missing on both sides (a: %.100s; b: %.100s)", a->missing,
+			    b->missing);
 		else
-			set(r, VERDICT_DIFFER, "missing in %s: %.200s", a->missing ? "a" : "b", a->missing ? a->missing : b->missing);
+			set(r, VERDICT_DIFFER, "missing in %s: %.200s", a->missing ? "a" : "b",
+			    a->missing ? a->missing : b->missing);
 		return;
 	}
 	if (a->has_bits && b->has_bits) {
@@ -377,9 +401,15 @@ void compare_values(const struct cmp_value *a, const struct cmp_value *b, struct
 		return;
 	}
 	if (a->digest && b->digest)
-		set(r, VERDICT_INCOMPARABLE, "digests of different algorithms (%s vs %s)", a->digest_alg ? a->digest_alg : "?",
-		    b->digest_alg ? b->digest_alg : "?");
+		set(r, VERDICT_INCOMPARABLE, "digests of different algorithms (%s vs %s)",
+		    a->digest_alg ? a->digest_alg : "?", b->digest_alg ? b->digest_alg : "?");
 	else
-		set(r, VERDICT_INCOMPARABLE, "%s has %s, %s has %s", "a", a->digest ? "only a digest" : has_number(a) ? "only a value" : "no value",
-		    "b", b->digest ? "only a digest" : has_number(b) ? "only a value" : "no value");
+		set(r, VERDICT_INCOMPARABLE, "%s has %s, %s has %s", "a",
+		    a->digest	    ? "only a digest"
+		    : has_number(a) ? "only a value"
+				    : "no value",
+		    "b",
+		    b->digest	    ? "only a digest"
+		    : has_number(b) ? "only a value"
+				    : "no value");
 }

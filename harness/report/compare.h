@@ -38,29 +38,29 @@ enum verdict {
 
 /* What one side knows of a value. Strings are borrowed; NULL means absent. */
 struct cmp_value {
-	const char *dtype;      /* fp32, fp64, bf16, fp16, int64, ... (NULL: unknown) */
-	int has_bits;           /* bits are exact in dtype */
+	const char *dtype; /* fp32, fp64, bf16, fp16, int64, ... (NULL: unknown) */
+	int has_bits;	   /* bits are exact in dtype */
 	uint64_t bits;
-	int has_value;          /* value is the parsed (or exact) number */
+	int has_value; /* value is the parsed (or exact) number */
 	double value;
-	int has_interval;       /* [lo, hi]: the reals the print may stand for */
+	int has_interval; /* [lo, hi]: the reals the print may stand for */
 	double lo, hi;
-	int digits;             /* significant digits printed (0: exact or not printed) */
-	int is_nan;             /* printed (or stored) as NaN */
-	const char *text;       /* as printed */
+	int digits;	  /* significant digits printed (0: exact or not printed) */
+	int is_nan;	  /* printed (or stored) as NaN */
+	const char *text; /* as printed */
 	const char *digest, *digest_alg;
-	const char *missing;    /* why the value is absent */
+	const char *missing; /* why the value is absent */
 };
 
 struct cmp_result {
 	enum verdict verdict;
-	int has_ulp;            /* ulp is the distance in units of ulp_dtype */
+	int has_ulp; /* ulp is the distance in units of ulp_dtype */
 	uint64_t ulp;
-	const char *ulp_dtype;  /* static string */
-	int has_rel;            /* rel_diff = |a-b| / max(|a|,|b|), both finite */
+	const char *ulp_dtype; /* static string */
+	int has_rel;	       /* rel_diff = |a-b| / max(|a|,|b|), both finite */
 	double rel_diff;
-	int digits;             /* equal as printed: significant digits of the coarser printed side (0: none) */
-	char reason[256];       /* one line, lower case, says why */
+	int digits;	  /* equal as printed: significant digits of the coarser printed side (0: none) */
+	char reason[256]; /* one line, lower case, says why */
 };
 
 /* Decide the verdict for a matched pair (never ONLY_A / ONLY_B). Pure: no I/O, no allocation. */

@@ -10,9 +10,9 @@
 
 /* Interned strings (canonical names): id <-> string, open addressing on an xxh3 hash. */
 struct rp_strtab {
-	char **s;          /* id -> string (owned) */
+	char **s; /* id -> string (owned) */
 	size_t n, cap;
-	int32_t *slot;     /* hash slot -> id + 1 (0: empty) */
+	int32_t *slot; /* hash slot -> id + 1 (0: empty) */
 	size_t slot_cap;
 };
 
@@ -24,11 +24,11 @@ struct rp_rule {
 /* One (rank, step) of the union of both runs' step summaries. Side 0 = run A, 1 = run B. */
 struct rp_unit {
 	int64_t rank, step;
-	int in[2];             /* present in the run's stepsum */
-	int64_t n[2], nx[2];   /* stepsum n, n_exact */
+	int in[2];	     /* present in the run's stepsum */
+	int64_t n[2], nx[2]; /* stepsum n, n_exact */
 	int64_t h[2];
-	int same;              /* summaries equal: not read, counted */
-	int read;              /* to be read (not same, or same but needed for per-name counts) */
+	int same;	       /* summaries equal: not read, counted */
+	int read;	       /* to be read (not same, or same but needed for per-name counts) */
 	int64_t sn[2], snx[2]; /* records in scope (after --metric) and how many of them are exact */
 	int64_t nread[2];      /* records read */
 	int metrics_counted;   /* its per-name counts came from canon_counts: reading it must not add them */
@@ -62,39 +62,39 @@ struct store_step_reader;
 
 struct rp_ctx {
 	sqlite3 *db;
-	struct align_err *e;            /* where a failure leaves its message (the command's context) */
+	struct align_err *e; /* where a failure leaves its message (the command's context) */
 	const struct report_opts *o;
 	struct report *r;
 	struct rp_rule *rules;
 	size_t n_rules;
-	struct rp_strtab names;         /* canonical names; metric i of r->metrics has names id i */
+	struct rp_strtab names; /* canonical names; metric i of r->metrics has names id i */
 	size_t metrics_cap;
-	unsigned char *want;            /* per name id: in scope */
-	int filtering;                  /* only the names in want are read: --metric, or the numerics
+	unsigned char *want; /* per name id: in scope */
+	int filtering;	     /* only the names in want are read: --metric, or the numerics
 	                                 * scope leaving meta names out (then filter is empty) */
-	char **filter;                  /* the canonical --metric names */
+	char **filter;	     /* the canonical --metric names */
 	int n_filter;
-	int read_all;                   /* --map or --no-stepsum: no fast path */
-	struct rp_unit *units;          /* sorted by (step, rank) */
+	int read_all;	       /* --map or --no-stepsum: no fast path */
+	struct rp_unit *units; /* sorted by (step, rank) */
 	size_t n_units;
-	int32_t *unit_slot;             /* hash (rank, step) -> unit index + 1 */
+	int32_t *unit_slot; /* hash (rank, step) -> unit index + 1 */
 	size_t unit_slot_cap;
-	struct rp_source *sources;      /* sorted by id */
+	struct rp_source *sources; /* sorted by id */
 	size_t n_sources;
 	struct store_step_reader *read_q; /* one step of one run: see report-scan.c */
-	char *canon_json;               /* the names to read, JSON array text (SQL canons) */
-	char *arena;                    /* strings of the rows of the current step */
+	char *canon_json;		  /* the names to read, JSON array text (SQL canons) */
+	char *arena;			  /* strings of the rows of the current step */
 	size_t arena_len, arena_cap;
-	int oom;                        /* the arena could not grow */
+	int oom; /* the arena could not grow */
 	struct rp_row *rows[2];
 	size_t n_rows[2], cap_rows[2];
 	struct rp_pair *pairs;
 	size_t n_pairs, cap_pairs;
-	int64_t remaining;              /* names in scope without a first difference yet */
-	int phase2;                     /* --first-diff past the first difference: only `remaining` */
-	int64_t first_diff_step;        /* step of r->first_diff (--first-diff seeks first_only_in through it) */
-	int have_bad;                   /* a record that is not bitwise-equal has been seen */
-	int64_t step_records;           /* records of the current step in scope (for proven_through) */
+	int64_t remaining;	 /* names in scope without a first difference yet */
+	int phase2;		 /* --first-diff past the first difference: only `remaining` */
+	int64_t first_diff_step; /* step of r->first_diff (--first-diff seeks first_only_in through it) */
+	int have_bad;		 /* a record that is not bitwise-equal has been seen */
+	int64_t step_records;	 /* records of the current step in scope (for proven_through) */
 	int step_all_exact;
 };
 

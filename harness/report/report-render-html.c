@@ -157,16 +157,16 @@ static void fill_notes(const struct report *r, FILE *out)
 	}
 	if (r->unread_a || r->unread_b) {
 		snprintf(buf, sizeof buf,
-		         "--first-diff: %lld records of '%s' and %lld of '%s' in later differing steps were "
-		         "not compared; the charts stop where reading stopped.",
-		         (long long)r->unread_a, r->a.name, (long long)r->unread_b, r->b.name);
+			 "--first-diff: %lld records of '%s' and %lld of '%s' in later differing steps were "
+			 "not compared; the charts stop where reading stopped.",
+			 (long long)r->unread_a, r->a.name, (long long)r->unread_b, r->b.name);
 		note(out, buf);
 	}
 	if (r->has_searched_through) {
 		snprintf(buf, sizeof buf,
-		         "--first-diff stopped after step %lld: per-metric first differences and the charts "
-		         "are known through that step.",
-		         (long long)r->searched_through);
+			 "--first-diff stopped after step %lld: per-metric first differences and the charts "
+			 "are known through that step.",
+			 (long long)r->searched_through);
 		note(out, buf);
 	}
 }
@@ -175,20 +175,20 @@ static void counts_cells(FILE *out, const struct report_counts *c)
 {
 	td_int(out, rr_compared(c));
 	static const enum verdict order[] = {VERDICT_BITWISE_EQUAL, VERDICT_EQUAL_AS_PRINTED, VERDICT_DIFFER,
-	                                     VERDICT_INCOMPARABLE,  VERDICT_ONLY_A,           VERDICT_ONLY_B};
+					     VERDICT_INCOMPARABLE,  VERDICT_ONLY_A,	      VERDICT_ONLY_B};
 	for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
 		if (c->v[order[i]])
 			fprintf(out, "<td class=\"num v-%s\">%lld</td>", verdict_name(order[i]),
-			        (long long)c->v[order[i]]);
+				(long long)c->v[order[i]]);
 		else
 			td_int(out, 0);
 	}
 }
 
 static const char counts_head[] = "<th class=\"num\">compared</th><th class=\"num\">bitwise-equal</th>"
-                                  "<th class=\"num\">equal as printed</th><th class=\"num\">differ</th>"
-                                  "<th class=\"num\">incomparable</th><th class=\"num\">only in a</th>"
-                                  "<th class=\"num\">only in b</th>";
+				  "<th class=\"num\">equal as printed</th><th class=\"num\">differ</th>"
+				  "<th class=\"num\">incomparable</th><th class=\"num\">only in a</th>"
+				  "<th class=\"num\">only in b</th>";
 
 static void fill_totals(const struct report *r, FILE *out)
 {
@@ -204,7 +204,7 @@ static void fill_metrics(const struct report *r, FILE *out)
 		return;
 	}
 	fprintf(out, "<table>\n<tr><th>metric</th>%s<th class=\"num\">first difference at step</th></tr>\n",
-	        counts_head);
+		counts_head);
 	for (size_t i = 0; i < r->n_metrics; i++) {
 		const struct report_metric *m = &r->metrics[i];
 		char step[24];
@@ -246,7 +246,7 @@ static void first_item(FILE *out, const char *label, const struct report_item *i
 	fputs("</code> at ", out);
 	esc(out, key);
 	fprintf(out, " <span class=\"v-%s\">%s</span></h3>\n<p class=\"note\">", verdict_name(it->cmp.verdict),
-	        verdict_name(it->cmp.verdict));
+		verdict_name(it->cmp.verdict));
 	esc(out, it->cmp.reason);
 	if (it->cmp.has_ulp)
 		fprintf(out, "; ulp distance %" PRIu64 " (%s)", it->cmp.ulp, it->cmp.ulp_dtype);
@@ -268,10 +268,10 @@ static void first_item(FILE *out, const char *label, const struct report_item *i
 		snprintf(db, sizeof db, "%d", b->digits);
 	if (a->present)
 		snprintf(fa, sizeof fa, "%s:%lld (seq %lld)", a->file ? a->file : "?", (long long)a->line,
-		         (long long)a->seq);
+			 (long long)a->seq);
 	if (b->present)
 		snprintf(fb, sizeof fb, "%s:%lld (seq %lld)", b->file ? b->file : "?", (long long)b->line,
-		         (long long)b->seq);
+			 (long long)b->seq);
 	side_row(out, "value", rr_side_value(a, va, sizeof va), rr_side_value(b, vb, sizeof vb));
 	side_row(out, "name as printed", a->name, b->name);
 	side_row(out, "significant digits", *da ? da : NULL, *db ? db : NULL);
@@ -304,8 +304,8 @@ static void fill_diffs(const struct report *r, FILE *out)
 	}
 	char buf[160];
 	snprintf(buf, sizeof buf, "The first %zu of %lld%s, in execution order.", r->n_diffs,
-	         (long long)r->n_diff_total,
-	         r->first_diff_mode && !r->metrics_cover_skipped ? " through the first differing step" : "");
+		 (long long)r->n_diff_total,
+		 r->first_diff_mode && !r->metrics_cover_skipped ? " through the first differing step" : "");
 	note(out, buf);
 	fputs("<table>\n<tr><th class=\"num\">step</th><th class=\"num\">micro</th><th "
 	      "class=\"num\">rank</th><th>name</th>"
@@ -343,10 +343,10 @@ static void fill_diffs(const struct report *r, FILE *out)
 /* The scales of one chart: steps on x, log10 of the ratio on y. */
 struct chart {
 	int64_t s0, s1; /* step range */
-	double l0, l1;  /* decades shown (l0 < l1); none when no ratio */
+	double l0, l1;	/* decades shown (l0 < l1); none when no ratio */
 	int has_rel;
 	unsigned verdicts; /* of every step */
-	double mark_w;     /* width of a step's mark */
+	double mark_w;	   /* width of a step's mark */
 };
 
 /* Half a step of margin on either side keeps the first and last marks inside the plot. */
@@ -398,7 +398,7 @@ static void chart_axes(FILE *out, const struct chart *ch, const struct report_me
 {
 	fprintf(out, "<rect class=\"band\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\"/>\n", X0, Y0, X1 - X0, BAND);
 	fprintf(out, "<rect class=\"band\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\"/>\n", X0, Y1 - BAND, X1 - X0,
-	        BAND);
+		BAND);
 	fprintf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">one run</text>\n", X0 - 6, Y0 + 11);
 	fprintf(out, "<line class=\"axis\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>\n", X0, Y0, X0, Y1);
 	fprintf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">equal</text>\n", X0 - 6, Y1 - 3);
@@ -410,31 +410,31 @@ static void chart_axes(FILE *out, const struct chart *ch, const struct report_me
 			fprintf(out, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">1e%d</text>\n", X0 - 6, y + 4, d);
 	}
 	unsigned compared = (1u << VERDICT_BITWISE_EQUAL) | (1u << VERDICT_EQUAL_AS_PRINTED) | (1u << VERDICT_DIFFER) |
-	                    (1u << VERDICT_INCOMPARABLE);
-	const char *why = ch->has_rel                                   ? NULL
-	                  : ch->verdicts & (1u << VERDICT_DIFFER)       ? "no difference with a finite ratio"
-	                  : ch->verdicts & (1u << VERDICT_INCOMPARABLE) ? "no value comparable"
-	                  : ch->verdicts & compared                     ? "no value differs"
-	                                                                : "no value in both runs";
+			    (1u << VERDICT_INCOMPARABLE);
+	const char *why = ch->has_rel					? NULL
+			  : ch->verdicts & (1u << VERDICT_DIFFER)	? "no difference with a finite ratio"
+			  : ch->verdicts & (1u << VERDICT_INCOMPARABLE) ? "no value comparable"
+			  : ch->verdicts & compared			? "no value differs"
+									: "no value in both runs";
 	if (why)
 		fprintf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", (X0 + X1) / 2,
-		        (LOG_TOP + LOG_BOT) / 2, why);
+			(LOG_TOP + LOG_BOT) / 2, why);
 	fprintf(out, "<line class=\"axis\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>\n", X0, Y1, X1, Y1);
 	int64_t t = nice_step(ch->s1 - ch->s0);
 	for (int64_t s = (ch->s0 + t - 1) / t * t; s <= ch->s1; s += t) {
 		double x = chart_x(ch, s);
 		fprintf(out, "<line class=\"axis\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\"/>", x, Y1, x, Y1 + 4);
 		fprintf(out, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%lld</text>\n", x, Y1 + 16,
-		        (long long)s);
+			(long long)s);
 	}
 	fprintf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">step</text>\n", X0 - 6, Y1 + 16);
 	if (m->has_first_diff && m->first_diff_step >= ch->s0 && m->first_diff_step <= ch->s1) {
 		double x = chart_x(ch, m->first_diff_step);
 		fprintf(out,
-		        "<line class=\"firstdiff\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\"><title>first "
-		        "difference: step "
-		        "%lld</title></line>\n",
-		        x, Y0, x, Y1, (long long)m->first_diff_step);
+			"<line class=\"firstdiff\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\"><title>first "
+			"difference: step "
+			"%lld</title></line>\n",
+			x, Y0, x, Y1, (long long)m->first_diff_step);
 	}
 }
 
@@ -443,7 +443,7 @@ static void chart_marks(FILE *out, const struct chart *ch, const struct report_p
 {
 	char title[256];
 	size_t n = (size_t)snprintf(title, sizeof title, s0 == s1 ? "step %lld:" : "steps %lld-%lld:", (long long)s0,
-	                            (long long)s1);
+				    (long long)s1);
 	for (int v = 0; v < VERDICT_COUNT && n < sizeof title; v++)
 		if (p->verdicts & (1u << v))
 			n += (size_t)snprintf(title + n, sizeof title - n, " %s", verdict_name((enum verdict)v));
@@ -452,21 +452,21 @@ static void chart_marks(FILE *out, const struct chart *ch, const struct report_p
 	double x = chart_x(ch, (s0 + s1) / 2), w = ch->mark_w;
 	unsigned only = 1u << VERDICT_ONLY_A | 1u << VERDICT_ONLY_B;
 	const char *upper = p->verdicts & (1u << VERDICT_DIFFER) && !p->has_rel ? "m-noratio"
-	                    : p->verdicts & (1u << VERDICT_INCOMPARABLE)        ? "m-incomparable"
-	                    : p->verdicts & only                                ? "m-only"
-	                                                                        : NULL;
+			    : p->verdicts & (1u << VERDICT_INCOMPARABLE)	? "m-incomparable"
+			    : p->verdicts & only				? "m-only"
+										: NULL;
 	const char *lower = p->verdicts & (1u << VERDICT_EQUAL_AS_PRINTED) ? "m-printed"
-	                    : p->verdicts & (1u << VERDICT_BITWISE_EQUAL)  ? "m-equal"
-	                                                                   : NULL;
+			    : p->verdicts & (1u << VERDICT_BITWISE_EQUAL)  ? "m-equal"
+									   : NULL;
 	fputs("<g>", out);
 	if (p->has_rel)
 		fprintf(out, "<circle class=\"m-differ\" cx=\"%.1f\" cy=\"%.1f\" r=\"3\"/>", x, chart_y(ch, p->rel));
 	if (upper)
 		fprintf(out, "<rect class=\"%s\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\"/>", upper, x - w / 2,
-		        Y0 + 3, w, BAND - 6);
+			Y0 + 3, w, BAND - 6);
 	if (lower)
 		fprintf(out, "<rect class=\"%s\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\"/>", lower, x - w / 2,
-		        Y1 - BAND + 3, w, BAND - 6);
+			Y1 - BAND + 3, w, BAND - 6);
 	fputs("<title>", out);
 	esc(out, title);
 	fputs("</title></g>\n", out);
@@ -479,9 +479,9 @@ static void chart(FILE *out, const struct report_metric *m, size_t index)
 	fprintf(out, "<div class=\"chart\" id=\"chart-%zu\">\n<h3><code>", index);
 	esc(out, m->name);
 	fprintf(out,
-	        "</code></h3>\n<svg class=\"plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-	        "viewBox=\"0 0 %d %d\" role=\"img\" aria-label=\"relative difference per step of ",
-	        SVG_W, SVG_H, SVG_W, SVG_H);
+		"</code></h3>\n<svg class=\"plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+		"viewBox=\"0 0 %d %d\" role=\"img\" aria-label=\"relative difference per step of ",
+		SVG_W, SVG_H, SVG_W, SVG_H);
 	esc(out, m->name);
 	fputs("\">\n", out);
 	chart_axes(out, &ch, m);
@@ -518,7 +518,7 @@ static void fill_charts(const struct report *r, FILE *out)
 		note(out, "No scalar metric was read (tensors are compared by digest and have no ratio to chart).");
 	else if (drawn < with_points) {
 		snprintf(buf, sizeof buf, "%zu more metrics are not charted (the first %d metrics are).",
-		         with_points - drawn, HTML_MAX_CHARTS);
+			 with_points - drawn, HTML_MAX_CHARTS);
 		note(out, buf);
 	}
 }
@@ -529,12 +529,12 @@ static const struct {
 	const char *name;
 	void (*fill)(const struct report *, FILE *);
 } fills[] = {
-    {"generator", fill_generator}, {"title", fill_title},
-    {"runs", fill_runs},           {"verdict_class", fill_verdict_class},
-    {"summary", fill_summary},     {"notes", fill_notes},
-    {"totals", fill_totals},       {"firsts", fill_firsts},
-    {"metrics", fill_metrics},     {"charts", fill_charts},
-    {"diffs", fill_diffs},
+	{"generator", fill_generator}, {"title", fill_title},
+	{"runs", fill_runs},	       {"verdict_class", fill_verdict_class},
+	{"summary", fill_summary},     {"notes", fill_notes},
+	{"totals", fill_totals},       {"firsts", fill_firsts},
+	{"metrics", fill_metrics},     {"charts", fill_charts},
+	{"diffs", fill_diffs},
 };
 
 int rr_render_html(const struct report *r, FILE *out, struct align_err *e)

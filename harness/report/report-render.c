@@ -80,15 +80,21 @@ const char *rr_scope_name(enum report_scope s)
 /* "left out 12 job-metadata names (timings, memory); --all includes them" */
 const char *rr_left_out_note(const struct report *r, char *buf, size_t len)
 {
-	snprintf(buf, len, "left out %zu job-metadata name%s (timings, memory); --all includes them", r->n_meta_left_out,
-	         r->n_meta_left_out == 1 ? "" : "s");
+	snprintf(buf, len, "left out %zu job-metadata name%s (timings, memory); --all includes them",
+		 r->n_meta_left_out, r->n_meta_left_out == 1 ? "" : "s");
 	return buf;
 }
 
 /* ---- JSON ---- */
 
-static json_t *jstr(const char *s) { return s ? json_string(s) : json_null(); }
-static json_t *jkey(int64_t v) { return v < 0 ? json_null() : json_integer(v); }
+static json_t *jstr(const char *s)
+{
+	return s ? json_string(s) : json_null();
+}
+static json_t *jkey(int64_t v)
+{
+	return v < 0 ? json_null() : json_integer(v);
+}
 
 static json_t *json_side(const struct report_side *s)
 {
@@ -98,9 +104,10 @@ static json_t *json_side(const struct report_side *s)
 	if (s->has_bits)
 		rr_bits_hex(s->dtype, s->bits, hex);
 	return json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:I}", "name", jstr(s->name), "text", jstr(s->text),
-	                 "digits", s->digits ? json_integer(s->digits) : json_null(), "bits", s->has_bits ? json_string(hex) : json_null(), "dtype", jstr(s->dtype), "digest",
-	                 jstr(s->digest), "digest_alg", jstr(s->digest_alg), "missing", jstr(s->missing), "file",
-	                 jstr(s->file), "line", (json_int_t)s->line, "seq", (json_int_t)s->seq);
+			 "digits", s->digits ? json_integer(s->digits) : json_null(), "bits",
+			 s->has_bits ? json_string(hex) : json_null(), "dtype", jstr(s->dtype), "digest",
+			 jstr(s->digest), "digest_alg", jstr(s->digest_alg), "missing", jstr(s->missing), "file",
+			 jstr(s->file), "line", (json_int_t)s->line, "seq", (json_int_t)s->seq);
 }
 
 json_t *report_item_json(const struct report_item *it)
@@ -108,27 +115,30 @@ json_t *report_item_json(const struct report_item *it)
 	if (!it)
 		return json_null();
 	const struct cmp_result *c = &it->cmp;
-	json_t *ulp = !c->has_ulp ? json_null() : c->ulp <= INT64_MAX ? json_integer((json_int_t)c->ulp) : json_real((double)c->ulp);
-	return json_pack("{s:o,s:o,s:o,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "step", jkey(it->step), "micro",
-	                 jkey(it->micro), "rank", jkey(it->rank), "name", it->canon, "verdict", verdict_name(c->verdict),
-	                 "reason", c->reason, "ulp", ulp, "ulp_dtype", jstr(c->has_ulp ? c->ulp_dtype : NULL), "rel_diff",
-	                 c->has_rel ? json_real(c->rel_diff) : json_null(), "digits",
-	                 c->digits ? json_integer(c->digits) : json_null(), "a", json_side(&it->a), "b", json_side(&it->b));
+	json_t *ulp = !c->has_ulp	    ? json_null()
+		      : c->ulp <= INT64_MAX ? json_integer((json_int_t)c->ulp)
+					    : json_real((double)c->ulp);
+	return json_pack(
+		"{s:o,s:o,s:o,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "step", jkey(it->step), "micro", jkey(it->micro),
+		"rank", jkey(it->rank), "name", it->canon, "verdict", verdict_name(c->verdict), "reason", c->reason,
+		"ulp", ulp, "ulp_dtype", jstr(c->has_ulp ? c->ulp_dtype : NULL), "rel_diff",
+		c->has_rel ? json_real(c->rel_diff) : json_null(), "digits",
+		c->digits ? json_integer(c->digits) : json_null(), "a", json_side(&it->a), "b", json_side(&it->b));
 }
 
 static json_t *json_counts(const struct report_counts *c)
 {
 	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "compared", (json_int_t)rr_compared(c), "bitwise_equal",
-	                 (json_int_t)c->v[VERDICT_BITWISE_EQUAL], "equal_as_printed",
-	                 (json_int_t)c->v[VERDICT_EQUAL_AS_PRINTED], "differ", (json_int_t)c->v[VERDICT_DIFFER],
-	                 "incomparable", (json_int_t)c->v[VERDICT_INCOMPARABLE], "only_in_a",
-	                 (json_int_t)c->v[VERDICT_ONLY_A], "only_in_b", (json_int_t)c->v[VERDICT_ONLY_B]);
+			 (json_int_t)c->v[VERDICT_BITWISE_EQUAL], "equal_as_printed",
+			 (json_int_t)c->v[VERDICT_EQUAL_AS_PRINTED], "differ", (json_int_t)c->v[VERDICT_DIFFER],
+			 "incomparable", (json_int_t)c->v[VERDICT_INCOMPARABLE], "only_in_a",
+			 (json_int_t)c->v[VERDICT_ONLY_A], "only_in_b", (json_int_t)c->v[VERDICT_ONLY_B]);
 }
 
 static json_t *json_run(const struct report_run *run)
 {
 	return json_pack("{s:s,s:s,s:s,s:I,s:b}", "name", run->name, "framework", run->framework, "format", run->format,
-	                 "records", (json_int_t)run->records, "resumed", run->resumed);
+			 "records", (json_int_t)run->records, "resumed", run->resumed);
 }
 
 static int render_json(const struct report *r, FILE *out, struct align_err *e)
@@ -158,16 +168,17 @@ static int render_json(const struct report *r, FILE *out, struct align_err *e)
 	json_t *left_out = json_array();
 	for (size_t i = 0; i < r->n_meta_left_out; i++)
 		json_array_append_new(left_out, json_string(r->meta_left_out[i]));
-	json_t *doc = json_pack(
-		"{s:i,s:s,s:b,s:s,s:o,s:{s:o,s:o},s:o,s:o,s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:I,s:o}", "align_report", 1, "mode",
-		r->first_diff_mode ? "first-diff" : "full", "fast_path", r->fast_path, "scope", rr_scope_name(r->scope),
-		"meta_left_out", left_out, "runs", "a", json_run(&r->a), "b",
-		json_run(&r->b), "provenance", rr_prov_json(r), "totals", totals, "metrics_cover_skipped", r->metrics_cover_skipped, "metrics", metrics,
-		"first_diff", report_item_json(r->first_diff), "first_only_in", report_item_json(r->first_only_in), "first_unproven",
-		report_item_json(r->first_unproven),
-		"proven_equal_through_step", r->has_proven ? json_integer(r->proven_through) : json_null(),
-		"searched_through_step", r->has_searched_through ? json_integer(r->searched_through) : json_null(), "diffs", diffs,
-		"diffs_total", (json_int_t)r->n_diff_total, "limit", (json_int_t)r->limit, "warnings", warnings);
+	json_t *doc = json_pack("{s:i,s:s,s:b,s:s,s:o,s:{s:o,s:o},s:o,s:o,s:b,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:I,s:o}",
+				"align_report", 1, "mode", r->first_diff_mode ? "first-diff" : "full", "fast_path",
+				r->fast_path, "scope", rr_scope_name(r->scope), "meta_left_out", left_out, "runs", "a",
+				json_run(&r->a), "b", json_run(&r->b), "provenance", rr_prov_json(r), "totals", totals,
+				"metrics_cover_skipped", r->metrics_cover_skipped, "metrics", metrics, "first_diff",
+				report_item_json(r->first_diff), "first_only_in", report_item_json(r->first_only_in),
+				"first_unproven", report_item_json(r->first_unproven), "proven_equal_through_step",
+				r->has_proven ? json_integer(r->proven_through) : json_null(), "searched_through_step",
+				r->has_searched_through ? json_integer(r->searched_through) : json_null(), "diffs",
+				diffs, "diffs_total", (json_int_t)r->n_diff_total, "limit", (json_int_t)r->limit,
+				"warnings", warnings);
 	if (!doc)
 		return -1;
 	int rc = json_dumpf(doc, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
@@ -223,36 +234,44 @@ void rr_summary(const struct report *r, char *buf, size_t len)
 		return;
 	}
 	if (u && u->cmp.digits)
-		n += (size_t)snprintf(buf + n, len - n, "bits unknown from step %lld (%s printed with %s%d significant digits: '%s')",
-		                      (long long)u->step, u->canon, decimals(u, dec, sizeof dec), u->cmp.digits,
-		                      coarser_text(u));
+		n += (size_t)snprintf(
+			buf + n, len - n, "bits unknown from step %lld (%s printed with %s%d significant digits: '%s')",
+			(long long)u->step, u->canon, decimals(u, dec, sizeof dec), u->cmp.digits, coarser_text(u));
 	else if (u)
-		n += (size_t)snprintf(buf + n, len - n, "bits unknown from step %lld (%s: %s)", (long long)u->step, u->canon,
-		                      u->cmp.reason);
+		n += (size_t)snprintf(buf + n, len - n, "bits unknown from step %lld (%s: %s)", (long long)u->step,
+				      u->canon, u->cmp.reason);
 	else if (r->has_proven)
-		n += (size_t)snprintf(buf + n, len - n, "bitwise-equal through step %lld", (long long)r->proven_through);
+		n += (size_t)snprintf(buf + n, len - n, "bitwise-equal through step %lld",
+				      (long long)r->proven_through);
 	else
 		n += (size_t)snprintf(buf + n, len - n, "no step is proven bitwise-equal");
 	const struct report_item *o = r->first_only_in;
 	if (d)
-		n += (size_t)snprintf(buf + n, len - n, "; first %sdifference: %s at step %lld (%s vs %s)", u ? "provable " : "",
-		                      d->canon, (long long)d->step, rr_side_value(&d->a, va, sizeof va),
-		                      rr_side_value(&d->b, vb, sizeof vb));
+		n += (size_t)snprintf(buf + n, len - n, "; first %sdifference: %s at step %lld (%s vs %s)",
+				      u ? "provable " : "", d->canon, (long long)d->step,
+				      rr_side_value(&d->a, va, sizeof va), rr_side_value(&d->b, vb, sizeof vb));
 	else
 		n += (size_t)snprintf(buf + n, len - n, "; %s%s", u ? "no provable difference" : "no difference",
-		                      o ? " in values" : "");
+				      o ? " in values" : "");
 	if (o && n < len)
 		snprintf(buf + n, len - n, "; first name in one run only: %s at step %lld (only in '%s')", o->canon,
-		         (long long)o->step, o->a.present ? r->a.name : r->b.name);
+			 (long long)o->step, o->a.present ? r->a.name : r->b.name);
 }
 
 void rr_counts_text(const struct report_counts *c, char *buf, size_t len)
 {
 	int64_t n = rr_compared(c);
-	size_t k = (size_t)snprintf(buf, len, "%lld/%lld bitwise-equal", (long long)c->v[VERDICT_BITWISE_EQUAL], (long long)n);
-	static const struct { enum verdict v; const char *what; } more[] = {
-		{VERDICT_EQUAL_AS_PRINTED, "equal as printed"}, {VERDICT_DIFFER, "differ"},
-		{VERDICT_INCOMPARABLE, "incomparable"}, {VERDICT_ONLY_A, "only in a"}, {VERDICT_ONLY_B, "only in b"},
+	size_t k = (size_t)snprintf(buf, len, "%lld/%lld bitwise-equal", (long long)c->v[VERDICT_BITWISE_EQUAL],
+				    (long long)n);
+	static const struct {
+		enum verdict v;
+		const char *what;
+	} more[] = {
+		{VERDICT_EQUAL_AS_PRINTED, "equal as printed"},
+		{VERDICT_DIFFER, "differ"},
+		{VERDICT_INCOMPARABLE, "incomparable"},
+		{VERDICT_ONLY_A, "only in a"},
+		{VERDICT_ONLY_B, "only in b"},
 	};
 	for (size_t i = 0; i < sizeof more / sizeof more[0] && k < len; i++)
 		if (c->v[more[i].v])
@@ -264,7 +283,8 @@ static void side_text(FILE *out, const char *label, const struct report_side *s)
 	char v[96], hex[24];
 	fprintf(out, "  %s: %s", label, rr_side_value(s, v, sizeof v));
 	if (s->present) {
-		int shown_bits = !s->missing && !s->text && s->has_bits, shown_digest = !s->missing && !s->text && !s->has_bits;
+		int shown_bits = !s->missing && !s->text && s->has_bits,
+		    shown_digest = !s->missing && !s->text && !s->has_bits;
 		if (s->has_bits && !shown_bits) {
 			rr_bits_hex(s->dtype, s->bits, hex);
 			fprintf(out, "  bits %s", hex);
@@ -288,7 +308,8 @@ static void item_text(FILE *out, const char *title, const struct report_item *it
 	if (it->cmp.has_ulp || it->cmp.has_rel) {
 		fprintf(out, "  ");
 		if (it->cmp.has_ulp)
-			fprintf(out, "ulp distance %llu (%s)%s", (unsigned long long)it->cmp.ulp, it->cmp.ulp_dtype, it->cmp.has_rel ? ", " : "");
+			fprintf(out, "ulp distance %llu (%s)%s", (unsigned long long)it->cmp.ulp, it->cmp.ulp_dtype,
+				it->cmp.has_rel ? ", " : "");
 		if (it->cmp.has_rel)
 			fprintf(out, "relative difference %.3g", it->cmp.rel_diff);
 		fputc('\n', out);
@@ -300,7 +321,7 @@ static int render_text(const struct report *r, FILE *out, struct align_err *e)
 	char buf[1024];
 	(void)e;
 	fprintf(out, "runs: '%s' (%s, %s, %lld records) vs '%s' (%s, %s, %lld records)\n", r->a.name, r->a.framework,
-	        r->a.format, (long long)r->a.records, r->b.name, r->b.framework, r->b.format, (long long)r->b.records);
+		r->a.format, (long long)r->a.records, r->b.name, r->b.framework, r->b.format, (long long)r->b.records);
 	if (rr_prov_text(r, buf, sizeof buf))
 		fprintf(out, "provenance differs: %s\n", buf);
 	const struct report_run *runs[2] = {&r->a, &r->b};
@@ -312,15 +333,22 @@ static int render_text(const struct report *r, FILE *out, struct align_err *e)
 	if (r->n_meta_left_out)
 		fprintf(out, "  %s\n", rr_left_out_note(r, buf, sizeof buf));
 	if (r->skipped_units)
-		fprintf(out, "  %lld records in %lld (rank, step) units with equal summaries were counted without reading them\n",
-		        (long long)r->skipped_records, (long long)r->skipped_units);
+		fprintf(out,
+			"  %lld records in %lld (rank, step) units with equal summaries were counted without reading "
+			"them\n",
+			(long long)r->skipped_records, (long long)r->skipped_units);
 	if (r->unread_a || r->unread_b)
-		fprintf(out, "  --first-diff: %lld records of '%s' and %lld of '%s' in later differing steps were not compared\n",
-		        (long long)r->unread_a, r->a.name, (long long)r->unread_b, r->b.name);
+		fprintf(out,
+			"  --first-diff: %lld records of '%s' and %lld of '%s' in later differing steps were not "
+			"compared\n",
+			(long long)r->unread_a, r->a.name, (long long)r->unread_b, r->b.name);
 	if (r->has_searched_through)
-		fprintf(out, "  --first-diff stopped after step %lld: later first differences per metric need --metric or a full report\n",
-		        (long long)r->searched_through);
-	fprintf(out, "metrics%s:\n", r->metrics_cover_skipped ? "" : " (counts cover the steps read; skipped steps are in the totals)");
+		fprintf(out,
+			"  --first-diff stopped after step %lld: later first differences per metric need --metric or a "
+			"full report\n",
+			(long long)r->searched_through);
+	fprintf(out, "metrics%s:\n",
+		r->metrics_cover_skipped ? "" : " (counts cover the steps read; skipped steps are in the totals)");
 	for (size_t i = 0; i < r->n_metrics; i++) {
 		const struct report_metric *m = &r->metrics[i];
 		rr_counts_text(&m->c, buf, sizeof buf);
@@ -339,13 +367,13 @@ static int render_text(const struct report *r, FILE *out, struct align_err *e)
 		item_text(out, "first only in one run", r->first_only_in, r);
 	if (r->n_diffs) {
 		fprintf(out, "differing records (first %zu of %lld%s):\n", r->n_diffs, (long long)r->n_diff_total,
-		        r->first_diff_mode && !r->metrics_cover_skipped ? " through the first differing step" : "");
+			r->first_diff_mode && !r->metrics_cover_skipped ? " through the first differing step" : "");
 		for (size_t i = 0; i < r->n_diffs; i++) {
 			const struct report_item *it = &r->diffs[i];
 			char key[96], va[96], vb[96];
 			rr_key_text(it, key, sizeof key);
 			fprintf(out, "  %s %s: %s: %s vs %s", key, it->canon, verdict_name(it->cmp.verdict),
-			        rr_side_value(&it->a, va, sizeof va), rr_side_value(&it->b, vb, sizeof vb));
+				rr_side_value(&it->a, va, sizeof va), rr_side_value(&it->b, vb, sizeof vb));
 			if (it->cmp.has_ulp)
 				fprintf(out, ", %llu ulp", (unsigned long long)it->cmp.ulp);
 			if (it->cmp.has_rel)
@@ -382,8 +410,16 @@ static void md_item_row(FILE *out, const char *label, const struct report_item *
 	fputs("|", out);
 	if (label)
 		md_cell(out, label);
-	const char *cells[] = {step, micro, rank, it->canon, verdict_name(it->cmp.verdict), rr_side_value(&it->a, va, sizeof va),
-	                       rr_side_value(&it->b, vb, sizeof vb), ulp, rel, it->cmp.reason};
+	const char *cells[] = {step,
+			       micro,
+			       rank,
+			       it->canon,
+			       verdict_name(it->cmp.verdict),
+			       rr_side_value(&it->a, va, sizeof va),
+			       rr_side_value(&it->b, vb, sizeof vb),
+			       ulp,
+			       rel,
+			       it->cmp.reason};
 	for (size_t i = 0; i < sizeof cells / sizeof cells[0]; i++)
 		md_cell(out, cells[i]);
 	fputc('\n', out);
@@ -392,8 +428,12 @@ static void md_item_row(FILE *out, const char *label, const struct report_item *
 /* The first unproven record, the first difference, the first record in one run only (as in text). */
 static void md_firsts(FILE *out, const struct report *r)
 {
-	const struct { const char *label; const struct report_item *it; } rows[] = {
-		{"first unproven", r->first_unproven}, {"first difference", r->first_diff},
+	const struct {
+		const char *label;
+		const struct report_item *it;
+	} rows[] = {
+		{"first unproven", r->first_unproven},
+		{"first difference", r->first_diff},
 		{"first only in one run", r->first_only_in},
 	};
 	int any = 0;
@@ -401,8 +441,10 @@ static void md_firsts(FILE *out, const struct report *r)
 		if (!rows[i].it)
 			continue;
 		if (!any++)
-			fprintf(out, "| | step | micro | rank | name | verdict | %s | %s | ulp | rel. diff | reason |\n"
-			             "|---|---:|---:|---:|---|---|---|---|---:|---:|---|\n", r->a.name, r->b.name);
+			fprintf(out,
+				"| | step | micro | rank | name | verdict | %s | %s | ulp | rel. diff | reason |\n"
+				"|---|---:|---:|---:|---|---|---|---|---:|---:|---|\n",
+				r->a.name, r->b.name);
 		md_item_row(out, rows[i].label, rows[i].it);
 	}
 	if (any)
@@ -418,7 +460,7 @@ static int render_md(const struct report *r, FILE *out, struct align_err *e)
 	const struct report_run *runs[2] = {&r->a, &r->b};
 	for (int i = 0; i < 2; i++)
 		fprintf(out, "| %s | %s | %s | %lld | %s |\n", runs[i]->name, runs[i]->framework, runs[i]->format,
-		        (long long)runs[i]->records, runs[i]->resumed ? "yes" : "no");
+			(long long)runs[i]->records, runs[i]->resumed ? "yes" : "no");
 	if (rr_prov_text(r, buf, sizeof buf))
 		fprintf(out, "\n**Provenance differs:** %s\n", buf);
 	for (int i = 0; i < 2; i++)
@@ -427,18 +469,19 @@ static int render_md(const struct report *r, FILE *out, struct align_err *e)
 	rr_summary(r, buf, sizeof buf);
 	fprintf(out, "\n**%s**\n\n", buf);
 	md_firsts(out, r);
-	fprintf(out, "| metric | compared | bitwise-equal | equal as printed | differ | incomparable | only in a | only in b | "
-	             "first diff step |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+	fprintf(out, "| metric | compared | bitwise-equal | equal as printed | differ | incomparable | only in a | "
+		     "only in b | "
+		     "first diff step |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
 	for (size_t i = 0; i <= r->n_metrics; i++) {
 		const struct report_counts *c = i < r->n_metrics ? &r->metrics[i].c : &r->totals;
 		char first[24] = "-";
 		if (i < r->n_metrics && r->metrics[i].has_first_diff)
 			snprintf(first, sizeof first, "%lld", (long long)r->metrics[i].first_diff_step);
 		fprintf(out, "| %s | %lld | %lld | %lld | %lld | %lld | %lld | %lld | %s |\n",
-		        i < r->n_metrics ? r->metrics[i].name : "**total**", (long long)rr_compared(c),
-		        (long long)c->v[VERDICT_BITWISE_EQUAL], (long long)c->v[VERDICT_EQUAL_AS_PRINTED],
-		        (long long)c->v[VERDICT_DIFFER], (long long)c->v[VERDICT_INCOMPARABLE], (long long)c->v[VERDICT_ONLY_A],
-		        (long long)c->v[VERDICT_ONLY_B], first);
+			i < r->n_metrics ? r->metrics[i].name : "**total**", (long long)rr_compared(c),
+			(long long)c->v[VERDICT_BITWISE_EQUAL], (long long)c->v[VERDICT_EQUAL_AS_PRINTED],
+			(long long)c->v[VERDICT_DIFFER], (long long)c->v[VERDICT_INCOMPARABLE],
+			(long long)c->v[VERDICT_ONLY_A], (long long)c->v[VERDICT_ONLY_B], first);
 	}
 	if (r->n_meta_left_out) {
 		fprintf(out, "\nScope: %s (", rr_left_out_note(r, buf, sizeof buf));
@@ -447,17 +490,23 @@ static int render_md(const struct report *r, FILE *out, struct align_err *e)
 		fprintf(out, ").\n");
 	}
 	if (!r->metrics_cover_skipped)
-		fprintf(out, "\nPer-metric counts cover the steps read; %lld records of skipped steps are in the total.\n",
-		        (long long)r->skipped_records);
+		fprintf(out,
+			"\nPer-metric counts cover the steps read; %lld records of skipped steps are in the total.\n",
+			(long long)r->skipped_records);
 	if (r->unread_a || r->unread_b)
-		fprintf(out, "\n`--first-diff`: %lld records of `%s` and %lld of `%s` in later differing steps were not compared.\n",
-		        (long long)r->unread_a, r->a.name, (long long)r->unread_b, r->b.name);
+		fprintf(out,
+			"\n`--first-diff`: %lld records of `%s` and %lld of `%s` in later differing steps were not "
+			"compared.\n",
+			(long long)r->unread_a, r->a.name, (long long)r->unread_b, r->b.name);
 	if (r->has_searched_through)
-		fprintf(out, "\nPer-metric first differences are known through step %lld.\n", (long long)r->searched_through);
+		fprintf(out, "\nPer-metric first differences are known through step %lld.\n",
+			(long long)r->searched_through);
 	if (r->n_diffs) {
 		fprintf(out, "\n## Differing records (first %zu of %lld)\n\n", r->n_diffs, (long long)r->n_diff_total);
-		fprintf(out, "| step | micro | rank | name | verdict | %s | %s | ulp | rel. diff | reason |\n"
-		             "|---:|---:|---:|---|---|---|---|---:|---:|---|\n", r->a.name, r->b.name);
+		fprintf(out,
+			"| step | micro | rank | name | verdict | %s | %s | ulp | rel. diff | reason |\n"
+			"|---:|---:|---:|---|---|---|---|---:|---:|---|\n",
+			r->a.name, r->b.name);
 		for (size_t i = 0; i < r->n_diffs; i++)
 			md_item_row(out, NULL, &r->diffs[i]);
 	}
@@ -467,7 +516,9 @@ static int render_md(const struct report *r, FILE *out, struct align_err *e)
 int report_render(const struct report *r, enum report_format f, FILE *out, const char *where, struct align_err *e)
 {
 	static int (*const renderers[])(const struct report *, FILE *, struct align_err *) = {
-		[REPORT_TEXT] = render_text, [REPORT_JSON] = render_json, [REPORT_MD] = render_md,
+		[REPORT_TEXT] = render_text,
+		[REPORT_JSON] = render_json,
+		[REPORT_MD] = render_md,
 		[REPORT_HTML] = rr_render_html,
 	};
 	if ((size_t)f >= sizeof renderers / sizeof renderers[0])

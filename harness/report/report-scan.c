@@ -65,7 +65,10 @@ static size_t keep(struct rp_ctx *c, const char *s)
 	return at;
 }
 
-static const char *str(const struct rp_ctx *c, size_t off) { return off ? c->arena + off : NULL; }
+static const char *str(const struct rp_ctx *c, size_t off)
+{
+	return off ? c->arena + off : NULL;
+}
 
 static void row_value(struct rp_ctx *c, const struct store_record_row *q, struct rp_row *w)
 {
@@ -136,8 +139,8 @@ static int add_row(void *u, const struct store_record_row *q)
 static int read_side(struct rp_ctx *c, int side, int64_t step, const char *ranks_json)
 {
 	struct side_sink s = {c, side, step};
-	return store_report_read_step(c->read_q, side ? c->r->b.id : c->r->a.id, step, ranks_json, c->canon_json, add_row,
-	                              &s, c->e);
+	return store_report_read_step(c->read_q, side ? c->r->b.id : c->r->a.id, step, ranks_json, c->canon_json,
+				      add_row, &s, c->e);
 }
 
 #define CMP(x, y) ((x) < (y) ? -1 : (x) > (y))
@@ -180,7 +183,8 @@ static void order_side(struct rp_ctx *c, int side)
 	}
 	qsort(w, n, sizeof *w, by_key_seq);
 	for (size_t i = 0; i < n; i++) {
-		int same_key = i && w[i].canon == w[i - 1].canon && w[i].rank == w[i - 1].rank && w[i].micro == w[i - 1].micro;
+		int same_key =
+			i && w[i].canon == w[i - 1].canon && w[i].rank == w[i - 1].rank && w[i].micro == w[i - 1].micro;
 		w[i].occ = same_key ? w[i - 1].occ + 1 : 0;
 	}
 }
@@ -220,14 +224,27 @@ static int match(struct rp_ctx *c)
 static void to_value(const struct rp_ctx *c, const struct rp_row *w, struct cmp_value *v)
 {
 	*v = (struct cmp_value){
-		.dtype = str(c, w->dtype), .has_bits = w->has_bits, .bits = w->bits, .has_value = w->has_value,
-		.value = w->value, .has_interval = w->has_interval, .lo = w->lo, .hi = w->hi, .digits = w->digits,
-		.is_nan = w->is_nan, .text = str(c, w->text), .digest = str(c, w->digest), .digest_alg = str(c, w->digest_alg),
+		.dtype = str(c, w->dtype),
+		.has_bits = w->has_bits,
+		.bits = w->bits,
+		.has_value = w->has_value,
+		.value = w->value,
+		.has_interval = w->has_interval,
+		.lo = w->lo,
+		.hi = w->hi,
+		.digits = w->digits,
+		.is_nan = w->is_nan,
+		.text = str(c, w->text),
+		.digest = str(c, w->digest),
+		.digest_alg = str(c, w->digest_alg),
 		.missing = str(c, w->missing),
 	};
 }
 
-static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
 
 static void side_of(const struct rp_ctx *c, const struct rp_row *w, struct report_side *s)
 {
@@ -247,7 +264,7 @@ static void side_of(const struct rp_ctx *c, const struct rp_row *w, struct repor
 }
 
 static void make_item(const struct rp_ctx *c, const struct rp_pair *p, int64_t step, const struct cmp_result *res,
-                      struct report_item *it)
+		      struct report_item *it)
 {
 	const struct rp_row *a = p->ia >= 0 ? &c->rows[0][p->ia] : NULL, *b = p->ib >= 0 ? &c->rows[1][p->ib] : NULL;
 	it->step = step, it->micro = p->micro, it->rank = p->rank;
@@ -257,7 +274,10 @@ static void make_item(const struct rp_ctx *c, const struct rp_pair *p, int64_t s
 	side_of(c, b, &it->b);
 }
 
-static struct report_item *new_item(void) { return calloc(1, sizeof(struct report_item)); }
+static struct report_item *new_item(void)
+{
+	return calloc(1, sizeof(struct report_item));
+}
 
 void rp_count(struct rp_ctx *c, int32_t canon, enum verdict v, int64_t n)
 {
@@ -287,7 +307,7 @@ static int digest_only(const struct rp_row *w)
 /* opts.series: fold a judged pair of scalar records into its metric's point of this step (steps come
  * in increasing order). Records known by a digest only are not charted. */
 static int add_point(struct rp_ctx *c, struct report_metric *m, const struct rp_row *a, const struct rp_row *b,
-                     enum verdict v, int64_t step)
+		     enum verdict v, int64_t step)
 {
 	if (digest_only(a) || digest_only(b))
 		return ALIGN_OK;

@@ -21,8 +21,12 @@ static int load_run(struct rp_ctx *c, const char *db_path, const char *name, int
 		store_report_run_names(c->db, runs, sizeof runs);
 		return fail_input(c->e, "no run '%s' in '%s' (runs: %s)", name ? name : "?", db_path, runs);
 	}
-	*out = (struct report_run){.id = row.id, .name = row.name, .framework = row.framework, .format = row.format,
-	                           .records = row.records, .resumed = row.resumed};
+	*out = (struct report_run){.id = row.id,
+				   .name = row.name,
+				   .framework = row.framework,
+				   .format = row.format,
+				   .records = row.records,
+				   .resumed = row.resumed};
 	int rc = rp_prov_load(out, row.header, c->e);
 	free(row.header);
 	return rc;
@@ -44,7 +48,7 @@ static int choose_runs(struct rp_ctx *c, const char *db_path)
 		if (n == 0)
 			return fail_input(c->e, "'%s' holds no runs: run 'align ingest' first", db_path);
 		return fail_input(c->e, "'%s' holds %s runs (%s): name the two to compare with --runs A,B", db_path,
-		                  n == 1 ? "only one of the two" : "more than two", runs);
+				  n == 1 ? "only one of the two" : "more than two", runs);
 	}
 	ALIGN_TRY(c->e, load_run(c, db_path, NULL, ids[0], &c->r->a));
 	return load_run(c, db_path, NULL, ids[1], &c->r->b);
@@ -60,7 +64,7 @@ static int add_canon(void *u, const char *canon)
 	struct canon_sink *s = u;
 	if (s->sql_names)
 		return json_array_append_new(s->sql_names, json_string(canon)) ? fail_internal(s->c->e, "out of memory")
-		                                                                : ALIGN_OK;
+									       : ALIGN_OK;
 	if (rp_intern(s->c, canon) < 0)
 		return fail_internal(s->c->e, "out of memory");
 	return rp_metrics_sync(s->c);
@@ -104,14 +108,18 @@ static int check_filter(struct rp_ctx *c)
 		have[0] = '\0';
 		for (size_t j = 0; j < c->names.n && n + 64 < sizeof have; j++)
 			n += (size_t)snprintf(have + n, sizeof have - n, "%s%s", j ? ", " : "", c->names.s[j]);
-		return fail_input(c->e, "metric '%s' (canonical '%s') is in neither run '%s' nor run '%s' (names: %s%s)",
-		                 c->o->metrics[i], c->filter[i], c->r->a.name, c->r->b.name, have,
-		                 n + 64 >= sizeof have ? ", ..." : "");
+		return fail_input(c->e,
+				  "metric '%s' (canonical '%s') is in neither run '%s' nor run '%s' (names: %s%s)",
+				  c->o->metrics[i], c->filter[i], c->r->a.name, c->r->b.name, have,
+				  n + 64 >= sizeof have ? ", ..." : "");
 	}
 	return ALIGN_OK;
 }
 
-static int by_str(const void *pa, const void *pb) { return strcmp(*(char *const *)pa, *(char *const *)pb); }
+static int by_str(const void *pa, const void *pb)
+{
+	return strcmp(*(char *const *)pa, *(char *const *)pb);
+}
 
 static int add_meta(void *u, const char *canon)
 {
@@ -187,10 +195,10 @@ static int by_step_rank(const void *pa, const void *pb)
 /* The merge of both runs' stepsum rows into units (load_units). */
 struct unit_merge {
 	struct rp_ctx *c;
-	size_t cap;      /* of c->units */
-	size_t n_a;      /* units made from run A's rows */
-	size_t at;       /* merge cursor over them */
-	int in_b;        /* run B's rows have begun */
+	size_t cap; /* of c->units */
+	size_t n_a; /* units made from run A's rows */
+	size_t at;  /* merge cursor over them */
+	int in_b;   /* run B's rows have begun */
 };
 
 static int unit_add(struct unit_merge *m, int side, const struct store_stepsum_row *row)
@@ -253,7 +261,8 @@ static int load_units(struct rp_ctx *c)
 		return fail_internal(c->e, "out of memory");
 	for (size_t k = 0; k < c->n_units; k++) {
 		struct rp_unit *u = &c->units[k];
-		u->same = !c->read_all && u->in[0] && u->in[1] && u->n[0] == u->n[1] && u->nx[0] == u->nx[1] && u->h[0] == u->h[1];
+		u->same = !c->read_all && u->in[0] && u->in[1] && u->n[0] == u->n[1] && u->nx[0] == u->nx[1] &&
+			  u->h[0] == u->h[1];
 		u->read = !u->same;
 		u->sn[0] = u->n[0], u->snx[0] = u->nx[0], u->sn[1] = u->n[1], u->snx[1] = u->nx[1];
 		size_t j = unit_hash(c, u->rank, u->step);
@@ -319,7 +328,7 @@ static int canon_counts(struct rp_ctx *c, int side)
 		for (size_t k = 0; k < c->n_units; k++)
 			c->units[k].sn[side] = c->units[k].snx[side] = 0;
 	return store_report_canon_counts(c->db, run->id, run->resumed, c->filtering ? c->canon_json : NULL, add_count,
-	                                 &s, c->e);
+					 &s, c->e);
 }
 
 /* Decide the fast-path bookkeeping: which same units are read anyway, and the per-name counts. */
@@ -389,7 +398,8 @@ static int walk(struct rp_ctx *c)
 		rc = walk_step(c, u0, u1);
 		/* past the first difference: only the named metrics still without one (a map hides which
 		 * records those are: read on), or nothing */
-		if (rc == ALIGN_OK && c->o->first_diff && !c->phase2 && c->r->first_diff && !(c->read_all && c->filtering)) {
+		if (rc == ALIGN_OK && c->o->first_diff && !c->phase2 && c->r->first_diff &&
+		    !(c->read_all && c->filtering)) {
 			c->phase2 = 1;
 			if (!c->filtering) {
 				c->remaining = 0;
@@ -457,8 +467,8 @@ static int setup(struct rp_ctx *c, const char *db_path)
 	    (rc = enumerate_canons(c, c->r->a.id, map_names)) || (rc = enumerate_canons(c, c->r->b.id, map_names)) ||
 	    (!c->n_rules && (rc = check_filter(c))) ||
 	    (c->r->scope == REPORT_SCOPE_NUMERICS && (rc = scope_numerics(c))) ||
-	    (rc = build_canon_json(c, map_names)) || (rc = load_sources(c)) ||
-	    (rc = load_units(c)) || (rc = rp_scan_prepare(c))) {
+	    (rc = build_canon_json(c, map_names)) || (rc = load_sources(c)) || (rc = load_units(c)) ||
+	    (rc = rp_scan_prepare(c))) {
 		json_decref(map_names);
 		return rc;
 	}
@@ -475,7 +485,9 @@ int report_compute(sqlite3 *db, const struct report_opts *o, struct report *r, s
 	memset(r, 0, sizeof *r);
 	r->limit = o->limit;
 	r->first_diff_mode = o->first_diff;
-	r->scope = o->n_metrics ? REPORT_SCOPE_METRICS : o->all || o->map_path ? REPORT_SCOPE_ALL : REPORT_SCOPE_NUMERICS;
+	r->scope = o->n_metrics		   ? REPORT_SCOPE_METRICS
+		   : o->all || o->map_path ? REPORT_SCOPE_ALL
+					   : REPORT_SCOPE_NUMERICS;
 	c.read_all = o->no_stepsum || o->map_path || o->series;
 	r->fast_path = !c.read_all;
 	/* Reading a step goes name by name through record_key, revisiting the step's table pages once per
@@ -497,8 +509,8 @@ int report_compute(sqlite3 *db, const struct report_opts *o, struct report *r, s
 			while (k < r->n_metrics && strcmp(r->metrics[k].name, c.filter[i]))
 				k++;
 			if (k == r->n_metrics)
-				rc = fail_input(e, "metric '%s' (canonical '%s') matches no record of run '%s' or '%s'", o->metrics[i],
-				               c.filter[i], r->a.name, r->b.name);
+				rc = fail_input(e, "metric '%s' (canonical '%s') matches no record of run '%s' or '%s'",
+						o->metrics[i], c.filter[i], r->a.name, r->b.name);
 		}
 	if (rc == ALIGN_OK)
 		finish(&c);

@@ -72,16 +72,16 @@ enum report_format { REPORT_TEXT, REPORT_JSON, REPORT_MD, REPORT_HTML };
 enum report_scope { REPORT_SCOPE_NUMERICS, REPORT_SCOPE_ALL, REPORT_SCOPE_METRICS };
 
 struct report_opts {
-	const char *db_path;        /* for messages (NULL: "the database") */
+	const char *db_path;	    /* for messages (NULL: "the database") */
 	const char *run_a, *run_b;  /* NULL: the database must hold exactly two runs (ordered by id) */
-	int first_diff;             /* stop early (see above) */
+	int first_diff;		    /* stop early (see above) */
 	const char *const *metrics; /* --metric names as given (any alias), n_metrics of them */
 	int n_metrics;
-	const char *map_path;       /* --map FILE, or NULL (implies all) */
-	int all;                    /* --all: job metadata (phase "meta") too */
-	int no_stepsum;             /* read every record (checks the fast path) */
-	int series;                 /* collect metrics[].points (--format html); reads every record */
-	long limit;                 /* differing records listed (default 20) */
+	const char *map_path; /* --map FILE, or NULL (implies all) */
+	int all;	      /* --all: job metadata (phase "meta") too */
+	int no_stepsum;	      /* read every record (checks the fast path) */
+	int series;	      /* collect metrics[].points (--format html); reads every record */
+	long limit;	      /* differing records listed (default 20) */
 };
 
 /* One side of a reported record. Strings are owned by the report. */
@@ -90,7 +90,7 @@ struct report_side {
 	char *name, *text, *dtype, *digest, *digest_alg, *missing, *file;
 	int has_bits;
 	uint64_t bits;
-	int digits;                 /* significant digits printed (0: exact or not printed) */
+	int digits; /* significant digits printed (0: exact or not printed) */
 	int64_t line, micro, seq;
 };
 
@@ -98,7 +98,7 @@ struct report_side {
 struct report_item {
 	int64_t step, micro, rank; /* of the execution-order side (A when present) */
 	char *canon;
-	struct cmp_result cmp;     /* verdict (ONLY_A / ONLY_B too), ulp, rel_diff, digits, reason */
+	struct cmp_result cmp; /* verdict (ONLY_A / ONLY_B too), ulp, rel_diff, digits, reason */
 	struct report_side a, b;
 };
 
@@ -110,9 +110,9 @@ struct report_counts {
  * known by a digest only (tensors) have no points. */
 struct report_point {
 	int64_t step;
-	unsigned verdicts;         /* bit (1 << enum verdict) for each verdict seen at this step */
-	int has_rel;               /* rel: the largest |a-b|/|a| of the step's differing pairs whose */
-	double rel;                /* values are known on both sides (a != 0) */
+	unsigned verdicts; /* bit (1 << enum verdict) for each verdict seen at this step */
+	int has_rel;	   /* rel: the largest |a-b|/|a| of the step's differing pairs whose */
+	double rel;	   /* values are known on both sides (a != 0) */
 };
 
 struct report_metric {
@@ -135,29 +135,29 @@ struct report_run {
 	char *name, *framework, *format;
 	int64_t records; /* non-superseded */
 	int resumed;
-	json_t *prov;    /* the provenance fields its header records: {field: value} (owned; {} when none) */
+	json_t *prov; /* the provenance fields its header records: {field: value} (owned; {} when none) */
 };
 
 struct report {
 	struct report_run a, b;
 	int first_diff_mode, fast_path;
-	int metrics_cover_skipped;      /* metrics[] counts include skipped (unread) units */
+	int metrics_cover_skipped; /* metrics[] counts include skipped (unread) units */
 	struct report_counts totals;
 	int64_t skipped_units, skipped_records; /* (rank, step) units counted from their summaries */
-	int64_t unread_a, unread_b;     /* --first-diff: records of differing units not compared */
+	int64_t unread_a, unread_b;		/* --first-diff: records of differing units not compared */
 	enum report_scope scope;
-	char **meta_left_out;           /* numerics scope: the job-metadata names left out, sorted */
+	char **meta_left_out; /* numerics scope: the job-metadata names left out, sorted */
 	size_t n_meta_left_out;
-	struct report_metric *metrics;  /* sorted by name */
+	struct report_metric *metrics; /* sorted by name */
 	size_t n_metrics;
 	struct report_item *first_diff, *first_only_in, *first_unproven;
-	int has_searched_through;       /* --first-diff without --metric stopped: metrics' first */
-	int64_t searched_through;       /* differences are known through this step only */
+	int has_searched_through; /* --first-diff without --metric stopped: metrics' first */
+	int64_t searched_through; /* differences are known through this step only */
 	int has_proven;
 	int64_t proven_through;
-	struct report_item *diffs;      /* the first `limit` differing records in execution order */
+	struct report_item *diffs; /* the first `limit` differing records in execution order */
 	size_t n_diffs;
-	int64_t n_diff_total;           /* differing records found (listed or not) */
+	int64_t n_diff_total; /* differing records found (listed or not) */
 	long limit;
 };
 

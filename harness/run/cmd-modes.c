@@ -38,7 +38,7 @@ static void values_marked(int id, char *buf, size_t len)
 	buf[0] = '\0';
 	for (int v = 0; v < modes_value_count(id) && used < len; v++)
 		used += (size_t)snprintf(buf + used, len - used, "%s%s%s", v ? "|" : "", modes_value_name(id, v),
-		                         modes_value_gpu_only(id, v) ? "*" : "");
+					 modes_value_gpu_only(id, v) ? "*" : "");
 }
 
 static void print_text(const struct align_modes *m)
@@ -71,10 +71,11 @@ static void print_json(const struct align_modes *m)
 	for (int id = 0; id < MODE_COUNT; id++) {
 		const struct align_mode_info *in = modes_info(id);
 		char vals[256];
-		json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "id", in->id, "env", in->env,
-		                                     "value", modes_value_name(id, m->v[id]), "from", modes_src_name(m->src[id]),
-		                                     "values", modes_values_text(id, vals, sizeof vals), "default",
-		                                     modes_default_name(id), "meaning", in->meaning));
+		json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "id", in->id, "env",
+						     in->env, "value", modes_value_name(id, m->v[id]), "from",
+						     modes_src_name(m->src[id]), "values",
+						     modes_values_text(id, vals, sizeof vals), "default",
+						     modes_default_name(id), "meaning", in->meaning));
 	}
 	json_t *root = json_pack("{s:s?, s:o}", "profile", m->profile[0] ? m->profile : NULL, "modes", arr);
 	char *s = json_dumps(root, JSON_INDENT(2));
@@ -95,11 +96,12 @@ static int print_diff(struct align_ctx *ctx, const char *p1, const char *p2, con
 			continue;
 		const struct align_mode_info *in = modes_info(id);
 		if (!strcmp(format, "json"))
-			json_array_append_new(arr, json_pack("{s:s, s:s, s:s}", "env", in->env, p1, modes_value_name(id, a.v[id]),
-			                                     p2, modes_value_name(id, b.v[id])));
+			json_array_append_new(arr, json_pack("{s:s, s:s, s:s}", "env", in->env, p1,
+							     modes_value_name(id, a.v[id]), p2,
+							     modes_value_name(id, b.v[id])));
 		else
-			printf("%-34s %-14s %-14s %s\n", in->env, modes_value_name(id, a.v[id]), modes_value_name(id, b.v[id]),
-			       in->meaning);
+			printf("%-34s %-14s %-14s %s\n", in->env, modes_value_name(id, a.v[id]),
+			       modes_value_name(id, b.v[id]), in->meaning);
 		n++;
 	}
 	if (!strcmp(format, "json")) {
@@ -125,15 +127,22 @@ static int modes_on_opt(void *u, int key, const char *arg)
 {
 	struct modes_parse *p = u;
 	switch (key) {
-	case 'p': p->profile = arg; return ALIGN_OK;
+	case 'p':
+		p->profile = arg;
+		return ALIGN_OK;
 	case 'm':
 		if (p->n_kv == MODES_MAX_KV)
 			return fail_input(&p->ctx->err, "too many --mode options (at most 64)");
 		p->kv[p->n_kv++] = arg;
 		return ALIGN_OK;
-	case 'f': p->format = arg; return ALIGN_OK;
-	case 'D': p->diff = 1; return ALIGN_OK;
-	default: return fail_internal(&p->ctx->err, "option key %d has no handler", key);
+	case 'f':
+		p->format = arg;
+		return ALIGN_OK;
+	case 'D':
+		p->diff = 1;
+		return ALIGN_OK;
+	default:
+		return fail_internal(&p->ctx->err, "option key %d has no handler", key);
 	}
 }
 

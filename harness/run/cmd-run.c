@@ -26,9 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RUN_MAX_KV 64	   /* --mode options */
-#define RUN_MAX_SAVED 64   /* tensors in --outputs */
-#define RUN_MAX_TENSORS 8  /* inputs or outputs of one op */
+#define RUN_MAX_KV 64	  /* --mode options */
+#define RUN_MAX_SAVED 64  /* tensors in --outputs */
+#define RUN_MAX_TENSORS 8 /* inputs or outputs of one op */
 
 struct run_opts {
 	const char *op, *profile, *shape, *inputs, *outputs, *trace, *device;
@@ -95,7 +95,7 @@ static int list_ops(FILE *out)
 	for (int i = 0; i < ALIGN_OP_COUNT; i++) {
 		const struct align_op *op = ops_at(i);
 		fprintf(out, "%s: %s\n  inputs: %s\n  default dims: %s\n  switches:", op->name, op->desc, op->inputs,
-		        op->impl->dims);
+			op->impl->dims);
 		for (const int *p = op->impl->modes; *p >= 0; p++)
 			fprintf(out, " %s", modes_info(*p)->env);
 		fprintf(out, "\n  outputs:");
@@ -113,7 +113,7 @@ static int list_ops(FILE *out)
 }
 
 static int resolve_dims(struct align_err *e, const struct align_op *op, const char *shape, int grouped,
-                        struct align_dims *d)
+			struct align_dims *d)
 {
 	char err[256];
 	ops_dims_default(op, d);
@@ -129,7 +129,7 @@ static int resolve_dims(struct align_err *e, const struct align_op *op, const ch
 			continue; /* a block's --shape names the dims of all its ops */
 		if (!d->v[k])
 			return fail_input(e, "option '--shape': op '%s' has no dim '%c' (its dims: %s)", op->name,
-			                  ALIGN_DIM_LETTERS[k], op->impl->dims);
+					  ALIGN_DIM_LETTERS[k], op->impl->dims);
 		d->v[k] = over.v[k];
 	}
 	return ALIGN_OK;
@@ -141,16 +141,16 @@ static int load_input(struct align_err *e, const struct st_file *f, const char *
 	const struct st_tensor *s = safetensors_find(f, t->name);
 	if (!s)
 		return fail_input(e, "%s: no tensor '%s' (the op's inputs are listed by 'align run --list')", path,
-		                  t->name);
+				  t->name);
 	if (strcmp(s->dtype, run_trace_dtype(t->dtype)))
 		return fail_input(e, "%s: tensor '%s' is %s, the op needs %s", path, t->name, s->dtype,
-		                  run_trace_dtype(t->dtype));
+				  run_trace_dtype(t->dtype));
 	int same = s->ndim == t->ndim;
 	for (int i = 0; same && i < t->ndim; i++)
 		same = s->shape[i] == t->shape[i];
 	if (!same)
 		return fail_input(e, "%s: tensor '%s' has the wrong shape for these dims (pass --shape to match it)",
-		                  path, t->name);
+				  path, t->name);
 	memcpy(t->data, s->data, s->bytes);
 	return ALIGN_OK;
 }
@@ -170,10 +170,10 @@ struct run_state {
 	struct align_dims d;
 	struct align_tensor in[RUN_MAX_TENSORS], out[RUN_MAX_TENSORS];
 	void *params;
-	int grouped;		   /* part of a block group: output names carry the op name */
-	struct run_trace *tr;	   /* shared by the ops of a group */
+	int grouped;		      /* part of a block group: output names carry the op name */
+	struct run_trace *tr;	      /* shared by the ops of a group */
 	const struct st_file *inputs; /* --inputs, else NULL */
-	struct run_saved *saved;   /* shared by the ops of a group */
+	struct run_saved *saved;      /* shared by the ops of a group */
 };
 
 static int save_outputs(struct run_state *st, int step)
@@ -222,12 +222,13 @@ static int fwd_failed(struct run_state *st, int rc)
 {
 	struct align_err *e = &st->ctx->err;
 	if (rc == ALIGN_ERR_UNSUPPORTED)
-		return align_fail(e, ALIGN_ERR_UNSUPPORTED, "op '%s': these modes are not supported on the %s (nothing was run)",
-		                  st->op->name, st->o->cuda ? "GPU" : "CPU");
+		return align_fail(e, ALIGN_ERR_UNSUPPORTED,
+				  "op '%s': these modes are not supported on the %s (nothing was run)", st->op->name,
+				  st->o->cuda ? "GPU" : "CPU");
 	if (rc == ALIGN_ERR_INTERNAL && st->o->cuda)
 		return rc; /* the device message is printed or in e */
 	return rc == ALIGN_ERR_INPUT ? fail_input(e, "op '%s' refused its inputs or parameters", st->op->name)
-	                             : fail_internal(e, "op '%s' failed (%d)", st->op->name, rc);
+				     : fail_internal(e, "op '%s' failed (%d)", st->op->name, rc);
 }
 
 static int run_steps(struct run_state *st)
@@ -311,11 +312,11 @@ static int refuse_modes(struct align_ctx *ctx, const struct run_opts *o, const c
 		const char *env = modes_info(sw)->env, *value = modes_value_name(sw, m->v[sw]);
 		if (o->cuda)
 			return align_fail(&ctx->err, ALIGN_ERR_UNSUPPORTED,
-			                  "%s (cuda): %s=%s is not supported on the GPU (no CUDA twin of that choice)",
-			                  op->name, env, value);
+					  "%s (cuda): %s=%s is not supported on the GPU (no CUDA twin of that choice)",
+					  op->name, env, value);
 		return align_fail(&ctx->err, ALIGN_ERR_UNSUPPORTED,
-		                  "op '%s': %s=%s exists only in the CUDA twins (use --device cuda; nothing was run)",
-		                  op->name, env, value);
+				  "op '%s': %s=%s exists only in the CUDA twins (use --device cuda; nothing was run)",
+				  op->name, env, value);
 	}
 	return ALIGN_OK;
 }
@@ -358,7 +359,7 @@ static int run_check_request(struct align_ctx *ctx, struct run_opts *o, const ch
 	o->cuda = !strcmp(o->device, "cuda");
 	if (strcmp(o->device, "cpu") && (!o->cuda || !ALIGN_HAVE_CUDA))
 		return fail_input(&ctx->err, "--device '%s': %s", o->device,
-		                  o->cuda ? "this build has no CUDA" : "not a device (cpu or cuda)");
+				  o->cuda ? "this build has no CUDA" : "not a device (cpu or cuda)");
 	if (o->inputs && *names)
 		return fail_input(&ctx->err, "--inputs: give one op of the '%s' block at a time", o->op);
 	return ALIGN_OK;
@@ -396,15 +397,21 @@ static int run_op(struct align_ctx *ctx, struct run_opts *o)
 		ALIGN_TRY(&ctx->err, safetensors_read(o->inputs, &inputs));
 	struct run_saved saved = {0};
 	struct run_trace tr = {0};
-	struct run_state st = {.ctx = ctx, .o = o, .grouped = grouped, .tr = &tr,
-	                       .inputs = o->inputs ? &inputs : NULL, .saved = &saved};
+	struct run_state st = {.ctx = ctx,
+			       .o = o,
+			       .grouped = grouped,
+			       .tr = &tr,
+			       .inputs = o->inputs ? &inputs : NULL,
+			       .saved = &saved};
 	struct align_dev dev;
 	memset(&dev, 0, sizeof dev);
 	int rc = o->cuda ? open_device(ctx, names, &dev) : ALIGN_OK;
 	const char *trace = o->trace ? o->trace : getenv("ALIGN_TRACE");
 	if (!rc && trace && *trace) {
-		struct run_trace_head h = {o->op, o->cuda ? "cuda-twin" : "c11-twin", &ctx->modes, &d0, o->seed,
-		                           (int)o->steps, (int)o->variant, ctx->dev};
+		struct run_trace_head h = {o->op,	    o->cuda ? "cuda-twin" : "c11-twin",
+					   &ctx->modes,	    &d0,
+					   o->seed,	    (int)o->steps,
+					   (int)o->variant, ctx->dev};
 		rc = run_trace_open(&tr, trace, &h, &ctx->err);
 	}
 	if (!rc)
@@ -414,8 +421,8 @@ static int run_op(struct align_ctx *ctx, struct run_opts *o)
 	close_device(ctx);
 	if (!rc)
 		fprintf(ctx->out, "%s: %lld step%s on %s (profile %s)%s%s\n", o->op, o->steps, o->steps == 1 ? "" : "s",
-		        o->device, ctx->modes.profile[0] ? ctx->modes.profile : "none", trace ? ", trace " : "",
-		        trace ? trace : "");
+			o->device, ctx->modes.profile[0] ? ctx->modes.profile : "none", trace ? ", trace " : "",
+			trace ? trace : "");
 	for (int i = 0; i < saved.n; i++)
 		free(saved.data[i]);
 	safetensors_free(&inputs);
@@ -424,7 +431,7 @@ static int run_op(struct align_ctx *ctx, struct run_opts *o)
 
 /* An integer option value in [min, max]. */
 static int parse_int(struct align_err *e, const char *opt, const char *text, long long min, long long max,
-                     long long *out)
+		     long long *out)
 {
 	char *end;
 	errno = 0;
@@ -447,25 +454,42 @@ static int run_on_opt(void *u, int key, const char *arg)
 	struct align_err *e = &p->ctx->err;
 	long long v;
 	switch (key) {
-	case 'p': o->profile = arg; return ALIGN_OK;
+	case 'p':
+		o->profile = arg;
+		return ALIGN_OK;
 	case 'm':
 		if (o->n_kv == RUN_MAX_KV)
 			return fail_input(e, "too many --mode options (at most 64)");
 		o->kv[o->n_kv++] = arg;
 		return ALIGN_OK;
-	case 's': o->shape = arg; return ALIGN_OK;
+	case 's':
+		o->shape = arg;
+		return ALIGN_OK;
 	case 'S':
 		ALIGN_TRY(e, parse_int(e, "--seed", arg, 0, 0x7fffffffffffffffLL, &v));
 		o->seed = (unsigned long long)v;
 		return ALIGN_OK;
-	case 'n': return parse_int(e, "--steps", arg, 1, 1000000, &o->steps);
-	case 'V': return parse_int(e, "--variant", arg, 0, 1000, &o->variant);
-	case 'i': o->inputs = arg; return ALIGN_OK;
-	case 'o': o->outputs = arg; return ALIGN_OK;
-	case 't': o->trace = arg; return ALIGN_OK;
-	case 'd': o->device = arg; return ALIGN_OK;
-	case 'L': o->list = 1; return ALIGN_OK;
-	default: return fail_internal(e, "option key %d has no handler", key);
+	case 'n':
+		return parse_int(e, "--steps", arg, 1, 1000000, &o->steps);
+	case 'V':
+		return parse_int(e, "--variant", arg, 0, 1000, &o->variant);
+	case 'i':
+		o->inputs = arg;
+		return ALIGN_OK;
+	case 'o':
+		o->outputs = arg;
+		return ALIGN_OK;
+	case 't':
+		o->trace = arg;
+		return ALIGN_OK;
+	case 'd':
+		o->device = arg;
+		return ALIGN_OK;
+	case 'L':
+		o->list = 1;
+		return ALIGN_OK;
+	default:
+		return fail_internal(e, "option key %d has no handler", key);
 	}
 }
 
@@ -490,7 +514,8 @@ int cmd_run(struct align_ctx *ctx, int argc, char **argv)
 		return list_ops(ctx->out);
 	if (argc - first != 1) {
 		opts_usage(&spec, stderr);
-		return fail_input(&ctx->err, argc - first ? "exactly one op expected" : "no op given (see 'align run --list')");
+		return fail_input(&ctx->err,
+				  argc - first ? "exactly one op expected" : "no op given (see 'align run --list')");
 	}
 	o.op = argv[first];
 	if (o.inputs && o.steps > 1)

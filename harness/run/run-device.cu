@@ -24,7 +24,7 @@ extern "C" int run_device_open(struct align_dev *d, struct align_err *err)
 	cudaError_t e = cudaGetDeviceCount(&count);
 	if (e != cudaSuccess || count == 0)
 		return align_fail(err, ALIGN_ERR_INTERNAL, "--device cuda: no CUDA device (%s)",
-		                  e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+				  e != cudaSuccess ? cudaGetErrorString(e) : "none found");
 	return align_dev_open(d, 0, err);
 }
 
@@ -40,7 +40,7 @@ extern "C" int run_device_vendor_gemm(struct align_dev *d, const struct align_mo
 
 /* Pool buffers for the inputs (copied in) and the outputs (zeroed), all on d->stream. */
 static int stage(struct align_dev *d, const struct align_tensor *in, int n_in, struct align_tensor *din,
-                 const struct align_tensor *out, int n_out, struct align_tensor *dout)
+		 const struct align_tensor *out, int n_out, struct align_tensor *dout)
 {
 	cudaStream_t s = (cudaStream_t)d->stream;
 	for (int i = 0; i < n_in; i++) {
@@ -48,19 +48,20 @@ static int stage(struct align_dev *d, const struct align_tensor *in, int n_in, s
 		size_t b = tensor_bytes(&in[i]);
 		ALIGN_TRY(d->err, align_dev_alloc(d, b, &din[i].data));
 		ALIGN_TRY(d->err, cuda_ok(d, cudaMemcpyAsync(din[i].data, in[i].data, b, cudaMemcpyHostToDevice, s),
-		                            "cudaMemcpyAsync (inputs)", __LINE__));
+					  "cudaMemcpyAsync (inputs)", __LINE__));
 	}
 	for (int k = 0; k < n_out; k++) {
 		dout[k] = out[k];
 		size_t b = tensor_bytes(&out[k]);
 		ALIGN_TRY(d->err, align_dev_alloc(d, b, &dout[k].data));
-		ALIGN_TRY(d->err, cuda_ok(d, cudaMemsetAsync(dout[k].data, 0, b, s), "cudaMemsetAsync (outputs)", __LINE__));
+		ALIGN_TRY(d->err,
+			  cuda_ok(d, cudaMemsetAsync(dout[k].data, 0, b, s), "cudaMemsetAsync (outputs)", __LINE__));
 	}
 	return ALIGN_OK;
 }
 
 static int launch(struct align_dev *d, align_fwd_cuda_fn fn, const void *params, const struct align_modes *m,
-                  const struct align_tensor *in, int n_in, struct align_tensor *out, int n_out)
+		  const struct align_tensor *in, int n_in, struct align_tensor *out, int n_out)
 {
 	struct align_tensor din[8], dout[8];
 	if (n_in > 8 || n_out > 8)
@@ -72,15 +73,16 @@ static int launch(struct align_dev *d, align_fwd_cuda_fn fn, const void *params,
 		return rc; /* the twin printed its message */
 	ALIGN_TRY(d->err, align_dev_sync(d));
 	for (int k = 0; k < n_out; k++)
-		ALIGN_TRY(d->err, cuda_ok(d, cudaMemcpyAsync(out[k].data, dout[k].data, tensor_bytes(&out[k]),
-		                                             cudaMemcpyDeviceToHost, (cudaStream_t)d->stream),
-		                          "cudaMemcpyAsync (outputs)", __LINE__));
+		ALIGN_TRY(d->err, cuda_ok(d,
+					  cudaMemcpyAsync(out[k].data, dout[k].data, tensor_bytes(&out[k]),
+							  cudaMemcpyDeviceToHost, (cudaStream_t)d->stream),
+					  "cudaMemcpyAsync (outputs)", __LINE__));
 	return align_dev_sync(d);
 }
 
 extern "C" int run_device_op(struct align_dev *d, const struct align_op *op, const void *params,
-                             const struct align_modes *m, const struct align_tensor *in, int n_in,
-                             struct align_tensor *out, int n_out)
+			     const struct align_modes *m, const struct align_tensor *in, int n_in,
+			     struct align_tensor *out, int n_out)
 {
 	align_fwd_cuda_fn fn = ops_cuda_fwd(op);
 	if (!fn)

@@ -24,7 +24,7 @@ int run_device_vendor_gemm(struct align_dev *d, const struct align_modes *m);
  * 0 ok; 2 refused inputs; 3 a CUDA error; 4 the modes are not supported on the GPU. A twin prints its
  * own message (ops_cuda.h); the context's failures are in d->err. */
 int run_device_op(struct align_dev *d, const struct align_op *op, const void *params, const struct align_modes *m,
-                  const struct align_tensor *in, int n_in, struct align_tensor *out, int n_out);
+		  const struct align_tensor *in, int n_in, struct align_tensor *out, int n_out);
 /* Wait for the stream and free everything (safe on a zeroed struct). */
 void run_device_close(struct align_dev *d);
 

@@ -76,8 +76,10 @@ int run_trace_tensor(struct run_trace *t, const char *op, int step, const char *
 	char hex[17], name[256];
 	digest_hex(digest_xxh3t64(x->data, bytes), hex);
 	snprintf(name, sizeof name, "%s.%s", op, x->name);
-	fprintf(t->f, "{\"rank\":0,\"step\":%d,\"micro\":0,\"seq\":%lld,\"name\":\"%s\",\"phase\":\"%s\",\"dtype\":\"%s\","
-	              "\"shape\":[", step, t->seq++, name, phase, run_trace_dtype(x->dtype));
+	fprintf(t->f,
+		"{\"rank\":0,\"step\":%d,\"micro\":0,\"seq\":%lld,\"name\":\"%s\",\"phase\":\"%s\",\"dtype\":\"%s\","
+		"\"shape\":[",
+		step, t->seq++, name, phase, run_trace_dtype(x->dtype));
 	for (int i = 0; i < x->ndim; i++)
 		fprintf(t->f, "%s%lld", i ? "," : "", (long long)x->shape[i]);
 	fprintf(t->f, "],\"digest\":\"%s\",\"digest_alg\":\"%s\",\"head\":[", hex, DIGEST_ALG);

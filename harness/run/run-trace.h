@@ -13,23 +13,23 @@
 #include <stdio.h>
 
 struct run_trace {
-	FILE *f;		/* the temp file while open, else NULL */
-	char path[4096];	/* where it is renamed at close */
-	char tmp[4200];		/* <path>.tmp.<pid> */
-	long long seq;		/* the next record's seq */
-	struct align_err *err;	/* where failures put their message */
+	FILE *f;	       /* the temp file while open, else NULL */
+	char path[4096];       /* where it is renamed at close */
+	char tmp[4200];	       /* <path>.tmp.<pid> */
+	long long seq;	       /* the next record's seq */
+	struct align_err *err; /* where failures put their message */
 };
 
 /* What the header says about the run. */
 struct run_trace_head {
-	const char *op;			/* the op or block name */
-	const char *impl;		/* "c11-twin" or "cuda-twin" */
-	const struct align_modes *m;	/* the resolved modes */
-	const struct align_dims *d;	/* dims (all zero for a block) */
-	unsigned long long seed;	/* RNG seed of the inputs */
-	int steps;			/* --steps */
-	int variant;			/* params_variant index */
-	const struct align_dev *dev;	/* the open device (--device cuda), NULL on the CPU */
+	const char *op;		     /* the op or block name */
+	const char *impl;	     /* "c11-twin" or "cuda-twin" */
+	const struct align_modes *m; /* the resolved modes */
+	const struct align_dims *d;  /* dims (all zero for a block) */
+	unsigned long long seed;     /* RNG seed of the inputs */
+	int steps;		     /* --steps */
+	int variant;		     /* params_variant index */
+	const struct align_dev *dev; /* the open device (--device cuda), NULL on the CPU */
 };
 
 /* The ATF dtype name of a kernel tensor dtype (fp32, bf16, int32). */

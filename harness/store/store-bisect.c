@@ -33,7 +33,8 @@ int store_bisect_run_id(sqlite3 *db, const char *name, int64_t *id, struct align
 {
 	sqlite3_stmt *q;
 	*id = 0;
-	ALIGN_TRY(e, prepare_named(db, "the run id lookup", "SELECT id FROM run WHERE name=:name", ":name", name, &q, e));
+	ALIGN_TRY(e,
+		  prepare_named(db, "the run id lookup", "SELECT id FROM run WHERE name=:name", ":name", name, &q, e));
 	return store_sql_rows(q, "the run id lookup", int64_row, id, 1, e);
 }
 
@@ -66,7 +67,8 @@ int store_bisect_run_name(sqlite3 *db, int64_t id, char **name, struct align_err
 int store_bisect_drop_run(sqlite3 *db, const char *name, struct align_err *e)
 {
 	sqlite3_stmt *q;
-	ALIGN_TRY(e, prepare_named(db, "the stale run removal", "DELETE FROM run WHERE name=:name", ":name", name, &q, e));
+	ALIGN_TRY(e,
+		  prepare_named(db, "the stale run removal", "DELETE FROM run WHERE name=:name", ":name", name, &q, e));
 	int rc = sqlite3_step(q);
 	sqlite3_finalize(q);
 	if (rc != SQLITE_DONE)
@@ -74,7 +76,10 @@ int store_bisect_drop_run(sqlite3 *db, const char *name, struct align_err *e)
 	return ALIGN_OK;
 }
 
-static int cmp_sha(const void *a, const void *b) { return strcmp(a, b); }
+static int cmp_sha(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
 
 /* Does run owner hold exactly the contents sha[0..n) (sorted)? */
 static int holds_exactly(sqlite3 *db, int64_t owner, char (*sha)[65], int n, int *exact, struct align_err *e)
@@ -165,8 +170,8 @@ static int trial_row(void *u, sqlite3_stmt *q)
 	return 1;
 }
 
-int store_bisect_trial_load(sqlite3 *db, const char *bisect, const char *env, struct store_bisect_row *row,
-			    int *found, struct align_err *e)
+int store_bisect_trial_load(sqlite3 *db, const char *bisect, const char *env, struct store_bisect_row *row, int *found,
+			    struct align_err *e)
 {
 	static const char sql[] = "SELECT verdict, reason, timeout_s, first_diff, n_diff, compared, run_id, run_name, "
 				  "duration FROM bisect_trial WHERE bisect=:bisect AND env=:env";
@@ -191,10 +196,16 @@ static void bind_trial(sqlite3_stmt *q, const struct store_bisect_row *r)
 	const struct {
 		const char *name, *text;
 	} texts[] = {
-		{":bisect", r->bisect},     {":env", r->env},	    {":command", r->command},
-		{":switches", r->switches}, {":verdict", r->verdict}, {":reason", r->reason},
-		{":first_diff", r->first_diff}, {":compared", r->compared},
-		{":run_name", r->has_run ? r->run_name : NULL}, {":created", r->created},
+		{":bisect", r->bisect},
+		{":env", r->env},
+		{":command", r->command},
+		{":switches", r->switches},
+		{":verdict", r->verdict},
+		{":reason", r->reason},
+		{":first_diff", r->first_diff},
+		{":compared", r->compared},
+		{":run_name", r->has_run ? r->run_name : NULL},
+		{":created", r->created},
 	};
 	for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
 		store_bind_text(q, texts[i].name, texts[i].text);
@@ -207,8 +218,7 @@ static void bind_trial(sqlite3_stmt *q, const struct store_bisect_row *r)
 	bind_double(q, ":duration", r->duration);
 }
 
-int store_bisect_trial_save(sqlite3 *db, const char *db_path, const struct store_bisect_row *row,
-			    struct align_err *e)
+int store_bisect_trial_save(sqlite3 *db, const char *db_path, const struct store_bisect_row *row, struct align_err *e)
 {
 	static const char sql[] =
 		"INSERT OR REPLACE INTO bisect_trial(bisect, env, command, switches, verdict, reason, timeout_s, "

@@ -9,12 +9,11 @@
 
 #define COLUMN_NAME(c) ", " #c
 #define COLUMN_PARAM(c) ", :" #c
-static const char record_sql[] = "INSERT INTO record(run_id" STORE_RECORD_COLUMNS(COLUMN_NAME) ") VALUES (:run_id"
-	STORE_RECORD_COLUMNS(COLUMN_PARAM) ")";
-static const char *const record_params[STORE_REC_N] = {
-	":run_id",
+static const char record_sql[] = "INSERT INTO record(run_id" STORE_RECORD_COLUMNS(
+	COLUMN_NAME) ") VALUES (:run_id" STORE_RECORD_COLUMNS(COLUMN_PARAM) ")";
+static const char *const record_params[STORE_REC_N] = {":run_id",
 #define X(c) ":" #c,
-	STORE_RECORD_COLUMNS(X)
+						       STORE_RECORD_COLUMNS(X)
 #undef X
 };
 
@@ -61,8 +60,9 @@ int store_ingest_open(struct store_ingest *s, sqlite3 *db, struct align_err *e)
 	s->db = db, s->e = e;
 	int rc;
 	if ((rc = store_prepare(db, "insert record", record_sql, &s->record, e)) ||
-	    (rc = store_prepare(db, "count key", "SELECT count(*) FROM record WHERE run_id=:run_id AND canon=:canon "
-						 "AND rank=:rank AND step=:step AND micro=:micro AND superseded=0",
+	    (rc = store_prepare(db, "count key",
+				"SELECT count(*) FROM record WHERE run_id=:run_id AND canon=:canon "
+				"AND rank=:rank AND step=:step AND micro=:micro AND superseded=0",
 				&s->count_key, e)) ||
 	    (rc = store_prepare(db, "next seq",
 				"SELECT coalesce(max(seq)+1, 0) FROM record WHERE run_id=:run_id AND rank=:rank",
@@ -73,7 +73,8 @@ int store_ingest_open(struct store_ingest *s, sqlite3 *db, struct align_err *e)
 				"DO UPDATE SET n=n+excluded.n, n_exact=n_exact+excluded.n_exact, h=(h+excluded.h)",
 				&s->stepsum, e)) ||
 	    (rc = store_prepare(db, "note meta canon",
-				"INSERT OR IGNORE INTO meta_canon(run_id, canon) VALUES (:run_id, :canon)", &s->meta, e))) {
+				"INSERT OR IGNORE INTO meta_canon(run_id, canon) VALUES (:run_id, :canon)", &s->meta,
+				e))) {
 		store_ingest_close(s);
 		return rc;
 	}
@@ -204,8 +205,8 @@ int store_find_sha_owner(sqlite3 *db, const char *sha, char **name, struct align
 	sqlite3_stmt *st;
 	*name = NULL;
 	ALIGN_TRY(e, store_prepare(db, "find run by content sha256",
-				  "SELECT run.name FROM source JOIN run ON run.id=source.run_id WHERE sha256=:sha256",
-				  &st, e));
+				   "SELECT run.name FROM source JOIN run ON run.id=source.run_id WHERE sha256=:sha256",
+				   &st, e));
 	store_bind_text(st, ":sha256", sha);
 	return done_once(st, step_text(db, st, name, e));
 }
@@ -215,9 +216,9 @@ int store_insert_run(sqlite3 *db, const char *name, const char *framework, const
 {
 	sqlite3_stmt *st;
 	ALIGN_TRY(e, store_prepare(db, "insert run",
-				  "INSERT INTO run(name, framework, format, created) "
-				  "VALUES (:name, :framework, :format, :created)",
-				  &st, e));
+				   "INSERT INTO run(name, framework, format, created) "
+				   "VALUES (:name, :framework, :format, :created)",
+				   &st, e));
 	store_bind_text(st, ":name", name);
 	store_bind_text(st, ":framework", framework);
 	store_bind_text(st, ":format", format);
@@ -230,9 +231,9 @@ int store_insert_source(sqlite3 *db, int64_t run_id, const char *path, const cha
 {
 	sqlite3_stmt *st;
 	ALIGN_TRY(e, store_prepare(db, "insert source",
-				  "INSERT INTO source(run_id, path, sha256, format, bytes, records, ingested) "
-				  "VALUES (:run_id, :path, 'pending:'||:run_id||':'||:path, :format, 0, 0, :created)",
-				  &st, e));
+				   "INSERT INTO source(run_id, path, sha256, format, bytes, records, ingested) "
+				   "VALUES (:run_id, :path, 'pending:'||:run_id||':'||:path, :format, 0, 0, :created)",
+				   &st, e));
 	store_bind_int64(st, ":run_id", run_id);
 	store_bind_text(st, ":path", path);
 	store_bind_text(st, ":format", format);
@@ -245,9 +246,9 @@ int store_finish_source(sqlite3 *db, int64_t source_id, const char *sha, int64_t
 {
 	sqlite3_stmt *st;
 	ALIGN_TRY(e, store_prepare(db, "finish source",
-				  "UPDATE source SET sha256=:sha256, bytes=:bytes, records=:records, "
-				  "warnings=:warnings WHERE id=:id",
-				  &st, e));
+				   "UPDATE source SET sha256=:sha256, bytes=:bytes, records=:records, "
+				   "warnings=:warnings WHERE id=:id",
+				   &st, e));
 	store_bind_text(st, ":sha256", sha);
 	store_bind_int64(st, ":bytes", bytes);
 	store_bind_int64(st, ":records", records);

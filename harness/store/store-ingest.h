@@ -16,17 +16,19 @@ struct align_err;
 
 /* The columns of one record row after run_id, in the order of the INSERT (X(column)); the parameter of
  * a column is named :<column> and bound through STORE_REC_<column>. */
-#define STORE_RECORD_COLUMNS(X)                                                                                        \
-	X(source_id) X(line) X(rank) X(step) X(micro) X(seq) X(occ) X(name) X(canon) X(phase) X(dtype) X(shape)        \
-	X(bits) X(value) X(text) X(digits) X(lo) X(hi) X(digest) X(digest_alg) X(stats) X(head) X(payload)           \
-	X(missing) X(extra)
+/* clang-format off */
+#define STORE_RECORD_COLUMNS(X) \
+	X(source_id) X(line) X(rank) X(step) X(micro) X(seq) X(occ) X(name) X(canon) X(phase) X(dtype) \
+	X(shape) X(bits) X(value) X(text) X(digits) X(lo) X(hi) X(digest) X(digest_alg) X(stats) X(head) \
+	X(payload) X(missing) X(extra)
+/* clang-format on */
 
 enum store_rec_col {
 	STORE_REC_run_id,
 #define X(c) STORE_REC_##c,
 	STORE_RECORD_COLUMNS(X)
 #undef X
-	STORE_REC_N
+		STORE_REC_N
 };
 
 /* The statements one input file runs for each record, prepared once per file (inside its transaction)

@@ -138,7 +138,8 @@ struct row_cb {
 
 int store_report_canons(sqlite3 *db, int64_t run, store_text_fn fn, void *u, struct align_err *e)
 {
-	static const char sql[] = "SELECT canon FROM record WHERE run_id=:run AND canon > :after ORDER BY canon LIMIT 1";
+	static const char sql[] =
+		"SELECT canon FROM record WHERE run_id=:run AND canon > :after ORDER BY canon LIMIT 1";
 	sqlite3_stmt *q;
 	ALIGN_TRY(e, store_prepare(db, "the canon seek", sql, &q, e));
 	char *last = strdup("");
@@ -180,8 +181,7 @@ static int pair_rows(sqlite3 *db, const char *what, const char *sql, int64_t run
 	return store_sql_rows(q, what, row, cb, 1, e);
 }
 
-int store_report_meta_canons(sqlite3 *db, int64_t run_a, int64_t run_b, store_text_fn fn, void *u,
-			     struct align_err *e)
+int store_report_meta_canons(sqlite3 *db, int64_t run_a, int64_t run_b, store_text_fn fn, void *u, struct align_err *e)
 {
 	static const char sql[] = "SELECT DISTINCT canon FROM meta_canon WHERE run_id IN (:a, :b) ORDER BY canon";
 	struct row_cb t = {.fn.text = fn, .u = u};
@@ -213,8 +213,7 @@ static int stepsum_row(void *u, sqlite3_stmt *q)
 	return s->fn.stepsum(s->u, s->flag, &row);
 }
 
-int store_report_stepsums(sqlite3 *db, int64_t run_a, int64_t run_b, store_stepsum_fn fn, void *u,
-			  struct align_err *e)
+int store_report_stepsums(sqlite3 *db, int64_t run_a, int64_t run_b, store_stepsum_fn fn, void *u, struct align_err *e)
 {
 	static const char sql[] = "SELECT rank, step, n, n_exact, h FROM stepsum WHERE run_id=:run ORDER BY step, rank";
 	sqlite3_stmt *q;
@@ -232,9 +231,12 @@ int store_report_stepsums(sqlite3 *db, int64_t run_a, int64_t run_b, store_steps
 static int count_row(void *u, sqlite3_stmt *q)
 {
 	struct row_cb *s = u;
-	struct store_canon_count row = {(const char *)sqlite3_column_text(q, 0), sqlite3_column_int64(q, 1),
-					sqlite3_column_int64(q, 2), sqlite3_column_int64(q, 3),
-					sqlite3_column_int64(q, 4), s->flag};
+	struct store_canon_count row = {(const char *)sqlite3_column_text(q, 0),
+					sqlite3_column_int64(q, 1),
+					sqlite3_column_int64(q, 2),
+					sqlite3_column_int64(q, 3),
+					sqlite3_column_int64(q, 4),
+					s->flag};
 	return s->fn.count(s->u, &row);
 }
 
@@ -284,22 +286,36 @@ int store_report_reader_open(sqlite3 *db, struct store_step_reader **out, struct
 	return rc;
 }
 
-static const char *col_text(sqlite3_stmt *q, int i) { return (const char *)sqlite3_column_text(q, i); }
+static const char *col_text(sqlite3_stmt *q, int i)
+{
+	return (const char *)sqlite3_column_text(q, i);
+}
 
 static int record_row(void *u, sqlite3_stmt *q)
 {
 	struct row_cb *s = u;
 	struct store_record_row w = {
-		.canon = col_text(q, 0), .name = col_text(q, 1), .dtype = col_text(q, 8), .text = col_text(q, 11),
-		.digest = col_text(q, 15), .digest_alg = col_text(q, 16), .missing = col_text(q, 17),
-		.rank = sqlite3_column_int64(q, 2), .micro = sqlite3_column_int64(q, 3), .seq = sqlite3_column_int64(q, 4),
-		.occ = sqlite3_column_int64(q, 5), .line = sqlite3_column_int64(q, 6),
+		.canon = col_text(q, 0),
+		.name = col_text(q, 1),
+		.dtype = col_text(q, 8),
+		.text = col_text(q, 11),
+		.digest = col_text(q, 15),
+		.digest_alg = col_text(q, 16),
+		.missing = col_text(q, 17),
+		.rank = sqlite3_column_int64(q, 2),
+		.micro = sqlite3_column_int64(q, 3),
+		.seq = sqlite3_column_int64(q, 4),
+		.occ = sqlite3_column_int64(q, 5),
+		.line = sqlite3_column_int64(q, 6),
 		.source_id = sqlite3_column_int64(q, 7),
-		.has_bits = sqlite3_column_type(q, 9) != SQLITE_NULL, .bits = (uint64_t)sqlite3_column_int64(q, 9),
-		.has_value = sqlite3_column_type(q, 10) != SQLITE_NULL, .value = sqlite3_column_double(q, 10),
+		.has_bits = sqlite3_column_type(q, 9) != SQLITE_NULL,
+		.bits = (uint64_t)sqlite3_column_int64(q, 9),
+		.has_value = sqlite3_column_type(q, 10) != SQLITE_NULL,
+		.value = sqlite3_column_double(q, 10),
 		.digits = sqlite3_column_int(q, 12),
 		.has_interval = sqlite3_column_type(q, 13) != SQLITE_NULL && sqlite3_column_type(q, 14) != SQLITE_NULL,
-		.lo = sqlite3_column_double(q, 13), .hi = sqlite3_column_double(q, 14),
+		.lo = sqlite3_column_double(q, 13),
+		.hi = sqlite3_column_double(q, 14),
 	};
 	return s->fn.record(s->u, &w);
 }

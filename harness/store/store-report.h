@@ -20,8 +20,8 @@
 struct store_run_row {
 	int64_t id;
 	char *name, *framework, *format;
-	char *header;    /* run.header: JSON object text, NULL when the run has none */
-	int resumed;     /* a restart repeated steps */
+	char *header;	 /* run.header: JSON object text, NULL when the run has none */
+	int resumed;	 /* a restart repeated steps */
 	int64_t records; /* non-superseded records (sum of the stepsum counts) */
 };
 
@@ -65,13 +65,11 @@ int store_report_first_runs(sqlite3 *db, int64_t ids[3], int *n, struct align_er
 /* Every distinct canon of a run in order, by one index seek per name. */
 int store_report_canons(sqlite3 *db, int64_t run, store_text_fn fn, void *u, struct align_err *e);
 /* The job-metadata canons (meta_canon) of either run, sorted, distinct. */
-int store_report_meta_canons(sqlite3 *db, int64_t run_a, int64_t run_b, store_text_fn fn, void *u,
-			     struct align_err *e);
+int store_report_meta_canons(sqlite3 *db, int64_t run_a, int64_t run_b, store_text_fn fn, void *u, struct align_err *e);
 /* The source files of both runs, by id. */
 int store_report_sources(sqlite3 *db, int64_t run_a, int64_t run_b, store_source_fn fn, void *u, struct align_err *e);
 /* The stepsum rows of run_a (side 0), then of run_b (side 1), each sorted by (step, rank). */
-int store_report_stepsums(sqlite3 *db, int64_t run_a, int64_t run_b, store_stepsum_fn fn, void *u,
-			  struct align_err *e);
+int store_report_stepsums(sqlite3 *db, int64_t run_a, int64_t run_b, store_stepsum_fn fn, void *u, struct align_err *e);
 /* Per (canon, rank, step) record counts of a run. resumed: read the table (superseded rows left out;
  * gives n_exact), else index-only. canons_json: a JSON array of the canons to count, NULL for all. */
 int store_report_canon_counts(sqlite3 *db, int64_t run, int resumed, const char *canons_json, store_count_fn fn,

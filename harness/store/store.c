@@ -11,7 +11,10 @@
 extern const char *const schema_migrations[];
 extern const int schema_migration_count;
 
-int store_schema_version(void) { return schema_migration_count; }
+int store_schema_version(void)
+{
+	return schema_migration_count;
+}
 
 int store_exec_err(sqlite3 *db, const char *sql, struct align_err *e)
 {
@@ -36,24 +39,29 @@ static int query_int(sqlite3 *db, const char *sql, int *out)
 	return rc == SQLITE_ROW ? 0 : -1;
 }
 
-static int is_busy(int code) { return code == SQLITE_BUSY || code == SQLITE_LOCKED; }
+static int is_busy(int code)
+{
+	return code == SQLITE_BUSY || code == SQLITE_LOCKED;
+}
 
 static int check_foreign(sqlite3 *db, const char *path, int version, struct align_err *e)
 {
 	int tables = 0, ours = 0;
 	if (query_int(db, "SELECT count(*) FROM sqlite_schema WHERE type='table'", &tables) ||
-	    query_int(db, "SELECT count(*) FROM sqlite_schema WHERE type='table' AND name IN "
-	                  "('run','source','record')", &ours))
+	    query_int(db,
+		      "SELECT count(*) FROM sqlite_schema WHERE type='table' AND name IN "
+		      "('run','source','record')",
+		      &ours))
 		return fail_input(e, "'%s' is not a database: %s", path, sqlite3_errmsg(db));
 	if (version == 0 && tables > 0)
-		return fail_input(e, "'%s' is not an align database (it has %d tables and no align schema)",
-		                 path, tables);
+		return fail_input(e, "'%s' is not an align database (it has %d tables and no align schema)", path,
+				  tables);
 	if (version > 0 && ours < 3)
-		return fail_input(e, "'%s' is not an align database (user_version %d without align tables)",
-		                 path, version);
+		return fail_input(e, "'%s' is not an align database (user_version %d without align tables)", path,
+				  version);
 	if (version > schema_migration_count)
-		return fail_input(e, "'%s' has schema version %d, newer than this align (%d): upgrade align",
-		                 path, version, schema_migration_count);
+		return fail_input(e, "'%s' has schema version %d, newer than this align (%d): upgrade align", path,
+				  version, schema_migration_count);
 	return ALIGN_OK;
 }
 
@@ -90,9 +98,11 @@ int store_open_err(const char *path, enum store_mode mode, int busy_ms, sqlite3 
 	*out = NULL;
 	if (mode == STORE_READ && access(path, F_OK) != 0)
 		return fail_input(e, "no database '%s' (run 'align ingest' first, or pass --db)", path);
-	int flags = SQLITE_OPEN_NOMUTEX | (mode == STORE_WRITE ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY);
+	int flags = SQLITE_OPEN_NOMUTEX |
+		    (mode == STORE_WRITE ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY);
 	if (sqlite3_open_v2(path, &db, flags, NULL) != SQLITE_OK) {
-		int rc = fail_input(e, "cannot open database '%s': %s", path, db ? sqlite3_errmsg(db) : "out of memory");
+		int rc =
+			fail_input(e, "cannot open database '%s': %s", path, db ? sqlite3_errmsg(db) : "out of memory");
 		sqlite3_close(db);
 		return rc;
 	}
@@ -101,8 +111,9 @@ int store_open_err(const char *path, enum store_mode mode, int busy_ms, sqlite3 
 	int version = 0, rc;
 	if (query_int(db, "PRAGMA user_version", &version)) {
 		int code = sqlite3_errcode(db);
-		rc = is_busy(code) ? fail_input(e, "database '%s' is locked by another process (waited %d ms)", path, busy_ms)
-		                   : fail_input(e, "'%s' is not an align database: %s", path, sqlite3_errmsg(db));
+		rc = is_busy(code)
+			     ? fail_input(e, "database '%s' is locked by another process (waited %d ms)", path, busy_ms)
+			     : fail_input(e, "'%s' is not an align database: %s", path, sqlite3_errmsg(db));
 		sqlite3_close(db);
 		return rc;
 	}
@@ -122,13 +133,16 @@ int store_open_err(const char *path, enum store_mode mode, int busy_ms, sqlite3 
 	if (mode == STORE_READ && version != schema_migration_count) {
 		sqlite3_close(db);
 		return fail_input(e, "'%s' has schema version %d, expected %d: run 'align ingest' once to migrate",
-		                 path, version, schema_migration_count);
+				  path, version, schema_migration_count);
 	}
 	*out = db;
 	return ALIGN_OK;
 }
 
-void store_close(sqlite3 *db) { sqlite3_close(db); }
+void store_close(sqlite3 *db)
+{
+	sqlite3_close(db);
+}
 
 int store_begin_err(sqlite3 *db, const char *path, struct align_err *e)
 {
@@ -177,7 +191,10 @@ static int param(sqlite3_stmt *st, const char *name)
 	return i;
 }
 
-void store_bind_int64(sqlite3_stmt *st, const char *name, int64_t v) { sqlite3_bind_int64(st, param(st, name), v); }
+void store_bind_int64(sqlite3_stmt *st, const char *name, int64_t v)
+{
+	sqlite3_bind_int64(st, param(st, name), v);
+}
 
 void store_bind_text(sqlite3_stmt *st, const char *name, const char *s)
 {
@@ -192,6 +209,15 @@ int store_open(const char *path, enum store_mode mode, int busy_ms, sqlite3 **ou
 {
 	return store_open_err(path, mode, busy_ms, out, NULL);
 }
-int store_begin(sqlite3 *db, const char *path) { return store_begin_err(db, path, NULL); }
-int store_commit(sqlite3 *db, const char *path) { return store_commit_err(db, path, NULL); }
-int store_exec(sqlite3 *db, const char *sql) { return store_exec_err(db, sql, NULL); }
+int store_begin(sqlite3 *db, const char *path)
+{
+	return store_begin_err(db, path, NULL);
+}
+int store_commit(sqlite3 *db, const char *path)
+{
+	return store_commit_err(db, path, NULL);
+}
+int store_exec(sqlite3 *db, const char *sql)
+{
+	return store_exec_err(db, sql, NULL);
+}

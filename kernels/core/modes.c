@@ -44,7 +44,7 @@ static const struct align_mode_info mode_rows[MODE_COUNT] = {
 _Static_assert(sizeof value_rows / sizeof value_rows[0] == VALUE_ROWS_TOTAL, "modes.def: value rows miscounted");
 #define MODE_BEGIN(id, env, def, meaning)
 #define VALUE(mode, tok, name, where, mimics)
-#define MODE_END(id)                                                                                                  \
+#define MODE_END(id)                                                                                                   \
 	_Static_assert(ALIGN_##id##__COUNT >= 1 && ALIGN_##id##__COUNT <= MODES_MAX_VALUES, #id ": 1 to 8 values");
 #include "modes.def"
 #undef MODE_BEGIN
@@ -53,8 +53,8 @@ _Static_assert(sizeof value_rows / sizeof value_rows[0] == VALUE_ROWS_TOTAL, "mo
 
 struct profile_row {
 	const char *profile;
-	int id;		   /* -1: a PROFILE_BASE row, base names the base profile */
-	int v;		   /* the value (ALIGN_<ID>_<TOKEN>) */
+	int id; /* -1: a PROFILE_BASE row, base names the base profile */
+	int v;	/* the value (ALIGN_<ID>_<TOKEN>) */
 	const char *base;
 };
 

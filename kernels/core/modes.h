@@ -26,9 +26,14 @@ enum align_mode_id {
 
 /* One enum per switch: its values, numbered from 0 in modes.def row order (ALIGN_<ID>_<TOKEN>), and
  * ALIGN_<ID>__COUNT. struct align_modes holds these numbers; compare them only by name. */
-#define MODE_BEGIN(id, env, def, meaning) enum align_##id##_value {
+#define MODE_BEGIN(id, env, def, meaning)                                                                              \
+	enum align_##id##_value                                                                                        \
+	{
 #define VALUE(mode, tok, name, where, mimics) ALIGN_##mode##_##tok,
-#define MODE_END(id) ALIGN_##id##__COUNT };
+#define MODE_END(id)                                                                                                   \
+	ALIGN_##id##__COUNT                                                                                            \
+	}                                                                                                              \
+	;
 #include "modes.def"
 #undef MODE_BEGIN
 #undef VALUE
@@ -52,33 +57,33 @@ struct align_mode_info {
 };
 
 struct align_mode_value {
-	int mode;	     /* enum align_mode_id */
-	int v;		     /* its index within the switch (ALIGN_<ID>_<TOKEN>) */
-	const char *name;    /* "bf16" */
-	int where;	     /* enum align_mode_where */
-	const char *mimics;  /* who the value mimics */
+	int mode;	    /* enum align_mode_id */
+	int v;		    /* its index within the switch (ALIGN_<ID>_<TOKEN>) */
+	const char *name;   /* "bf16" */
+	int where;	    /* enum align_mode_where */
+	const char *mimics; /* who the value mimics */
 };
 
 #define MODES_MAX_VALUES 8
 
 struct align_modes {
-	int v[MODE_COUNT];		       /* index into the value list */
+	int v[MODE_COUNT];		     /* index into the value list */
 	enum align_mode_src src[MODE_COUNT]; /* where each value came from */
-	char profile[32];		       /* applied profile name, "" when none */
+	char profile[32];		     /* applied profile name, "" when none */
 };
 
-const struct align_mode_info *modes_info(int id);	/* NULL when out of range */
+const struct align_mode_info *modes_info(int id); /* NULL when out of range */
 /* value v of switch id (its row of modes.def), NULL when out of range */
 const struct align_mode_value *modes_value(int id, int v);
 int modes_value_count(int id);
-const char *modes_default_name(int id);			/* the default value's name */
+const char *modes_default_name(int id); /* the default value's name */
 /* "v1|v2|..." and "v1=who,v2=who" of switch id into buf (the `align modes` columns); returns buf */
 const char *modes_values_text(int id, char *buf, size_t len);
 const char *modes_mimics_text(int id, char *buf, size_t len);
-const char *modes_value_name(int id, int v);		/* NULL when out of range */
-int modes_value_index(int id, const char *name);	/* -1 when not a value of id */
-int modes_find(const char *env_or_id);			/* -1 when unknown; id is case-insensitive */
-const char *modes_src_name(enum align_mode_src src);	/* "default", "profile", "env", "cli" */
+const char *modes_value_name(int id, int v);	     /* NULL when out of range */
+int modes_value_index(int id, const char *name);     /* -1 when not a value of id */
+int modes_find(const char *env_or_id);		     /* -1 when unknown; id is case-insensitive */
+const char *modes_src_name(enum align_mode_src src); /* "default", "profile", "env", "cli" */
 void modes_init_default(struct align_modes *m);
 /* 0 ok, 2 unknown profile (message lists valid ones) */
 int modes_apply_profile(struct align_modes *m, const char *profile, char *err, size_t errlen);
@@ -95,7 +100,7 @@ int modes_value_refused_on(int id, int v, enum align_device dev);
 int modes_gpu_only_in(const struct align_modes *m, const int *ids);
 /* the first switch among ids (-1 terminated; NULL = all) whose value cannot run on dev, else -1 */
 int modes_refused_on(const struct align_modes *m, const int *ids, enum align_device dev);
-const char *const *modes_profiles(void); /* NULL-terminated, profiles.def order */
+const char *const *modes_profiles(void);		/* NULL-terminated, profiles.def order */
 const char *modes_profile_meaning(const char *profile); /* NULL when unknown */
 /* "ID=value" pairs separated by ',' in registry order; returns the length snprintf would write */
 int modes_format(const struct align_modes *m, char *buf, size_t len);

@@ -58,19 +58,22 @@ int ops_check_inputs(const struct align_op *op, const struct align_dims *d, cons
 {
 	const struct align_op_impl *im = op->impl;
 	if (n_in != im->n_in)
-		return align_fail(err, ALIGN_ERR_INPUT, "op '%s': %d inputs given, it takes %d", op->name, n_in, im->n_in);
+		return align_fail(err, ALIGN_ERR_INPUT, "op '%s': %d inputs given, it takes %d", op->name, n_in,
+				  im->n_in);
 	for (int i = 0; i < n_in; i++) {
 		const struct align_tensor_spec *sp = &im->in[i];
 		int64_t shape[4];
 		int ndim;
 		if (ops_shape_eval(sp->shape, d, shape, &ndim))
-			return align_fail(err, ALIGN_ERR_INPUT, "op '%s': input '%s': shape '%s' has no value for these dims",
-					  op->name, sp->name, sp->shape);
+			return align_fail(err, ALIGN_ERR_INPUT,
+					  "op '%s': input '%s': shape '%s' has no value for these dims", op->name,
+					  sp->name, sp->shape);
 		if (in[i].data && ops_check(&in[i], sp->dtype, ndim, shape) == ALIGN_OK)
 			continue;
 		char want[96], got[96];
 		tensor_text(sp->dtype, shape, ndim, want, sizeof want);
-		tensor_text(in[i].dtype, in[i].shape, in[i].ndim < 0 || in[i].ndim > 4 ? 0 : in[i].ndim, got, sizeof got);
+		tensor_text(in[i].dtype, in[i].shape, in[i].ndim < 0 || in[i].ndim > 4 ? 0 : in[i].ndim, got,
+			    sizeof got);
 		return align_fail(err, ALIGN_ERR_INPUT, "op '%s': input '%s' is %s, expected %s%s", op->name, sp->name,
 				  got, want, in[i].data ? "" : " (no data)");
 	}
@@ -246,8 +249,9 @@ static void fill_distinct_row(int32_t *row, int64_t k, int64_t n, uint64_t seed,
 	for (int64_t j = 0; j < k; j++) {
 		uint64_t draw = 0;
 		for (int tries = 0;; tries++) {
-			int32_t cand = (int32_t)(align_rng_u64(seed, stream, (uint64_t)(r * k + j) * 64 + (uint64_t)tries) %
-						 (uint64_t)n);
+			int32_t cand =
+				(int32_t)(align_rng_u64(seed, stream, (uint64_t)(r * k + j) * 64 + (uint64_t)tries) %
+					  (uint64_t)n);
 			int dup = 0;
 			for (int64_t i = 0; i < j; i++)
 				dup |= row[i] == cand;

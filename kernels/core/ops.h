@@ -37,8 +37,18 @@ struct align_tensor {
 };
 
 /* Named dims; letters in ALIGN_DIM_LETTERS order. */
-enum align_dim { ALIGN_DIM_T, ALIGN_DIM_D, ALIGN_DIM_E, ALIGN_DIM_K, ALIGN_DIM_F, ALIGN_DIM_N, ALIGN_DIM_G,
-		 ALIGN_DIM_H, ALIGN_DIM_V, ALIGN_DIM_COUNT };
+enum align_dim {
+	ALIGN_DIM_T,
+	ALIGN_DIM_D,
+	ALIGN_DIM_E,
+	ALIGN_DIM_K,
+	ALIGN_DIM_F,
+	ALIGN_DIM_N,
+	ALIGN_DIM_G,
+	ALIGN_DIM_H,
+	ALIGN_DIM_V,
+	ALIGN_DIM_COUNT
+};
 #define ALIGN_DIM_LETTERS "TDEKFNGHV"
 
 struct align_dims {
@@ -69,21 +79,21 @@ struct align_tensor_spec {
 	const char *meaning;	/* one line */
 };
 
-typedef int (*align_fwd_fn)(const void *params, const struct align_modes *m, const struct align_tensor *in,
-			    int n_in, struct align_tensor *out, int n_out);
+typedef int (*align_fwd_fn)(const void *params, const struct align_modes *m, const struct align_tensor *in, int n_in,
+			    struct align_tensor *out, int n_out);
 
 struct align_op_impl {
 	int n_in;
 	const struct align_tensor_spec *in;
 	int n_out;
 	const struct align_tensor_spec *out;
-	const char *dims;     /* default dims, "T=16,D=4096" */
-	const int *modes;     /* switches the op reads, terminated by -1 */
-	size_t params_size;   /* bytes of the op's params struct */
+	const char *dims;   /* default dims, "T=16,D=4096" */
+	const int *modes;   /* switches the op reads, terminated by -1 */
+	size_t params_size; /* bytes of the op's params struct */
 	void (*params_default)(void *params, const struct align_dims *d);
 	/* parameter variants for tests (0 = default); returns 0 when k is past the last variant */
 	int (*params_variant)(void *params, const struct align_dims *d, int k);
-	align_fwd_fn fwd_cpu; /* the CPU twin */
+	align_fwd_fn fwd_cpu;					      /* the CPU twin */
 	int (*out_dtype)(const struct align_modes *m, int out_index); /* NULL: spec dtype */
 	/* builds the op's config for device from modes and dims (tests: every mode value handled) */
 	int (*cfg_check)(const void *params, const struct align_modes *m, const struct align_dims *d, int device,
@@ -137,8 +147,7 @@ void ops_tensor_free(struct align_tensor *t);
 /* fill input tensor idx from (seed, tensor name, step) following the spec's fill hint */
 int ops_fill_input(const struct align_op *op, int input_index, struct align_tensor *t, uint64_t seed, int step);
 /* the same with an explicit fill (tests use SPECIAL/EXTREME fills); stream "<op>.<t->name>" */
-int ops_fill_tensor(const struct align_fill *f, const char *op_name, struct align_tensor *t, uint64_t seed,
-		    int step);
+int ops_fill_tensor(const struct align_fill *f, const char *op_name, struct align_tensor *t, uint64_t seed, int step);
 
 /* check helpers used by the ops */
 int ops_check(const struct align_tensor *t, int dtype, int ndim, const int64_t *shape);

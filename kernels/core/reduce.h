@@ -82,8 +82,7 @@ ALIGN_HD static inline float align_reduce_pairwise(const float *x, int64_t n, in
 	return s;
 }
 
-ALIGN_HD static inline float align_reduce_chunked(const float *x, int64_t n, int64_t stride, int64_t chunk,
-						  int square)
+ALIGN_HD static inline float align_reduce_chunked(const float *x, int64_t n, int64_t stride, int64_t chunk, int square)
 {
 	if (n <= 0)
 		return 0.0f;

@@ -65,8 +65,8 @@ ALIGN_HD static inline float align_rng_normalish(uint64_t seed, uint64_t stream,
 }
 
 /* Normal-ish times `scale`, with the special values listed at the top of this file. */
-ALIGN_HD static inline float align_rng_special(uint64_t seed, uint64_t stream, uint64_t index, float scale,
-					       float limit, int extreme)
+ALIGN_HD static inline float align_rng_special(uint64_t seed, uint64_t stream, uint64_t index, float scale, float limit,
+					       int extreme)
 {
 	uint64_t sel = align_rng_u64(seed ^ 0x5bd1e995u, stream, index);
 	float v = align_rng_normalish(seed, stream, index) * scale;

@@ -35,8 +35,8 @@ enum align_status {
 #define ALIGN_ERR_TRACE 1024
 
 struct align_err {
-	int status;		    /* enum align_status of the first failure, ALIGN_OK when none */
-	char msg[ALIGN_ERR_MSG];    /* its message, without the "error: " prefix */
+	int status;		     /* enum align_status of the first failure, ALIGN_OK when none */
+	char msg[ALIGN_ERR_MSG];     /* its message, without the "error: " prefix */
 	char trace[ALIGN_ERR_TRACE]; /* debug builds: "file:line: call" of each failing ALIGN_TRY, innermost first */
 };
 

@@ -89,7 +89,7 @@ ALIGN_HD static inline void torch_bitonic32(float *key, int32_t *val, unsigned c
 /* torch.topk(sorted=True) of x[0..n) (element stride xs), k <= TORCH_TOPK_MAX_K, k <= n: the
  * selected indices in torch's output order -> sel[0..k). taken: n flags (stride ts) of scratch. */
 ALIGN_HD static inline void torch_topk(const float *x, int64_t xs, int64_t n, int64_t k, int32_t *sel,
-                                       unsigned char *taken, int64_t ts)
+				       unsigned char *taken, int64_t ts)
 {
 	for (int64_t e = 0; e < n; e++)
 		taken[e * ts] = 0;

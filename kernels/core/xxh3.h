@@ -69,17 +69,18 @@
 #define ALIGN_XXH3_SECRET_INIT                                                                                         \
 	{                                                                                                              \
 		0xb8, 0xfe, 0x6c, 0x39, 0x23, 0xa4, 0x4b, 0xbe, 0x7c, 0x01, 0x81, 0x2c, 0xf7, 0x21, 0xad, 0x1c, 0xde,  \
-		    0xd4, 0x6d, 0xe9, 0x83, 0x90, 0x97, 0xdb, 0x72, 0x40, 0xa4, 0xa4, 0xb7, 0xb3, 0x67, 0x1f, 0xcb,    \
-		    0x79, 0xe6, 0x4e, 0xcc, 0xc0, 0xe5, 0x78, 0x82, 0x5a, 0xd0, 0x7d, 0xcc, 0xff, 0x72, 0x21, 0xb8,    \
-		    0x08, 0x46, 0x74, 0xf7, 0x43, 0x24, 0x8e, 0xe0, 0x35, 0x90, 0xe6, 0x81, 0x3a, 0x26, 0x4c, 0x3c,    \
-		    0x28, 0x52, 0xbb, 0x91, 0xc3, 0x00, 0xcb, 0x88, 0xd0, 0x65, 0x8b, 0x1b, 0x53, 0x2e, 0xa3, 0x71,    \
-		    0x64, 0x48, 0x97, 0xa2, 0x0d, 0xf9, 0x4e, 0x38, 0x19, 0xef, 0x46, 0xa9, 0xde, 0xac, 0xd8, 0xa8,    \
-		    0xfa, 0x76, 0x3f, 0xe3, 0x9c, 0x34, 0x3f, 0xf9, 0xdc, 0xbb, 0xc7, 0xc7, 0x0b, 0x4f, 0x1d, 0x8a,    \
-		    0x51, 0xe0, 0x4b, 0xcd, 0xb4, 0x59, 0x31, 0xc8, 0x9f, 0x7e, 0xc9, 0xd9, 0x78, 0x73, 0x64, 0xea,    \
-		    0xc5, 0xac, 0x83, 0x34, 0xd3, 0xeb, 0xc3, 0xc5, 0x81, 0xa0, 0xff, 0xfa, 0x13, 0x63, 0xeb, 0x17,    \
-		    0x0d, 0xdd, 0x51, 0xb7, 0xf0, 0xda, 0x49, 0xd3, 0x16, 0x55, 0x26, 0x29, 0xd4, 0x68, 0x9e, 0x2b,    \
-		    0x16, 0xbe, 0x58, 0x7d, 0x47, 0xa1, 0xfc, 0x8f, 0xf8, 0xb8, 0xd1, 0x7a, 0xd0, 0x31, 0xce, 0x45,    \
-		    0xcb, 0x3a, 0x8f, 0x95, 0x16, 0x04, 0x28, 0xaf, 0xd7, 0xfb, 0xca, 0xbb, 0x4b, 0x40, 0x7e,          \
+			0xd4, 0x6d, 0xe9, 0x83, 0x90, 0x97, 0xdb, 0x72, 0x40, 0xa4, 0xa4, 0xb7, 0xb3, 0x67, 0x1f,      \
+			0xcb, 0x79, 0xe6, 0x4e, 0xcc, 0xc0, 0xe5, 0x78, 0x82, 0x5a, 0xd0, 0x7d, 0xcc, 0xff, 0x72,      \
+			0x21, 0xb8, 0x08, 0x46, 0x74, 0xf7, 0x43, 0x24, 0x8e, 0xe0, 0x35, 0x90, 0xe6, 0x81, 0x3a,      \
+			0x26, 0x4c, 0x3c, 0x28, 0x52, 0xbb, 0x91, 0xc3, 0x00, 0xcb, 0x88, 0xd0, 0x65, 0x8b, 0x1b,      \
+			0x53, 0x2e, 0xa3, 0x71, 0x64, 0x48, 0x97, 0xa2, 0x0d, 0xf9, 0x4e, 0x38, 0x19, 0xef, 0x46,      \
+			0xa9, 0xde, 0xac, 0xd8, 0xa8, 0xfa, 0x76, 0x3f, 0xe3, 0x9c, 0x34, 0x3f, 0xf9, 0xdc, 0xbb,      \
+			0xc7, 0xc7, 0x0b, 0x4f, 0x1d, 0x8a, 0x51, 0xe0, 0x4b, 0xcd, 0xb4, 0x59, 0x31, 0xc8, 0x9f,      \
+			0x7e, 0xc9, 0xd9, 0x78, 0x73, 0x64, 0xea, 0xc5, 0xac, 0x83, 0x34, 0xd3, 0xeb, 0xc3, 0xc5,      \
+			0x81, 0xa0, 0xff, 0xfa, 0x13, 0x63, 0xeb, 0x17, 0x0d, 0xdd, 0x51, 0xb7, 0xf0, 0xda, 0x49,      \
+			0xd3, 0x16, 0x55, 0x26, 0x29, 0xd4, 0x68, 0x9e, 0x2b, 0x16, 0xbe, 0x58, 0x7d, 0x47, 0xa1,      \
+			0xfc, 0x8f, 0xf8, 0xb8, 0xd1, 0x7a, 0xd0, 0x31, 0xce, 0x45, 0xcb, 0x3a, 0x8f, 0x95, 0x16,      \
+			0x04, 0x28, 0xaf, 0xd7, 0xfb, 0xca, 0xbb, 0x4b, 0x40, 0x7e,                                    \
 	}
 
 #ifdef __CUDACC__
@@ -173,7 +174,7 @@ ALIGN_HD static inline uint64_t align_xxh3_avalanche(uint64_t h)
 ALIGN_HD static inline uint64_t align_xxh3_len_1to3(const uint8_t *p, size_t len, const uint8_t *secret, uint64_t seed)
 {
 	uint32_t combined =
-	    (uint32_t)p[len - 1] | (uint32_t)len << 8 | (uint32_t)p[0] << 16 | (uint32_t)p[len >> 1] << 24;
+		(uint32_t)p[len - 1] | (uint32_t)len << 8 | (uint32_t)p[0] << 16 | (uint32_t)p[len >> 1] << 24;
 	uint64_t key = (uint64_t)(align_xxh3_read32(secret) ^ align_xxh3_read32(secret + 4)) + seed;
 	return align_xxh3_avalanche64(key ^ combined);
 }
@@ -194,8 +195,8 @@ ALIGN_HD static inline uint64_t align_xxh3_len_4to8(const uint8_t *p, size_t len
 ALIGN_HD static inline uint64_t align_xxh3_len_9to16(const uint8_t *p, size_t len, const uint8_t *secret, uint64_t seed)
 {
 	uint64_t lo = ((align_xxh3_read64(secret + 24) ^ align_xxh3_read64(secret + 32)) + seed) ^ align_xxh3_read64(p);
-	uint64_t hi =
-	    ((align_xxh3_read64(secret + 40) ^ align_xxh3_read64(secret + 48)) - seed) ^ align_xxh3_read64(p + len - 8);
+	uint64_t hi = ((align_xxh3_read64(secret + 40) ^ align_xxh3_read64(secret + 48)) - seed) ^
+		      align_xxh3_read64(p + len - 8);
 	uint64_t v = (uint64_t)len + align_xxh3_swap64(lo) + hi + align_xxh3_mul128_fold64(lo, hi);
 	return align_xxh3_avalanche(v);
 }
@@ -215,11 +216,11 @@ ALIGN_HD static inline uint64_t align_xxh3_len_0to16(const uint8_t *p, size_t le
 ALIGN_HD static inline uint64_t align_xxh3_mix16(const uint8_t *p, const uint8_t *secret, uint64_t seed)
 {
 	return align_xxh3_mul128_fold64(align_xxh3_read64(p) ^ (align_xxh3_read64(secret) + seed),
-	                                align_xxh3_read64(p + 8) ^ (align_xxh3_read64(secret + 8) - seed));
+					align_xxh3_read64(p + 8) ^ (align_xxh3_read64(secret + 8) - seed));
 }
 
 ALIGN_HD static inline uint64_t align_xxh3_len_17to128(const uint8_t *p, size_t len, const uint8_t *secret,
-                                                       uint64_t seed)
+						       uint64_t seed)
 {
 	uint64_t acc = (uint64_t)len * ALIGN_XXH3_PRIME64_1;
 	size_t rounds = ((len - 1) >> 5) + 1;
@@ -231,7 +232,7 @@ ALIGN_HD static inline uint64_t align_xxh3_len_17to128(const uint8_t *p, size_t 
 }
 
 ALIGN_HD static inline uint64_t align_xxh3_len_129to240(const uint8_t *p, size_t len, const uint8_t *secret,
-                                                        uint64_t seed)
+							uint64_t seed)
 {
 	uint64_t acc = (uint64_t)len * ALIGN_XXH3_PRIME64_1;
 	size_t chunks = len >> 4;
@@ -271,7 +272,7 @@ ALIGN_HD static inline uint64_t align_xxh3_acc_init(unsigned i)
  * little-endian words 2j and 2j+1, k0, k1 the secret words at the stripe's secret offset + 16j and
  * + 16j + 8. (acc[i ^ 1] += d_i; acc[i] += low32(d_i ^ k_i) * high32(d_i ^ k_i).) */
 ALIGN_HD static inline void align_xxh3_accumulate_pair(uint64_t *a0, uint64_t *a1, uint64_t d0, uint64_t d1,
-                                                       uint64_t k0, uint64_t k1)
+						       uint64_t k0, uint64_t k1)
 {
 	uint64_t x0 = d0 ^ k0, x1 = d1 ^ k1;
 	*a0 += d1 + (uint64_t)(uint32_t)x0 * (uint32_t)(x0 >> 32); /* 32x32->64 (one wide multiply) */
@@ -295,8 +296,8 @@ ALIGN_HD static inline void align_xxh3_accumulate_stripe(uint64_t acc[8], const 
 {
 	for (unsigned j = 0; j < 4; j++)
 		align_xxh3_accumulate_pair(&acc[2 * j], &acc[2 * j + 1], align_xxh3_read64(p + 16 * j),
-		                           align_xxh3_read64(p + 16 * j + 8), align_xxh3_read64(secret + 16 * j),
-		                           align_xxh3_read64(secret + 16 * j + 8));
+					   align_xxh3_read64(p + 16 * j + 8), align_xxh3_read64(secret + 16 * j),
+					   align_xxh3_read64(secret + 16 * j + 8));
 }
 
 /* Inputs longer than 240 bytes, with a 192-byte secret (default or derived). */
@@ -312,7 +313,7 @@ ALIGN_HD static inline uint64_t align_xxh3_long(const uint8_t *p, size_t len, co
 			align_xxh3_accumulate_stripe(acc, q + s * ALIGN_XXH3_STRIPE_BYTES, secret + 8 * s);
 		for (unsigned i = 0; i < 8; i++)
 			acc[i] = align_xxh3_scramble_acc(
-			    acc[i], align_xxh3_read64(secret + ALIGN_XXH3_SCRAMBLE_OFFSET + 8 * i));
+				acc[i], align_xxh3_read64(secret + ALIGN_XXH3_SCRAMBLE_OFFSET + 8 * i));
 	}
 	const uint8_t *q = p + blocks * ALIGN_XXH3_BLOCK_BYTES;
 	size_t stripes = ((len - 1) - blocks * ALIGN_XXH3_BLOCK_BYTES) / ALIGN_XXH3_STRIPE_BYTES;
@@ -322,8 +323,8 @@ ALIGN_HD static inline uint64_t align_xxh3_long(const uint8_t *p, size_t len, co
 	uint64_t h = (uint64_t)len * ALIGN_XXH3_PRIME64_1;
 	for (unsigned j = 0; j < 4; j++)
 		h += align_xxh3_merge_pair(acc[2 * j], acc[2 * j + 1],
-		                           align_xxh3_read64(secret + ALIGN_XXH3_MERGE_OFFSET + 16 * j),
-		                           align_xxh3_read64(secret + ALIGN_XXH3_MERGE_OFFSET + 16 * j + 8));
+					   align_xxh3_read64(secret + ALIGN_XXH3_MERGE_OFFSET + 16 * j),
+					   align_xxh3_read64(secret + ALIGN_XXH3_MERGE_OFFSET + 16 * j + 8));
 	return align_xxh3_avalanche(h);
 }
 

@@ -124,10 +124,12 @@ extern "C" int align_dev_cublas(struct align_dev *d, void **handle)
 		cublasHandle_t h;
 		cublasStatus_t s = cublasCreate(&h);
 		if (s != CUBLAS_STATUS_SUCCESS)
-			return align_fail(d->err, ALIGN_ERR_INTERNAL, "cublasCreate failed: %s", cublasGetStatusString(s));
+			return align_fail(d->err, ALIGN_ERR_INTERNAL, "cublasCreate failed: %s",
+					  cublasGetStatusString(s));
 		if ((s = cublasSetStream(h, (cudaStream_t)d->stream)) != CUBLAS_STATUS_SUCCESS) {
 			cublasDestroy(h);
-			return align_fail(d->err, ALIGN_ERR_INTERNAL, "cublasSetStream failed: %s", cublasGetStatusString(s));
+			return align_fail(d->err, ALIGN_ERR_INTERNAL, "cublasSetStream failed: %s",
+					  cublasGetStatusString(s));
 		}
 		d->cublas = h;
 		cublasGetVersion(h, &d->cublas_version);
@@ -142,7 +144,8 @@ extern "C" int align_dev_cublaslt(struct align_dev *d, void **handle)
 		cublasLtHandle_t h;
 		cublasStatus_t s = cublasLtCreate(&h);
 		if (s != CUBLAS_STATUS_SUCCESS)
-			return align_fail(d->err, ALIGN_ERR_INTERNAL, "cublasLtCreate failed: %s", cublasGetStatusString(s));
+			return align_fail(d->err, ALIGN_ERR_INTERNAL, "cublasLtCreate failed: %s",
+					  cublasGetStatusString(s));
 		d->cublaslt = h;
 		d->cublaslt_version = cublasLtGetVersion();
 	}

@@ -31,25 +31,25 @@ struct align_dev_block {
 };
 
 struct align_dev {
-	int ordinal;			    /* CUDA device number */
-	char name[256];			    /* cudaDeviceProp.name */
-	int sm_count;			    /* multiprocessors */
-	int cc_major, cc_minor;		    /* compute capability */
-	int max_smem_optin;		    /* cudaDevAttrMaxSharedMemoryPerBlockOptin, bytes */
-	int driver_version;		    /* cudaDriverGetVersion: 13000 = 13.0 */
-	int runtime_version;		    /* cudaRuntimeGetVersion */
-	size_t total_mem;		    /* bytes */
-	void *stream;			    /* cudaStream_t: the one stream of the process */
-	void *cublas;			    /* cublasHandle_t, NULL until align_dev_cublas */
-	void *cublaslt;			    /* cublasLtHandle_t, NULL until align_dev_cublaslt */
-	int cublas_version;		    /* cublasGetVersion, 0 until cuBLAS ran */
-	size_t cublaslt_version;	    /* cublasLtGetVersion, 0 until cuBLASLt ran */
-	void *scratch;			    /* the shared workspace */
-	size_t scratch_bytes;		    /* its size */
+	int ordinal;		 /* CUDA device number */
+	char name[256];		 /* cudaDeviceProp.name */
+	int sm_count;		 /* multiprocessors */
+	int cc_major, cc_minor;	 /* compute capability */
+	int max_smem_optin;	 /* cudaDevAttrMaxSharedMemoryPerBlockOptin, bytes */
+	int driver_version;	 /* cudaDriverGetVersion: 13000 = 13.0 */
+	int runtime_version;	 /* cudaRuntimeGetVersion */
+	size_t total_mem;	 /* bytes */
+	void *stream;		 /* cudaStream_t: the one stream of the process */
+	void *cublas;		 /* cublasHandle_t, NULL until align_dev_cublas */
+	void *cublaslt;		 /* cublasLtHandle_t, NULL until align_dev_cublaslt */
+	int cublas_version;	 /* cublasGetVersion, 0 until cuBLAS ran */
+	size_t cublaslt_version; /* cublasLtGetVersion, 0 until cuBLASLt ran */
+	void *scratch;		 /* the shared workspace */
+	size_t scratch_bytes;	 /* its size */
 	struct align_dev_block pool[ALIGN_DEV_POOL];
-	int n_pool;			    /* blocks in pool */
-	void *nccl_comm;		    /* ncclComm_t for the collectives; NULL until they open one */
-	struct align_err *err;		    /* where failures put their message */
+	int n_pool;	       /* blocks in pool */
+	void *nccl_comm;       /* ncclComm_t for the collectives; NULL until they open one */
+	struct align_err *err; /* where failures put their message */
 };
 
 /* 1 when the CUDA runtime sees at least one device (no message) */

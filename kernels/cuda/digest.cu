@@ -58,14 +58,14 @@
 #include "xxh3.h"
 
 #define DIGEST_LEAF_BYTES_CU 65536u /* = DIGEST_LEAF_BYTES of harness/core/digest.h */
-#define DIGEST_GROUP 4              /* threads per hashed input: thread j owns accumulators 2j, 2j+1 */
-#define DIGEST_LEAF_CTA 256         /* threads per CTA of the leaf kernel (64 leaves) */
-#define DIGEST_ROOT_CTA 256         /* threads of the single root CTA */
+#define DIGEST_GROUP 4		    /* threads per hashed input: thread j owns accumulators 2j, 2j+1 */
+#define DIGEST_LEAF_CTA 256	    /* threads per CTA of the leaf kernel (64 leaves) */
+#define DIGEST_ROOT_CTA 256	    /* threads of the single root CTA */
 
 static int digest_cuda_fail(const char *call, cudaError_t e, const char *file, int line)
 {
 	fprintf(stderr, "error: %s failed: %s (%s) at %s:%d\n", call, cudaGetErrorString(e), cudaGetErrorName(e), file,
-	        line);
+		line);
 	return ALIGN_DIGEST_CUDA_ECUDA;
 }
 
@@ -159,8 +159,8 @@ __device__ __forceinline__ uint64_t digest_key_at(const uint64_t k[18], unsigned
  * misalignment r is the same for every window of a launch. Near the end of the input (a chunk would
  * reach past `end`) each window is loaded on its own by digest_load_any. */
 __device__ __forceinline__ void digest_block_pairs_unaligned(uint64_t *a0, uint64_t *a1, const uint8_t *q,
-                                                             const uint8_t *end, unsigned ns, const uint64_t k[18],
-                                                             unsigned j, unsigned mask)
+							     const uint8_t *end, unsigned ns, const uint64_t k[18],
+							     unsigned j, unsigned mask)
 {
 	uintptr_t qa = (uintptr_t)q;
 	unsigned r = (unsigned)(qa & 15);
@@ -200,7 +200,7 @@ __device__ __forceinline__ void digest_block_pairs_unaligned(uint64_t *a0, uint6
 /* digest_block_pairs for q aligned to A = 16 or 8 bytes. */
 template <int A>
 __device__ __forceinline__ void digest_block_pairs_aligned(uint64_t *a0, uint64_t *a1, const uint8_t *q, unsigned ns,
-                                                           const uint64_t k[18])
+							   const uint64_t k[18])
 {
 	uint64_t d0[ALIGN_XXH3_BLOCK_STRIPES], d1[ALIGN_XXH3_BLOCK_STRIPES];
 #pragma unroll
@@ -231,7 +231,7 @@ __device__ __forceinline__ void digest_block_pairs_aligned(uint64_t *a0, uint64_
  * flight. */
 template <int A>
 __device__ __forceinline__ void digest_block_pairs(uint64_t *a0, uint64_t *a1, const uint8_t *q, const uint8_t *end,
-                                                   unsigned ns, const uint64_t k[18], unsigned j, unsigned mask)
+						   unsigned ns, const uint64_t k[18], unsigned j, unsigned mask)
 {
 	if (A == 1)
 		digest_block_pairs_unaligned(a0, a1, q, end, ns, k, j, mask);
@@ -244,11 +244,11 @@ __device__ __forceinline__ void digest_block_pairs(uint64_t *a0, uint64_t *a1, c
  * input. Every thread of the group returns the hash. */
 template <int A>
 __device__ uint64_t digest_group_finish(const uint8_t *p, uint64_t len, const uint8_t *end, uint64_t nb, uint64_t a0,
-                                        uint64_t a1, const uint64_t k[18], unsigned j, unsigned mask)
+					uint64_t a1, const uint64_t k[18], unsigned j, unsigned mask)
 {
 	uint64_t rest = (len - 1) - nb * ALIGN_XXH3_BLOCK_BYTES;
 	digest_block_pairs<A>(&a0, &a1, p + nb * ALIGN_XXH3_BLOCK_BYTES + 16 * j, end,
-	                      (unsigned)(rest / ALIGN_XXH3_STRIPE_BYTES), k, j, mask);
+			      (unsigned)(rest / ALIGN_XXH3_STRIPE_BYTES), k, j, mask);
 	uint64_t d0, d1;
 	digest_load_any(p + len - ALIGN_XXH3_STRIPE_BYTES + 16 * j, end, &d0, &d1);
 	/* secret offset 121 + 16 j = 8 (15 + 2j) + 1 */
@@ -281,7 +281,7 @@ __device__ uint64_t digest_group_long(const uint8_t *p, uint64_t len, const uint
 /* leaves[i] = XXH3_64bits(leaf i); 4 threads per leaf (blockDim.x a multiple of 32). */
 template <int A>
 __global__ void __launch_bounds__(DIGEST_LEAF_CTA)
-    digest_leaf_kernel(const uint8_t *p, uint64_t bytes, uint64_t n_leaves, uint64_t *leaves)
+	digest_leaf_kernel(const uint8_t *p, uint64_t bytes, uint64_t n_leaves, uint64_t *leaves)
 {
 	uint64_t leaf = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / DIGEST_GROUP;
 	unsigned j = threadIdx.x % DIGEST_GROUP;
@@ -304,7 +304,7 @@ __global__ void __launch_bounds__(DIGEST_LEAF_CTA)
 /* *out = XXH3_64bits_withSeed(leaves as 8 n bytes, total); one CTA of DIGEST_ROOT_CTA threads;
  * contrib: 8 words per full 1024-byte block of the leaf digests. */
 __global__ void __launch_bounds__(DIGEST_ROOT_CTA)
-    digest_root_kernel(const uint64_t *leaves, uint64_t n, uint64_t total, uint64_t *contrib, uint64_t *out)
+	digest_root_kernel(const uint64_t *leaves, uint64_t n, uint64_t total, uint64_t *contrib, uint64_t *out)
 {
 	const uint8_t *p = (const uint8_t *)leaves;
 	uint64_t len = 8 * n;
@@ -320,7 +320,7 @@ __global__ void __launch_bounds__(DIGEST_ROOT_CTA)
 	for (uint64_t b = threadIdx.x / DIGEST_GROUP; b < nb; b += DIGEST_ROOT_CTA / DIGEST_GROUP) {
 		uint64_t c0 = 0, c1 = 0;
 		digest_block_pairs<16>(&c0, &c1, p + b * ALIGN_XXH3_BLOCK_BYTES + 16 * j, p + len,
-		                       ALIGN_XXH3_BLOCK_STRIPES, k, j, 0);
+				       ALIGN_XXH3_BLOCK_STRIPES, k, j, 0);
 		contrib[8 * b + 2 * j] = c0;
 		contrib[8 * b + 2 * j + 1] = c1;
 	}
@@ -364,7 +364,7 @@ extern "C" size_t align_digest_cuda_workspace_bytes(size_t bytes)
 }
 
 extern "C" int align_digest_leaves_cuda(const void *device_ptr, size_t bytes, uint64_t *device_leaves,
-                                        cudaStream_t stream)
+					cudaStream_t stream)
 {
 	if (bytes == 0)
 		return 0;
@@ -403,7 +403,7 @@ static int digest_enqueue(const void *device_ptr, size_t bytes, void *ws, uint64
 }
 
 extern "C" int align_digest_cuda_ws(const void *device_ptr, size_t bytes, void *device_workspace, uint64_t *digest_out,
-                                    cudaStream_t stream)
+				    cudaStream_t stream)
 {
 	if (!digest_out)
 		return digest_cuda_einval("digest_out is NULL");

@@ -37,7 +37,7 @@ size_t align_digest_cuda_workspace_bytes(size_t bytes);
 /* As align_digest_cuda, with a caller-provided device workspace of at least
  * align_digest_cuda_workspace_bytes(bytes) bytes, 16-byte aligned (no allocation in the call). */
 int align_digest_cuda_ws(const void *device_ptr, size_t bytes, void *device_workspace, uint64_t *digest_out,
-                         cudaStream_t stream);
+			 cudaStream_t stream);
 
 /* Leaf digests only: device_leaves[i] = XXH3_64bits(leaf i) for the ceil(bytes / 65536) leaves, as
  * host-order uint64_t in device memory. Asynchronous on `stream` (nothing is waited for). */

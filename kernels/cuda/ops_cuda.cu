@@ -21,8 +21,8 @@ extern "C" align_fwd_cuda_fn ops_cuda_fwd(const struct align_op *op)
 
 extern "C" int ops_cuda_fail(const char *call, cudaError_t e, const char *file, int line)
 {
-	fprintf(stderr, "error: %s failed: %s (%s) at %s:%d\n", call, cudaGetErrorString(e), cudaGetErrorName(e),
-		file, line);
+	fprintf(stderr, "error: %s failed: %s (%s) at %s:%d\n", call, cudaGetErrorString(e), cudaGetErrorName(e), file,
+		line);
 	return ALIGN_ERR_INTERNAL;
 }
 

@@ -49,21 +49,21 @@ float mimic_libm_log1pf(float x);
 
 /* Launch configuration knobs; 0 = the op's default. Results never depend on them. */
 struct align_launch {
-	int block;          /* threads per block */
+	int block;	    /* threads per block */
 	int rows_per_block; /* rows (tokens, heads) a block processes at once; threads per row = block / this */
-	int grid_cap;       /* at most this many blocks; the rest is covered by grid-stride loops */
-	int serial;         /* 1: the reference path, one thread per row running the C twin's loops as written */
+	int grid_cap;	    /* at most this many blocks; the rest is covered by grid-stride loops */
+	int serial;	    /* 1: the reference path, one thread per row running the C twin's loops as written */
 };
 
 typedef int (*align_fwd_cuda_fn)(const void *params, const struct align_modes *m, const struct align_tensor *in,
-                                 int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
-                                 struct align_dev *dev);
+				 int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
+				 struct align_dev *dev);
 
 /* <op>_fwd_cuda for every op of ops.def (the registry names each one) */
 #define OP(name, desc, inputs)                                                                                         \
 	int name##_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in, int n_in,  \
-	                    struct align_tensor *out, int n_out, const struct align_launch *launch,                    \
-	                    struct align_dev *dev);
+			    struct align_tensor *out, int n_out, const struct align_launch *launch,                    \
+			    struct align_dev *dev);
 #include "ops.def"
 #undef OP
 
@@ -71,8 +71,8 @@ typedef int (*align_fwd_cuda_fn)(const void *params, const struct align_modes *m
 align_fwd_cuda_fn ops_cuda_fwd(const struct align_op *op);
 
 /* Messages, worded like the rest of the project; each returns its status code. */
-int ops_cuda_fail(const char *call, cudaError_t e, const char *file, int line);     /* 3 */
-int ops_cuda_bad_input(const char *op, const char *what);                           /* 2 */
+int ops_cuda_fail(const char *call, cudaError_t e, const char *file, int line);	    /* 3 */
+int ops_cuda_bad_input(const char *op, const char *what);			    /* 2 */
 int ops_cuda_unsupported(const char *op, const struct align_modes *m, int mode_id); /* 4 */
 
 #ifdef __cplusplus

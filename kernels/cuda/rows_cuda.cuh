@@ -181,7 +181,10 @@ template <class X> ALIGN_HD static inline float hnr_reduce(int order, const X &x
  * reads chunks itself and asks the accessor what they mean). */
 struct rows_bf16_row {
 	const align_bf16 *p;
-	ALIGN_HD float operator()(int64_t i) const { return align_bf16_to_f32(p[i]); }
+	ALIGN_HD float operator()(int64_t i) const
+	{
+		return align_bf16_to_f32(p[i]);
+	}
 	__device__ void load8(int64_t i0, float e[8]) const;
 	__device__ void unpack8(const uint4 &v, float e[8]) const;
 };
@@ -225,8 +228,8 @@ template <bool H> ALIGN_HD static inline float hx_div(float a, float b)
 /* ---- block geometry and the launch plan ---- */
 
 struct rows_geom {
-	int G;  /* threads per row: a multiple of 32 */
-	int g;  /* row slot of this thread in the block */
+	int G;	/* threads per row: a multiple of 32 */
+	int g;	/* row slot of this thread in the block */
 	int gt; /* index of this thread in its row group */
 };
 
@@ -248,7 +251,7 @@ ALIGN_HD static inline int64_t rows_scratch_floats(int64_t n)
 
 struct rows_plan {
 	int serial;  /* 1: one thread per row (launch.serial, or a row too long for shared memory) */
-	int G;       /* threads per row */
+	int G;	     /* threads per row */
 	int rpb;     /* rows per block */
 	int block;   /* threads per block = G * rpb (serial: threads per block) */
 	int grid;    /* blocks */
@@ -269,7 +272,7 @@ template <class K> static inline int rows_max_block(K kernel, int *n)
 /* What rows_launch needs from a row-wise op; A is the kernels' argument struct (it has an int field rpb). */
 template <class A> struct rows_op {
 	const char *name;   /* op name for messages */
-	int64_t rows;       /* rows (tokens, heads) */
+	int64_t rows;	    /* rows (tokens, heads) */
 	int def_G, def_rpb; /* defaults: threads per row, rows per block */
 	void (*serial)(A);  /* launch.serial: one thread per row, the C twin's loops */
 	/* the rows kernel for G threads per row, and the dynamic shared memory it needs per row (bytes) */
@@ -285,7 +288,7 @@ template <class A> struct rows_op {
  * or 3 (CUDA query failed). */
 template <class A>
 static inline int rows_plan_make(const rows_op<A> &op, const struct align_launch *L, const A &a, struct rows_plan *p,
-                                 void (**k)(A))
+				 void (**k)(A))
 {
 	struct align_launch none = {0, 0, 0, 0};
 	if (!L)
@@ -412,7 +415,7 @@ template <class X> __device__ static inline float rows_leaf(const X &x, int64_t 
 			for (int i = 0; i < ROWS_LEAF; i++)
 				e[i] = FX_MUL(e[i], e[i]);
 		return FX_ADD(FX_ADD(FX_ADD(e[0], e[1]), FX_ADD(e[2], e[3])),
-		              FX_ADD(FX_ADD(e[4], e[5]), FX_ADD(e[6], e[7])));
+			      FX_ADD(FX_ADD(e[4], e[5]), FX_ADD(e[6], e[7])));
 	}
 	int r = (int)(n - i0);
 	for (int i = 0; i < r; i++)
@@ -437,7 +440,7 @@ __device__ static inline float rows_warp_tree(float v, int lane, int64_t cnt)
  * 32 leaves) in src[q]. No barrier. */
 template <class X>
 __device__ static inline void rows_pairwise_groups(const X &x, int64_t n, int square, float *src, const rows_geom &rg,
-                                                   bool valid)
+						   bool valid)
 {
 	const int64_t nl = (n + ROWS_LEAF - 1) / ROWS_LEAF;
 	const int lane = rg.gt & 31;
@@ -457,7 +460,7 @@ __device__ static inline void rows_pairwise_groups(const X &x, int64_t n, int sq
  * group. ng <= 32 (n <= 8192): warp 0 of the group, one barrier; more: 32 at a time, a barrier per level. */
 template <class X>
 __device__ static inline float rows_pairwise_top(const X &x, int64_t n, int square, float *scr, const rows_geom &rg,
-                                                 bool valid)
+						 bool valid)
 {
 	const int64_t nl = (n + ROWS_LEAF - 1) / ROWS_LEAF, ng = (nl + 31) / 32;
 	float *src = scr + 4, *dst = src + ng;
@@ -502,7 +505,7 @@ __device__ static inline float rows_pairwise_top(const X &x, int64_t n, int squa
 
 template <class X>
 __device__ static inline float rows_pairwise(const X &x, int64_t n, int square, float *scr, const rows_geom &rg,
-                                             bool valid)
+					     bool valid)
 {
 	rows_pairwise_groups(x, n, square, scr + 4, rg, valid);
 	__syncthreads();
@@ -537,7 +540,7 @@ template <class X> __device__ static inline float rows_warp32_lanes(const X &x, 
 
 template <class X>
 __device__ static inline float rows_warp32(const X &x, int64_t n, int square, float *scr, const rows_geom &rg,
-                                           bool valid)
+					   bool valid)
 {
 	if (valid && rg.gt < 32) {
 		float s = rows_warp32_lanes(x, n, square, rg.gt);
@@ -578,7 +581,7 @@ template <class X> __device__ static inline float rows_chain(int order, const X 
 
 template <class X>
 __device__ static inline float rows_serial_order(int order, const X &x, int64_t n, int square, float *scr,
-                                                 const rows_geom &rg, bool valid)
+						 const rows_geom &rg, bool valid)
 {
 	if (valid && rg.gt == 0)
 		scr[0] = rows_chain(order, x, n, square);
@@ -591,7 +594,7 @@ __device__ static inline float rows_serial_order(int order, const X &x, int64_t 
  * reused after the next __syncthreads. */
 template <class X>
 __device__ static inline float rows_reduce(int order, const X &x, int64_t n, int square, float *scr,
-                                           const rows_geom &rg, bool valid)
+					   const rows_geom &rg, bool valid)
 {
 	if (order == ALIGN_REDUCE_PAIRWISE)
 		return rows_pairwise(x, n, square, scr, rg, valid);
@@ -666,7 +669,7 @@ __device__ static inline float rows_rsqrt(int v, float a)
  * any use; zeros past the end or when !valid. */
 template <int LPT>
 __device__ static inline void rows_regs_load(uint4 *v, const align_bf16 *row, int64_t nch, const rows_geom &rg,
-                                             bool valid)
+					     bool valid)
 {
 	const uint4 *r4 = (const uint4 *)row;
 #pragma unroll
@@ -711,7 +714,7 @@ template <class X> __device__ static inline float rows_leaf_regs(const X &x, con
  * inside when G > 32; with G = 32 only warp-synchronous operations). */
 template <int LPT, class X>
 __device__ static inline float rows_regs_sum(int order, const uint4 *v, const X &xg, int64_t n, int square, float *scr,
-                                             align_bf16 *xs, const rows_geom &rg, bool valid)
+					     align_bf16 *xs, const rows_geom &rg, bool valid)
 {
 	const int lane = rg.gt & 31;
 	const int64_t nl = n / ROWS_LEAF;

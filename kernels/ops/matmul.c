@@ -37,8 +37,8 @@ static int engine_check(const struct matmul_cfg *c, int impl, struct align_err *
 		return engine_refuse(MODE_MATMUL_FMA, ALIGN_MATMUL_FMA_ON, impl,
 				     "the engine sums in its own order; only the default is accepted", err);
 	if (impl == ALIGN_MATMUL_IMPL_TC && c->operand != ALIGN_MATMUL_OPERAND_BF16)
-		return engine_refuse(MODE_MATMUL_OPERAND, c->operand, impl, "the tensor-core kernel takes bf16 operands",
-				     err);
+		return engine_refuse(MODE_MATMUL_OPERAND, c->operand, impl,
+				     "the tensor-core kernel takes bf16 operands", err);
 	if (impl == ALIGN_MATMUL_IMPL_CUBLAS_PINNED && c->operand != ALIGN_MATMUL_OPERAND_BF16)
 		return engine_refuse(MODE_MATMUL_OPERAND, c->operand, impl,
 				     "the pinned algorithm is chosen for bf16 operands", err);
@@ -52,14 +52,16 @@ int matmul_cfg_init(struct matmul_cfg *c, const struct matmul_params *p, const s
 	const char *op = "matmul";
 	(void)p; /* struct matmul_params has no field that matters */
 	if (!c || !m || !in || !out || n_in != 2 || n_out != 1)
-		return align_fail(err, ALIGN_ERR_INPUT, "matmul: expects a[T,D], b[F,D] -> y[T,F] (2 inputs, 1 output)");
+		return align_fail(err, ALIGN_ERR_INPUT,
+				  "matmul: expects a[T,D], b[F,D] -> y[T,F] (2 inputs, 1 output)");
 	const struct align_tensor *a = &in[0], *b = &in[1];
 	if (a->ndim != 2 || b->ndim != 2 || a->shape[1] != b->shape[1] || a->dtype == ALIGN_DT_I32 ||
 	    b->dtype == ALIGN_DT_I32)
-		return align_fail(err, ALIGN_ERR_INPUT,
-				  "matmul: a and b must be 2-d f32/bf16 with the same number of columns, got %s %d-d and "
-				  "%s %d-d",
-				  align_dtype_name(a->dtype), a->ndim, align_dtype_name(b->dtype), b->ndim);
+		return align_fail(
+			err, ALIGN_ERR_INPUT,
+			"matmul: a and b must be 2-d f32/bf16 with the same number of columns, got %s %d-d and "
+			"%s %d-d",
+			align_dtype_name(a->dtype), a->ndim, align_dtype_name(b->dtype), b->ndim);
 	c->T = a->shape[0];
 	c->D = a->shape[1];
 	c->F = b->shape[0];
@@ -82,8 +84,8 @@ int matmul_cfg_init(struct matmul_cfg *c, const struct matmul_params *p, const s
 	default:
 		return op_cfg_unhandled(err, op, MODE_MATMUL_ACCUM, v, "matmul_cfg_init");
 	}
-	ALIGN_TRY(err, op_cfg_flag(err, op, "matmul_cfg_init", m,
-				   MODE_MATMUL_FMA, ALIGN_MATMUL_FMA_OFF, ALIGN_MATMUL_FMA_ON, &c->fma));
+	ALIGN_TRY(err, op_cfg_flag(err, op, "matmul_cfg_init", m, MODE_MATMUL_FMA, ALIGN_MATMUL_FMA_OFF,
+				   ALIGN_MATMUL_FMA_ON, &c->fma));
 	switch ((enum align_MATMUL_OUT_value)(v = m->v[MODE_MATMUL_OUT])) {
 	case ALIGN_MATMUL_OUT_BF16:
 		c->y_dtype = ALIGN_DT_BF16;
@@ -113,8 +115,8 @@ int matmul_cfg_init(struct matmul_cfg *c, const struct matmul_params *p, const s
 	return ALIGN_OK;
 }
 
-int matmul_fwd_cpu(const struct matmul_params *p, const struct align_modes *m, const struct align_tensor *in,
-		   int n_in, struct align_tensor *out, int n_out)
+int matmul_fwd_cpu(const struct matmul_params *p, const struct align_modes *m, const struct align_tensor *in, int n_in,
+		   struct align_tensor *out, int n_out)
 {
 	struct matmul_cfg c;
 	ALIGN_TRY(NULL, matmul_cfg_init(&c, p, m, in, n_in, out, n_out, ALIGN_DEVICE_CPU, NULL));
@@ -172,10 +174,21 @@ static const struct align_tensor_spec in_specs[] = {
 static const struct align_tensor_spec out_specs[] = {
 	{"y", ALIGN_DT_BF16, "T,F", {ALIGN_FILL_NORMAL, 0, 0}, "a @ b^T (bf16 or f32 per MATMUL_OUT)"},
 };
-static const int modes_read[] = {MODE_MATMUL_OPERAND, MODE_MATMUL_ACCUM, MODE_MATMUL_FMA, MODE_MATMUL_OUT,
-				 MODE_MATMUL_IMPL, -1}; /* IMPL: portable here; the engines are GPU only */
+static const int modes_read[] = {MODE_MATMUL_OPERAND, MODE_MATMUL_ACCUM,
+				 MODE_MATMUL_FMA,     MODE_MATMUL_OUT,
+				 MODE_MATMUL_IMPL,    -1}; /* IMPL: portable here; the engines are GPU only */
 
 const struct align_op_impl matmul_impl = {
-	2, in_specs, 1, out_specs, "T=16,D=4096,F=64", modes_read, sizeof(struct matmul_params),
-	params_default, params_variant, fwd, out_dtype, cfg_check,
+	2,
+	in_specs,
+	1,
+	out_specs,
+	"T=16,D=4096,F=64",
+	modes_read,
+	sizeof(struct matmul_params),
+	params_default,
+	params_variant,
+	fwd,
+	out_dtype,
+	cfg_check,
 };

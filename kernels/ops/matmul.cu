@@ -303,7 +303,8 @@ __device__ __forceinline__ void mm_tile(const struct mm_args &g, int m0, int n0,
 						for (int i = 0; i < TM; i++)
 #pragma unroll
 							for (int j = 0; j < TN; j++) {
-								tot[i % SM][j % SN] = tot[i % SM][j % SN] + (float)acc[i][j];
+								tot[i % SM][j % SN] =
+									tot[i % SM][j % SN] + (float)acc[i][j];
 								acc[i][j] = init;
 							}
 						bnd += g.chunk;
@@ -355,9 +356,9 @@ __device__ __forceinline__ void mm_tile(const struct mm_args &g, int m0, int n0,
 template <int BM, int BN, int BK, int TM, int TN, int ACC, int FMA>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN)) matmul_portable_kernel(const struct mm_args g)
 {
-	float (*As)[BK][BM + MM_PAD] = (float (*)[BK][BM + MM_PAD])align_cuda_dyn_smem();
-	float (*Bs)[BK][BN + MM_PAD] = (float (*)[BK][BN + MM_PAD])(align_cuda_dyn_smem() +
-								       (size_t)2 * BK * (BM + MM_PAD) * sizeof(float));
+	float(*As)[BK][BM + MM_PAD] = (float(*)[BK][BM + MM_PAD]) align_cuda_dyn_smem();
+	float(*Bs)[BK][BN + MM_PAD] =
+		(float(*)[BK][BN + MM_PAD])(align_cuda_dyn_smem() + (size_t)2 * BK * (BM + MM_PAD) * sizeof(float));
 	const long long tiles_m = (g.m + BM - 1) / BM, tiles = tiles_m * ((g.n + BN - 1) / BN);
 	for (long long t = blockIdx.x; t < tiles; t += gridDim.x)
 		mm_tile<BM, BN, BK, TM, TN, ACC, FMA>(g, (int)(t % tiles_m) * BM, (int)(t / tiles_m) * BN, As, Bs);
@@ -382,23 +383,29 @@ struct mm_variant {
 	size_t smem; /* dynamic shared memory bytes */
 };
 
-#define MM_V(BM, BN, BK, TM, TN, ACC, FMA)                                                                     \
-	{ matmul_portable_kernel<BM, BN, BK, TM, TN, ACC, FMA>, BM, BN, (BM / TM) * (BN / TN),                 \
-	  MM_SMEM_BYTES(BM, BN, BK) }
+#define MM_V(BM, BN, BK, TM, TN, ACC, FMA)                                                                             \
+	{                                                                                                              \
+		matmul_portable_kernel<BM, BN, BK, TM, TN, ACC, FMA>, BM, BN, (BM / TM) * (BN / TN),                   \
+			MM_SMEM_BYTES(BM, BN, BK)                                                                      \
+	}
 /* the five (accumulation, fma) kernels of one tile shape: seq, seq+fma, split16, split16+fma, fp64 */
-#define MM_ROW(BM, BN, BK, TM, TN)                                                                             \
-	{ MM_V(BM, BN, BK, TM, TN, ALIGN_MATMUL_ACCUM_SEQ, 0), MM_V(BM, BN, BK, TM, TN, ALIGN_MATMUL_ACCUM_SEQ, 1),            \
-	  MM_V(BM, BN, BK, TM, TN, ALIGN_MATMUL_ACCUM_SPLIT16, 0), MM_V(BM, BN, BK, TM, TN, ALIGN_MATMUL_ACCUM_SPLIT16, 1),    \
-	  MM_V(BM, BN, BK, TM, TN, ALIGN_MATMUL_ACCUM_FP64, 0) }
+#define MM_ROW(BM, BN, BK, TM, TN)                                                                                     \
+	{                                                                                                              \
+		MM_V(BM, BN, BK, TM, TN, ALIGN_MATMUL_ACCUM_SEQ, 0),                                                   \
+			MM_V(BM, BN, BK, TM, TN, ALIGN_MATMUL_ACCUM_SEQ, 1),                                           \
+			MM_V(BM, BN, BK, TM, TN, ALIGN_MATMUL_ACCUM_SPLIT16, 0),                                       \
+			MM_V(BM, BN, BK, TM, TN, ALIGN_MATMUL_ACCUM_SPLIT16, 1),                                       \
+			MM_V(BM, BN, BK, TM, TN, ALIGN_MATMUL_ACCUM_FP64, 0)                                           \
+	}
 
 static const struct mm_variant mm_variants[MATMUL_TILE_COUNT][5] = {
 	/* LARGE: 8x8 per thread for seq; split16 and fp64 need twice the registers per output: 8x4 */
-	{ MM_V(128, 128, 8, 8, 8, ALIGN_MATMUL_ACCUM_SEQ, 0), MM_V(128, 128, 8, 8, 8, ALIGN_MATMUL_ACCUM_SEQ, 1),
-	  MM_V(128, 64, 8, 8, 4, ALIGN_MATMUL_ACCUM_SPLIT16, 0), MM_V(128, 64, 8, 8, 4, ALIGN_MATMUL_ACCUM_SPLIT16, 1),
-	  MM_V(128, 64, 8, 8, 4, ALIGN_MATMUL_ACCUM_FP64, 0) },
-	MM_ROW(32, 32, 16, 4, 2),  /* SMALL: 128 threads */
-	MM_ROW(16, 32, 32, 2, 4),  /* SKINNY: 64 threads */
-	MM_ROW(128, 4, 16, 2, 4),  /* NARROW: 64 threads */
+	{MM_V(128, 128, 8, 8, 8, ALIGN_MATMUL_ACCUM_SEQ, 0), MM_V(128, 128, 8, 8, 8, ALIGN_MATMUL_ACCUM_SEQ, 1),
+	 MM_V(128, 64, 8, 8, 4, ALIGN_MATMUL_ACCUM_SPLIT16, 0), MM_V(128, 64, 8, 8, 4, ALIGN_MATMUL_ACCUM_SPLIT16, 1),
+	 MM_V(128, 64, 8, 8, 4, ALIGN_MATMUL_ACCUM_FP64, 0)},
+	MM_ROW(32, 32, 16, 4, 2), /* SMALL: 128 threads */
+	MM_ROW(16, 32, 32, 2, 4), /* SKINNY: 64 threads */
+	MM_ROW(128, 4, 16, 2, 4), /* NARROW: 64 threads */
 };
 
 /* the column of mm_variants for (accum, fma): seq, seq+fma, split16, split16+fma, fp64 (fma ignored) */
@@ -502,11 +509,11 @@ static int mm_pick_tile(const struct align_launch *l, int64_t m, int64_t n)
 
 #if defined(MM_HAVE_TC) || defined(MM_HAVE_CUBLAS)
 /* In the engines below: on a failed CUDA call, return 3 with the message in dev->err. */
-#define MM_TRY(call)                                                                                           \
-	do {                                                                                                   \
-		cudaError_t e_ = (call);                                                                       \
-		if (e_ != cudaSuccess)                                                                         \
-			return align_dev_fail(dev, #call, (int)e_, __FILE__, __LINE__);                        \
+#define MM_TRY(call)                                                                                                   \
+	do {                                                                                                           \
+		cudaError_t e_ = (call);                                                                               \
+		if (e_ != cudaSuccess)                                                                                 \
+			return align_dev_fail(dev, #call, (int)e_, __FILE__, __LINE__);                                \
 	} while (0)
 
 #define MM_PASS_THREADS 256
@@ -515,8 +522,7 @@ static int mm_pick_tile(const struct align_launch *l, int64_t m, int64_t n)
 
 /* dst[r * ldd + k] = the bf16 operand of src[r * d + k] for k < d (a bf16 element as is, an f32 one
  * rounded to nearest even: matmul_operand bf16), +0 for d <= k < ldd; r < rows */
-__global__ void mm_to_bf16_kernel(const void *src, int src_bf16, int64_t rows, int64_t d, align_bf16 *dst,
-				  int64_t ldd)
+__global__ void mm_to_bf16_kernel(const void *src, int src_bf16, int64_t rows, int64_t d, align_bf16 *dst, int64_t ldd)
 {
 	const int64_t n = rows * ldd;
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
@@ -598,11 +604,11 @@ static int mm_cublas_fail(struct align_dev *dev, const char *call, cublasStatus_
 			  cublasGetStatusName(s), file, line);
 }
 
-#define MM_BLAS_TRY(call)                                                                                      \
-	do {                                                                                                   \
-		cublasStatus_t s_ = (call);                                                                    \
-		if (s_ != CUBLAS_STATUS_SUCCESS)                                                               \
-			return mm_cublas_fail(dev, #call, s_, __FILE__, __LINE__);                             \
+#define MM_BLAS_TRY(call)                                                                                              \
+	do {                                                                                                           \
+		cublasStatus_t s_ = (call);                                                                            \
+		if (s_ != CUBLAS_STATUS_SUCCESS)                                                                       \
+			return mm_cublas_fail(dev, #call, s_, __FILE__, __LINE__);                                     \
 	} while (0)
 
 /* dst[i] = F(src[i]), exact widening of bf16 to f32 */
@@ -664,7 +670,8 @@ static int mm_fwd_cublas(struct align_dev *dev, const struct matmul_cfg *c, cons
 	const float one = 1.0f, zero = 0.0f;
 	void *tmp[3], *hv = NULL;
 	if (T > INT_MAX || D > INT_MAX || F > INT_MAX)
-		return align_fail(dev->err, ALIGN_ERR_INPUT, "matmul (cuda): MATMUL_IMPL=cublas takes T, D and F below 2^31");
+		return align_fail(dev->err, ALIGN_ERR_INPUT,
+				  "matmul (cuda): MATMUL_IMPL=cublas takes T, D and F below 2^31");
 	ALIGN_TRY(dev->err, mm_scratch(dev, bytes, tmp, 3));
 	if (stage_a)
 		MM_TRY(mm_cublas_stage(a, T, D, lowp, tmp[0], stream));
@@ -674,16 +681,15 @@ static int mm_fwd_cublas(struct align_dev *dev, const struct matmul_cfg *c, cons
 	cublasHandle_t h = (cublasHandle_t)hv;
 	MM_BLAS_TRY(cublasSetStream(h, stream));
 	MM_BLAS_TRY(cublasSetMathMode(h, math));
-	MM_BLAS_TRY(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)F, (int)T, (int)D, &one,
-				 stage_b ? tmp[1] : b->data, ab_type, (int)D, stage_a ? tmp[0] : a->data, ab_type,
-				 (int)D, &zero, stage_y ? tmp[2] : y->data, c_type, (int)F, compute,
-				 CUBLAS_GEMM_DEFAULT));
+	MM_BLAS_TRY(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)F, (int)T, (int)D, &one, stage_b ? tmp[1] : b->data,
+				 ab_type, (int)D, stage_a ? tmp[0] : a->data, ab_type, (int)D, &zero,
+				 stage_y ? tmp[2] : y->data, c_type, (int)F, compute, CUBLAS_GEMM_DEFAULT));
 	if (stage_y)
 		MM_TRY(mm_round((const float *)tmp[2], T * F, (align_bf16 *)y->data, stream));
 	return ALIGN_OK;
 }
 
-#define MM_PIN_ROWS 8192	   /* the n the pinned algorithm is chosen at (matmul.h) */
+#define MM_PIN_ROWS 8192	     /* the n the pinned algorithm is chosen at (matmul.h) */
 #define MM_PIN_WORKSPACE (32u << 20) /* the workspace the heuristic may plan for */
 
 /* the cuBLASLt objects of one pinned call, destroyed by mm_lt_free */
@@ -729,19 +735,21 @@ static int mm_lt_plan(struct align_dev *dev, cublasLtHandle_t h, struct mm_lt *p
 	MM_BLAS_TRY(cublasLtMatmulPreferenceCreate(&p->pref));
 	MM_BLAS_TRY(cublasLtMatmulPreferenceSetAttribute(p->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wmax,
 							 sizeof wmax));
-	MM_BLAS_TRY(cublasLtMatmulAlgoGetHeuristic(h, p->desc, p->la, p->lref, p->lcref, p->lcref, p->pref, 16, res,
-						   &n));
+	MM_BLAS_TRY(
+		cublasLtMatmulAlgoGetHeuristic(h, p->desc, p->la, p->lref, p->lcref, p->lcref, p->pref, 16, res, &n));
 	for (int i = 0; i < n && chosen < 0; i++) {
 		int splitk = 1;
 		size_t got = 0;
 		if (cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
-							 sizeof splitk, &got) == CUBLAS_STATUS_SUCCESS && splitk <= 1)
+							 sizeof splitk, &got) == CUBLAS_STATUS_SUCCESS &&
+		    splitk <= 1)
 			chosen = i;
 	}
 	if (chosen < 0)
 		return align_fail(dev->err, ALIGN_ERR_UNSUPPORTED,
 				  "matmul (cuda): cuBLASLt offers no algorithm without split-K for F=%lld, D=%lld "
-				  "(MATMUL_IMPL=cublas_pinned)", (long long)c->F, (long long)c->D);
+				  "(MATMUL_IMPL=cublas_pinned)",
+				  (long long)c->F, (long long)c->D);
 	p->algo = res[chosen].algo;
 	MM_BLAS_TRY(cublasLtMatmulAlgoConfigSetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one_split,
 							 sizeof one_split));
@@ -751,7 +759,8 @@ static int mm_lt_plan(struct align_dev *dev, cublasLtHandle_t h, struct mm_lt *p
 	    chk.workspaceSize > wmax)
 		return align_fail(dev->err, ALIGN_ERR_UNSUPPORTED,
 				  "matmul (cuda): the pinned cuBLASLt algorithm for F=%lld, D=%lld does not accept "
-				  "T=%lld (MATMUL_IMPL=cublas_pinned)", (long long)c->F, (long long)c->D, (long long)T);
+				  "T=%lld (MATMUL_IMPL=cublas_pinned)",
+				  (long long)c->F, (long long)c->D, (long long)T);
 	p->workspace = chk.workspaceSize;
 	return ALIGN_OK;
 }
@@ -854,12 +863,13 @@ static int mm_fwd_engine(struct align_dev *dev, const struct matmul_cfg *c, cons
 #endif
 	default:
 		(void)a, (void)b;
-		return align_fail(dev->err, ALIGN_ERR_INTERNAL, "matmul (cuda): MATMUL_IMPL value %d not handled", c->impl);
+		return align_fail(dev->err, ALIGN_ERR_INTERNAL, "matmul (cuda): MATMUL_IMPL value %d not handled",
+				  c->impl);
 	}
 }
 
-extern "C" int matmul_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,
-			       int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
+extern "C" int matmul_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in, int n_in,
+			       struct align_tensor *out, int n_out, const struct align_launch *launch,
 			       struct align_dev *dev)
 {
 	cudaStream_t stream = (cudaStream_t)dev->stream;

@@ -168,8 +168,8 @@ ALIGN_HD static inline float matmul_dot(const float *a, const float *b, int64_t 
 	return matmul__seq(a, b, n, fma);
 }
 
-int matmul_fwd_cpu(const struct matmul_params *p, const struct align_modes *m, const struct align_tensor *in,
-		   int n_in, struct align_tensor *out, int n_out);
+int matmul_fwd_cpu(const struct matmul_params *p, const struct align_modes *m, const struct align_tensor *in, int n_in,
+		   struct align_tensor *out, int n_out);
 
 #ifdef __cplusplus
 }

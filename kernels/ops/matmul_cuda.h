@@ -47,22 +47,22 @@ enum matmul_cuda_tile {
 };
 
 struct matmul_cuda_gemm {
-	const void *a;	/* m rows of lda elements (k used), f32 or bf16 */
-	int a_bf16;	/* 1: a holds bf16 bit patterns */
-	int64_t lda;	/* elements between rows of a (>= k) */
-	const void *b;	/* n rows of ldb elements */
-	int b_bf16;	/* 1: b holds bf16 */
-	int64_t ldb;	/* elements between rows of b (>= k) */
-	void *y;	/* m rows of ldy elements (n written) */
-	int y_bf16;	/* 1: store R(acc) as bf16, 0: store acc as f32 */
-	int64_t ldy;	/* elements between rows of y (>= n) */
-	int64_t m, n, k; /* sizes; k may be 0 (y = +0) */
-	int opd_a;	/* ALIGN_MATMUL_OPERAND_* applied to every a element as loaded */
-	int opd_b;	/* ALIGN_MATMUL_OPERAND_* applied to every b element as loaded */
-	int accum;	/* ALIGN_MATMUL_ACCUM_* */
-	int fma;	/* 1: fmaf(a, b, acc) from acc = +0; 0: acc = a0 b0, then acc + R(a b) */
-	int tile;	/* enum matmul_cuda_tile */
-	int grid_cap;	/* at most this many CTAs (0: one per tile); CTAs loop over the tiles */
+	const void *a;	  /* m rows of lda elements (k used), f32 or bf16 */
+	int a_bf16;	  /* 1: a holds bf16 bit patterns */
+	int64_t lda;	  /* elements between rows of a (>= k) */
+	const void *b;	  /* n rows of ldb elements */
+	int b_bf16;	  /* 1: b holds bf16 */
+	int64_t ldb;	  /* elements between rows of b (>= k) */
+	void *y;	  /* m rows of ldy elements (n written) */
+	int y_bf16;	  /* 1: store R(acc) as bf16, 0: store acc as f32 */
+	int64_t ldy;	  /* elements between rows of y (>= n) */
+	int64_t m, n, k;  /* sizes; k may be 0 (y = +0) */
+	int opd_a;	  /* ALIGN_MATMUL_OPERAND_* applied to every a element as loaded */
+	int opd_b;	  /* ALIGN_MATMUL_OPERAND_* applied to every b element as loaded */
+	int accum;	  /* ALIGN_MATMUL_ACCUM_* */
+	int fma;	  /* 1: fmaf(a, b, acc) from acc = +0; 0: acc = a0 b0, then acc + R(a b) */
+	int tile;	  /* enum matmul_cuda_tile */
+	int grid_cap;	  /* at most this many CTAs (0: one per tile); CTAs loop over the tiles */
 	int serial_block; /* > 0: the reference path with this many threads per CTA; tile ignored */
 };
 

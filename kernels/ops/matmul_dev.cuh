@@ -41,7 +41,7 @@ static __device__ __forceinline__ float mm_hn_fmaf(float a, float b, float c)
 
 /* matmul__seq of matmul.h over n elements starting at element k0 of rows a and b */
 static __device__ MM_NOINLINE float mm_seq_ref(const void *a, int a_bf16, const void *b, int b_bf16, long long k0,
-					 long long n, int opd_a, int opd_b, int fma)
+					       long long n, int opd_a, int opd_b, int fma)
 {
 	if (n <= 0)
 		return 0.0f;
@@ -62,7 +62,7 @@ static __device__ MM_NOINLINE float mm_seq_ref(const void *a, int a_bf16, const 
 
 /* matmul_dot(opd_a(a), opd_b(b), n, accum, fma) of matmul.h, host NaN bits; a, b: row starts */
 static __device__ MM_NOINLINE float mm_dot_ref(const void *a, int a_bf16, const void *b, int b_bf16, long long n,
-					 int opd_a, int opd_b, int accum, int fma)
+					       int opd_a, int opd_b, int accum, int fma)
 {
 	if (accum == ALIGN_MATMUL_ACCUM_FP64) {
 		double s = 0.0;

@@ -58,7 +58,7 @@
 #define TC_B_BYTES (TC_BN * TC_BK * 2)
 #define TC_STAGE_BYTES (TC_A_BYTES + TC_B_BYTES)
 #define TC_SMEM_BYTES (TC_STAGES * TC_STAGE_BYTES)
-#define TC_C_PITCH (TC_BN + 8)   /* bf16 elements per row of the epilogue tile: conflict-free stores */
+#define TC_C_PITCH (TC_BN + 8)	 /* bf16 elements per row of the epilogue tile: conflict-free stores */
 #define TC_C32_PITCH (TC_BN + 8) /* floats per row of the fp32 epilogue tile: conflict-free float2 stores */
 
 #if TC_BM * TC_C_PITCH * 2 > TC_SMEM_BYTES || TC_BM * TC_C32_PITCH * 4 > TC_SMEM_BYTES
@@ -67,16 +67,16 @@
 
 static int tc_fail(const char *call, cudaError_t e, const char *file, int line)
 {
-	fprintf(stderr, "error: %s failed: %s (%s) at %s:%d\n", call, cudaGetErrorString(e), cudaGetErrorName(e),
-		file, line);
+	fprintf(stderr, "error: %s failed: %s (%s) at %s:%d\n", call, cudaGetErrorString(e), cudaGetErrorName(e), file,
+		line);
 	return 3;
 }
 
-#define TC_TRY(call)                                                                                           \
-	do {                                                                                                   \
-		cudaError_t e_ = (call);                                                                       \
-		if (e_ != cudaSuccess)                                                                         \
-			return tc_fail(#call, e_, __FILE__, __LINE__);                                         \
+#define TC_TRY(call)                                                                                                   \
+	do {                                                                                                           \
+		cudaError_t e_ = (call);                                                                               \
+		if (e_ != cudaSuccess)                                                                                 \
+			return tc_fail(#call, e_, __FILE__, __LINE__);                                                 \
 	} while (0)
 
 static int tc_einval(const char *what)
@@ -177,8 +177,7 @@ __device__ __forceinline__ uint32_t tc_smem_addr(const void *p)
 /* 16 bytes global -> shared; src_bytes 0 writes 16 zero bytes (src must still be a valid address) */
 __device__ __forceinline__ void tc_cp_async16(uint32_t dst, const void *src, int src_bytes)
 {
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
-		     : "memory");
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
 
 __device__ __forceinline__ void tc_cp_async_commit(void)
@@ -216,9 +215,8 @@ __device__ __forceinline__ uint32_t tc_swz(int row, int ch)
 }
 
 /* Issue the copies of K tile kt into stage buffers sa / sb. */
-__device__ __forceinline__ void tc_load_tile(uint32_t sa, uint32_t sb, const align_bf16 *a,
-					     const align_bf16 *b, int64_t m, int64_t n, int64_t k, int64_t m0,
-					     int64_t n0, int kt, int tid)
+__device__ __forceinline__ void tc_load_tile(uint32_t sa, uint32_t sb, const align_bf16 *a, const align_bf16 *b,
+					     int64_t m, int64_t n, int64_t k, int64_t m0, int64_t n0, int kt, int tid)
 {
 	const int64_t k0 = (int64_t)kt * TC_BK;
 #pragma unroll
@@ -226,20 +224,21 @@ __device__ __forceinline__ void tc_load_tile(uint32_t sa, uint32_t sb, const ali
 		int idx = tid + i * TC_THREADS, row = idx >> 3, ch = idx & 7;
 		int64_t gm = m0 + row, gk = k0 + ch * 8;
 		bool ok = gm < m && gk < k;
-		tc_cp_async16(sa + tc_swz(row, ch), ok ? (const void *)(a + gm * k + gk) : (const void *)a, ok ? 16 : 0);
+		tc_cp_async16(sa + tc_swz(row, ch), ok ? (const void *)(a + gm * k + gk) : (const void *)a,
+			      ok ? 16 : 0);
 	}
 #pragma unroll
 	for (int i = 0; i < TC_BN * 8 / TC_THREADS; i++) {
 		int idx = tid + i * TC_THREADS, row = idx >> 3, ch = idx & 7;
 		int64_t gn = n0 + row, gk = k0 + ch * 8;
 		bool ok = gn < n && gk < k;
-		tc_cp_async16(sb + tc_swz(row, ch), ok ? (const void *)(b + gn * k + gk) : (const void *)b, ok ? 16 : 0);
+		tc_cp_async16(sb + tc_swz(row, ch), ok ? (const void *)(b + gn * k + gk) : (const void *)b,
+			      ok ? 16 : 0);
 	}
 }
 
 /* The warp's 64 x 64 share of one staged K tile: 4 k16 steps x (4 x 8) mma. */
-__device__ __forceinline__ void tc_compute_tile(float acc[4][8][4], uint32_t sa, uint32_t sb, int wm, int wn,
-						int lane)
+__device__ __forceinline__ void tc_compute_tile(float acc[4][8][4], uint32_t sa, uint32_t sb, int wm, int wn, int lane)
 {
 #pragma unroll
 	for (int ks = 0; ks < TC_BK / 16; ks++) {
@@ -270,8 +269,8 @@ __device__ __forceinline__ void tc_compute_tile(float acc[4][8][4], uint32_t sa,
 }
 
 /* Accumulators -> bf16 tile in shared memory -> coalesced 16-byte stores (per element at edges). */
-__device__ __forceinline__ void tc_store(float acc[4][8][4], unsigned char *smem, align_bf16 *y, int64_t m,
-					 int64_t n, int64_t m0, int64_t n0, int wm, int wn, int lane, int tid)
+__device__ __forceinline__ void tc_store(float acc[4][8][4], unsigned char *smem, align_bf16 *y, int64_t m, int64_t n,
+					 int64_t m0, int64_t n0, int wm, int wn, int lane, int tid)
 {
 	align_bf16 *sc = (align_bf16 *)smem;
 	const int g = lane >> 2, t4 = lane & 3;
@@ -304,8 +303,8 @@ __device__ __forceinline__ void tc_store(float acc[4][8][4], unsigned char *smem
 }
 
 /* The same for fp32 output: the accumulators themselves, 4 floats (16 bytes) per store when n % 4 == 0. */
-__device__ __forceinline__ void tc_store_f32(float acc[4][8][4], unsigned char *smem, float *y, int64_t m,
-					     int64_t n, int64_t m0, int64_t n0, int wm, int wn, int lane, int tid)
+__device__ __forceinline__ void tc_store_f32(float acc[4][8][4], unsigned char *smem, float *y, int64_t m, int64_t n,
+					     int64_t m0, int64_t n0, int wm, int wn, int lane, int tid)
 {
 	float *sc = (float *)smem;
 	const int g = lane >> 2, t4 = lane & 3;
@@ -372,8 +371,8 @@ __global__ void __launch_bounds__(TC_THREADS, 1)
 #pragma unroll
 	for (int s = 0; s < TC_STAGES - 1; s++) {
 		if (s < KT)
-			tc_load_tile(s0 + s * TC_STAGE_BYTES, s0 + s * TC_STAGE_BYTES + TC_A_BYTES, a, b, m, n, k, m0, n0,
-				     s, tid);
+			tc_load_tile(s0 + s * TC_STAGE_BYTES, s0 + s * TC_STAGE_BYTES + TC_A_BYTES, a, b, m, n, k, m0,
+				     n0, s, tid);
 		tc_cp_async_commit();
 	}
 	for (int kt = 0; kt < KT; kt++) {
@@ -422,8 +421,8 @@ extern "C" int matmul_tc_fwd_cuda_out(const struct matmul_tc_params *p, int y_f3
 		y_f32 ? matmul_tc_kernel<true> : matmul_tc_kernel<false>;
 	TC_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, TC_SMEM_BYTES));
 #ifdef ALIGN_CUDA_EMU
-	align_emu_launch(kern, (unsigned)(tiles_m * tiles_n), TC_THREADS, TC_SMEM_BYTES, stream,
-			 (const align_bf16 *)a, (const align_bf16 *)b, y, p->m, p->n, p->k, (int)tiles_m, (int)tiles_n);
+	align_emu_launch(kern, (unsigned)(tiles_m * tiles_n), TC_THREADS, TC_SMEM_BYTES, stream, (const align_bf16 *)a,
+			 (const align_bf16 *)b, y, p->m, p->n, p->k, (int)tiles_m, (int)tiles_n);
 #else
 	kern<<<(unsigned)(tiles_m * tiles_n), TC_THREADS, TC_SMEM_BYTES, stream>>>(
 		(const align_bf16 *)a, (const align_bf16 *)b, y, p->m, p->n, p->k, (int)tiles_m, (int)tiles_n);

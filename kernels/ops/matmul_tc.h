@@ -36,8 +36,7 @@ struct matmul_tc_params {
 	int64_t k; /* shared dimension, a multiple of 8 */
 };
 
-int matmul_tc_fwd_cuda(const struct matmul_tc_params *p, const void *a, const void *b, void *y,
-		       cudaStream_t stream);
+int matmul_tc_fwd_cuda(const struct matmul_tc_params *p, const void *a, const void *b, void *y, cudaStream_t stream);
 /* y_f32 = 0: the same as matmul_tc_fwd_cuda (y bf16); y_f32 = 1: y holds the fp32 accumulators */
 int matmul_tc_fwd_cuda_out(const struct matmul_tc_params *p, int y_f32, const void *a, const void *b, void *y,
 			   cudaStream_t stream);

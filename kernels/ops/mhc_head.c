@@ -26,8 +26,8 @@ int mhc_head_cfg_init(struct mhc_head_cfg *c, const struct mhc_params *p, const 
 	return mhc_modes_init(&c->mm, op, m, device, err);
 }
 
-int mhc_head_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, const struct align_tensor *in,
-		     int n_in, struct align_tensor *out, int n_out)
+int mhc_head_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, const struct align_tensor *in, int n_in,
+		     struct align_tensor *out, int n_out)
 {
 	struct mhc_head_cfg c;
 	ALIGN_TRY(NULL, mhc_head_cfg_init(&c, p, m, in, n_in, out, n_out, ALIGN_DEVICE_CPU, NULL));
@@ -52,7 +52,8 @@ int mhc_head_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, co
 		float rs = mhc_rms_factor(x32, K, mm->inv_rms, c.p.norm_eps);
 		mhc_project(mm, x32, fn, N, K, scratch, mix);
 		for (int64_t i = 0; i < N; i++) {
-			pre[i] = mhc_sigmoid(mm, mhc_compute_h(mix[i], rs, scale, base[i], mm->computeh_fma)) + c.p.hc_eps;
+			pre[i] = mhc_sigmoid(mm, mhc_compute_h(mix[i], rs, scale, base[i], mm->computeh_fma)) +
+				 c.p.hc_eps;
 			if (mm->coef_bf16)
 				pre[i] = align_round_bf16(pre[i]);
 		}
@@ -105,10 +106,20 @@ static const struct align_tensor_spec in_specs[] = {
 static const struct align_tensor_spec out_specs[] = {
 	{"y", ALIGN_DT_BF16, "T,D", {ALIGN_FILL_NORMAL, 0, 0}, "contracted hidden state"},
 };
-static const int modes_read[] = {MODE_MATH_IMPL, MODE_MHC_RMS_FORM, MODE_MHC_PROJ_GEMM, MODE_MHC_PARAM,
-				 MODE_MHC_COEF, MODE_MHC_EXP, MODE_MHC_COMPUTEH_FMA, -1};
+static const int modes_read[] = {MODE_MATH_IMPL, MODE_MHC_RMS_FORM, MODE_MHC_PROJ_GEMM,	   MODE_MHC_PARAM,
+				 MODE_MHC_COEF,	 MODE_MHC_EXP,	    MODE_MHC_COMPUTEH_FMA, -1};
 
 const struct align_op_impl mhc_head_impl = {
-	4, in_specs, 1, out_specs, "T=8,N=4,D=1024", modes_read, sizeof(struct mhc_params),
-	params_default, params_variant, fwd, NULL, cfg_check,
+	4,
+	in_specs,
+	1,
+	out_specs,
+	"T=8,N=4,D=1024",
+	modes_read,
+	sizeof(struct mhc_params),
+	params_default,
+	params_variant,
+	fwd,
+	NULL,
+	cfg_check,
 };

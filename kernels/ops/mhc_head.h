@@ -36,8 +36,8 @@ int mhc_head_cfg_init(struct mhc_head_cfg *c, const struct mhc_params *p, const 
 		      const struct align_tensor *in, int n_in, const struct align_tensor *out, int n_out, int device,
 		      struct align_err *err);
 
-int mhc_head_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, const struct align_tensor *in,
-		     int n_in, struct align_tensor *out, int n_out);
+int mhc_head_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, const struct align_tensor *in, int n_in,
+		     struct align_tensor *out, int n_out);
 
 #ifdef __cplusplus
 }

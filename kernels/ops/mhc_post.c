@@ -23,8 +23,8 @@ static int mhc_post_cfg_modes(struct mhc_post_cfg *c, const struct align_modes *
 				   ALIGN_MHC_HRES_TRANSPOSE_ON, &c->transpose));
 	ALIGN_TRY(err, op_cfg_flag(err, "mhc_post", fn, m, MODE_MHC_POST_ROUND, ALIGN_MHC_POST_ROUND_SINGLE,
 				   ALIGN_MHC_POST_ROUND_DOUBLE, &c->dbl));
-	ALIGN_TRY(err, op_cfg_flag(err, "mhc_post", fn, m, MODE_MHC_COEF, ALIGN_MHC_COEF_FP32,
-				   ALIGN_MHC_COEF_BF16, &coef_bf16));
+	ALIGN_TRY(err, op_cfg_flag(err, "mhc_post", fn, m, MODE_MHC_COEF, ALIGN_MHC_COEF_FP32, ALIGN_MHC_COEF_BF16,
+				   &coef_bf16));
 	ALIGN_TRY(err, op_cfg_flag(err, "mhc_post", fn, m, MODE_MHC_POST_ORDER, ALIGN_MHC_POST_ORDER_COMB_FIRST,
 				   ALIGN_MHC_POST_ORDER_POST_FIRST, &c->post_first));
 	c->coef_bf16 = c->dbl || coef_bf16;
@@ -55,8 +55,8 @@ int mhc_post_cfg_init(struct mhc_post_cfg *c, const struct mhc_params *p, const 
 	return ALIGN_OK;
 }
 
-int mhc_post_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, const struct align_tensor *in,
-		     int n_in, struct align_tensor *out, int n_out)
+int mhc_post_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, const struct align_tensor *in, int n_in,
+		     struct align_tensor *out, int n_out)
 {
 	struct mhc_post_cfg c;
 	ALIGN_TRY(NULL, mhc_post_cfg_init(&c, p, m, in, n_in, out, n_out, ALIGN_DEVICE_CPU, NULL));
@@ -121,10 +121,19 @@ static int cfg_check(const void *params, const struct align_modes *m, const stru
 	return mhc_post_cfg_init(&c, params, m, in, 4, out, 1, device, err);
 }
 
-static const int modes_read[] = {MODE_MHC_HRES_TRANSPOSE, MODE_MHC_COEF, MODE_MHC_POST_ROUND, MODE_MHC_POST_ORDER,
-				 -1};
+static const int modes_read[] = {MODE_MHC_HRES_TRANSPOSE, MODE_MHC_COEF, MODE_MHC_POST_ROUND, MODE_MHC_POST_ORDER, -1};
 
 const struct align_op_impl mhc_post_impl = {
-	4, in_specs, 1, out_specs, "T=8,N=4,D=1024", modes_read, sizeof(struct mhc_params),
-	params_default, params_variant, fwd, NULL, cfg_check,
+	4,
+	in_specs,
+	1,
+	out_specs,
+	"T=8,N=4,D=1024",
+	modes_read,
+	sizeof(struct mhc_params),
+	params_default,
+	params_variant,
+	fwd,
+	NULL,
+	cfg_check,
 };

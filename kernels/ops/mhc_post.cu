@@ -40,9 +40,9 @@
 #include "op_cfg.h" /* after ops_cuda.h (rows_cuda.cuh), which prepares ops.h for the device pass */
 
 #define MP_CO (MHC_MAX_N * MHC_MAX_N + MHC_MAX_N) /* floats of H and P per token */
-#define MP_SMEM_ROW (2 * MP_CO * sizeof(float))   /* per token slot: H and P, double-buffered */
-#define MP_DEF_G 64                               /* default threads per token (8 chunks each at D = 4096; H100 sweep) */
-#define MP_DEF_RPB 2                              /* default tokens per block */
+#define MP_SMEM_ROW (2 * MP_CO * sizeof(float))	  /* per token slot: H and P, double-buffered */
+#define MP_DEF_G 64  /* default threads per token (8 chunks each at D = 4096; H100 sweep) */
+#define MP_DEF_RPB 2 /* default tokens per block */
 
 enum { MP_COMB_FIRST, MP_POST_FIRST, MP_DOUBLE }; /* the output formula (mhc_post.h) */
 
@@ -51,10 +51,10 @@ struct mp_args {
 	const align_bf16 *f;   /* [T, D] */
 	const float *post;     /* [T, N] */
 	const float *comb;     /* [T, N, N] */
-	align_bf16 *y;         /* [T, N, D] */
+	align_bf16 *y;	       /* [T, N, D] */
 	struct mhc_post_cfg c; /* dims and modes (mhc_post_cfg_init) */
-	int rpb;               /* rows per block */
-	int vec;               /* 16-byte path */
+	int rpb;	       /* rows per block */
+	int vec;	       /* 16-byte path */
 };
 
 /* coefficient i of token t as mhc_post.c prepares it: i < N*N: H[i] (i = j*N + k: source j ->
@@ -94,7 +94,7 @@ ALIGN_HD static inline float mp_out_f(const mp_args &a, const float *H, const fl
 			if (j < N)
 				acc = hx_add<HN>(acc, hx_mul<HN>(H[j * N + k], xj(j)));
 		o = a.c.dbl ? hx_add<HN>(align_round_bf16(hx_mul<HN>(P[k], fo)), align_round_bf16(acc))
-		            : hx_add<HN>(acc, hx_mul<HN>(P[k], fo));
+			    : hx_add<HN>(acc, hx_mul<HN>(P[k], fo));
 	} else {
 		o = hx_mul<HN>(P[k], fo);
 		for (int j = 0; j < NMAX; j++)
@@ -107,7 +107,7 @@ ALIGN_HD static inline float mp_out_f(const mp_args &a, const float *H, const fl
 /* output (k, d): plain operators, a NaN result recomputed with the host's NaN rules */
 template <int NMAX, class XJ>
 ALIGN_HD static inline align_bf16 mp_out(const mp_args &a, const float *H, const float *P, int k, const XJ &xj,
-                                         float fo)
+					 float fo)
 {
 	float o = mp_out_f<NMAX, false>(a, H, P, k, xj, fo);
 	if (align_isnanf(o))
@@ -119,7 +119,10 @@ ALIGN_HD static inline align_bf16 mp_out(const mp_args &a, const float *H, const
 struct mp_global_x {
 	const align_bf16 *x; /* x + t*N*D + d */
 	int64_t D;
-	ALIGN_HD float operator()(int j) const { return align_bf16_to_f32(x[(int64_t)j * D]); }
+	ALIGN_HD float operator()(int j) const
+	{
+		return align_bf16_to_f32(x[(int64_t)j * D]);
+	}
 };
 
 /* The fast path of output k of one element (X[j], fo), the formula a template parameter, coefficients
@@ -172,7 +175,7 @@ __device__ static inline float mp_elt(const uint4 &v, int i)
  * (out of line: the chunks' NaN path) */
 template <int NMAX>
 __device__ ROWS_NOINLINE static float mp_elem_slow(const mp_args &a, const float *H, const float *P, int64_t t,
-                                                   int64_t d, int k)
+						   int64_t d, int k)
 {
 	mp_global_x xj = {a.x + t * a.c.N * a.c.D + d, a.c.D};
 	float fo = align_bf16_to_f32(a.f[t * a.c.D + d]);
@@ -185,7 +188,7 @@ __device__ ROWS_NOINLINE static float mp_elem_slow(const mp_args &a, const float
  * output is recomputed out of line, element by element. */
 template <int NMAX, int FORM>
 __device__ static inline void mp_chunk(const mp_args &a, const float *H, const float *P, const float (*Hr)[NMAX],
-                                       const float *Pr, int64_t t, int64_t c, const mp_raw<NMAX> &r)
+				       const float *Pr, int64_t t, int64_t c, const mp_raw<NMAX> &r)
 {
 	const int N = a.c.N;
 	uint32_t hp[NMAX][4];
@@ -302,16 +305,16 @@ __global__ void mhc_post_serial_kernel(mp_args a)
 			for (int64_t d = 0; d < a.c.D; d++) {
 				mp_global_x xj = {a.x + t * N * a.c.D + d, a.c.D};
 				a.y[(t * N + k) * a.c.D + d] =
-				    mp_out<MHC_MAX_N>(a, H, P, k, xj, align_bf16_to_f32(a.f[t * a.c.D + d]));
+					mp_out<MHC_MAX_N>(a, H, P, k, xj, align_bf16_to_f32(a.f[t * a.c.D + d]));
 			}
 	}
 }
 
 template <int NMAX> static void (*mp_kernel(const mp_args &a))(mp_args)
 {
-	return a.c.dbl          ? mhc_post_rows_kernel<NMAX, MP_DOUBLE>
+	return a.c.dbl		? mhc_post_rows_kernel<NMAX, MP_DOUBLE>
 	       : a.c.post_first ? mhc_post_rows_kernel<NMAX, MP_POST_FIRST>
-	                        : mhc_post_rows_kernel<NMAX, MP_COMB_FIRST>;
+				: mhc_post_rows_kernel<NMAX, MP_COMB_FIRST>;
 }
 
 /* rows_op.pick: the kernel of N (streams unrolled up to 4 or 8) and of the formula */
@@ -323,13 +326,13 @@ static void mp_pick(const mp_args &a, int G, void (**k)(mp_args), size_t *row_sm
 }
 
 extern "C" int mhc_post_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,
-                                 int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
-                                 struct align_dev *dev)
+				 int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
+				 struct align_dev *dev)
 {
 	cudaStream_t stream = (cudaStream_t)dev->stream;
 	mp_args a;
 	ALIGN_TRY(dev->err, mhc_post_cfg_init(&a.c, (const struct mhc_params *)params, m, in, n_in, out, n_out,
-	                                      ALIGN_DEVICE_CUDA, dev->err));
+					      ALIGN_DEVICE_CUDA, dev->err));
 	ALIGN_TRY(dev->err, op_cfg_data(dev->err, "mhc_post", in, n_in, out, n_out));
 	a.x = (const align_bf16 *)in[0].data;
 	a.f = (const align_bf16 *)in[1].data;

@@ -46,8 +46,8 @@ int mhc_post_cfg_init(struct mhc_post_cfg *c, const struct mhc_params *p, const 
 		      const struct align_tensor *in, int n_in, const struct align_tensor *out, int n_out, int device,
 		      struct align_err *err);
 
-int mhc_post_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, const struct align_tensor *in,
-		     int n_in, struct align_tensor *out, int n_out);
+int mhc_post_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, const struct align_tensor *in, int n_in,
+		     struct align_tensor *out, int n_out);
 
 #ifdef __cplusplus
 }

@@ -9,21 +9,20 @@
 #include "ops.h"
 #include "torch_order.h"
 
-int mhc_modes_init(struct mhc_modes *c, const char *op, const struct align_modes *m, int device,
-		   struct align_err *err)
+int mhc_modes_init(struct mhc_modes *c, const char *op, const struct align_modes *m, int device, struct align_err *err)
 {
 	int v;
 	ALIGN_TRY(err, op_cfg_math(err, op, "mhc_modes_init", m, device, &c->math));
-	ALIGN_TRY(err, op_cfg_flag(err, op, "mhc_modes_init", m,
-				   MODE_MHC_EXP, ALIGN_MHC_EXP_EXP, ALIGN_MHC_EXP_EXP2, &c->exp2));
-	ALIGN_TRY(err, op_cfg_flag(err, op, "mhc_modes_init", m,
-				   MODE_MHC_RMS_FORM, ALIGN_MHC_RMS_FORM_RSQRT, ALIGN_MHC_RMS_FORM_INV_RMS, &c->inv_rms));
-	ALIGN_TRY(err, op_cfg_flag(err, op, "mhc_modes_init", m,
-				   MODE_MHC_PARAM, ALIGN_MHC_PARAM_FP32, ALIGN_MHC_PARAM_BF16, &c->param_bf16));
-	ALIGN_TRY(err, op_cfg_flag(err, op, "mhc_modes_init", m,
-				   MODE_MHC_COEF, ALIGN_MHC_COEF_FP32, ALIGN_MHC_COEF_BF16, &c->coef_bf16));
-	ALIGN_TRY(err, op_cfg_flag(err, op, "mhc_modes_init", m,
-				   MODE_MHC_COMPUTEH_FMA, ALIGN_MHC_COMPUTEH_FMA_OFF, ALIGN_MHC_COMPUTEH_FMA_ON, &c->computeh_fma));
+	ALIGN_TRY(err, op_cfg_flag(err, op, "mhc_modes_init", m, MODE_MHC_EXP, ALIGN_MHC_EXP_EXP, ALIGN_MHC_EXP_EXP2,
+				   &c->exp2));
+	ALIGN_TRY(err, op_cfg_flag(err, op, "mhc_modes_init", m, MODE_MHC_RMS_FORM, ALIGN_MHC_RMS_FORM_RSQRT,
+				   ALIGN_MHC_RMS_FORM_INV_RMS, &c->inv_rms));
+	ALIGN_TRY(err, op_cfg_flag(err, op, "mhc_modes_init", m, MODE_MHC_PARAM, ALIGN_MHC_PARAM_FP32,
+				   ALIGN_MHC_PARAM_BF16, &c->param_bf16));
+	ALIGN_TRY(err, op_cfg_flag(err, op, "mhc_modes_init", m, MODE_MHC_COEF, ALIGN_MHC_COEF_FP32,
+				   ALIGN_MHC_COEF_BF16, &c->coef_bf16));
+	ALIGN_TRY(err, op_cfg_flag(err, op, "mhc_modes_init", m, MODE_MHC_COMPUTEH_FMA, ALIGN_MHC_COMPUTEH_FMA_OFF,
+				   ALIGN_MHC_COMPUTEH_FMA_ON, &c->computeh_fma));
 	switch ((enum align_MHC_PROJ_GEMM_value)(v = m->v[MODE_MHC_PROJ_GEMM])) {
 	case ALIGN_MHC_PROJ_GEMM_FP32:
 		c->accum = ALIGN_MATMUL_ACCUM_SEQ;
@@ -51,7 +50,8 @@ int mhc_check_x(const char *op, const struct align_tensor *x, int device, struct
 				  align_dtype_name(x->dtype), x->ndim);
 	int64_t T = x->shape[0], N = x->shape[1], D = x->shape[2];
 	if (N < 1 || N > MHC_MAX_N)
-		return align_fail(err, ALIGN_ERR_INPUT, "%s: N = %lld streams, must be 1..%d", op, (long long)N, MHC_MAX_N);
+		return align_fail(err, ALIGN_ERR_INPUT, "%s: N = %lld streams, must be 1..%d", op, (long long)N,
+				  MHC_MAX_N);
 	if (device != ALIGN_DEVICE_CPU && (T > 0x7fffffff || D > 0x7fffffff || N * D > 0x7fffffff))
 		return align_fail(err, ALIGN_ERR_INPUT, "%s: T, D or N*D too large for the GPU twin (2^31 - 1)", op);
 	return ALIGN_OK;
@@ -63,7 +63,8 @@ int mhc_pre_cfg_init(struct mhc_pre_cfg *c, const struct mhc_params *p, const st
 {
 	const char *op = "mhc_pre";
 	if (!c || !p || !m || !in || !out || n_in != 4 || n_out != 4)
-		return align_fail(err, ALIGN_ERR_INPUT, "mhc_pre: expects x[T,N,D], fn, base, scale -> y, pre, post, comb");
+		return align_fail(err, ALIGN_ERR_INPUT,
+				  "mhc_pre: expects x[T,N,D], fn, base, scale -> y, pre, post, comb");
 	ALIGN_TRY(err, mhc_check_x(op, &in[0], device, err));
 	int64_t T = in[0].shape[0], N = in[0].shape[1], D = in[0].shape[2], K = N * D, R = (2 + N) * N;
 	int64_t fs[2] = {R, K}, bs[1] = {R}, ss[1] = {3}, ys[2] = {T, D}, ns[2] = {T, N}, cs[3] = {T, N, N};
@@ -87,12 +88,12 @@ int mhc_pre_cfg_init(struct mhc_pre_cfg *c, const struct mhc_params *p, const st
 	default:
 		return op_cfg_unhandled(err, op, MODE_MHC_SINKHORN, v, "mhc_pre_cfg_init");
 	}
-	ALIGN_TRY(err, op_cfg_flag(err, op, "mhc_pre_cfg_init", m,
-				   MODE_MHC_SUM_ORDER, ALIGN_MHC_SUM_ORDER_SEQ, ALIGN_MHC_SUM_ORDER_TORCH, &c->torch_sums));
-	ALIGN_TRY(err, op_cfg_flag(err, op, "mhc_pre_cfg_init", m,
-				   MODE_MHC_HPRE_EPS, ALIGN_MHC_HPRE_EPS_OFF, ALIGN_MHC_HPRE_EPS_ON, &c->hpre_eps));
-	ALIGN_TRY(err, op_cfg_flag(err, op, "mhc_pre_cfg_init", m,
-				   MODE_MHC_HPOST_EPS, ALIGN_MHC_HPOST_EPS_OFF, ALIGN_MHC_HPOST_EPS_ON, &c->hpost_eps));
+	ALIGN_TRY(err, op_cfg_flag(err, op, "mhc_pre_cfg_init", m, MODE_MHC_SUM_ORDER, ALIGN_MHC_SUM_ORDER_SEQ,
+				   ALIGN_MHC_SUM_ORDER_TORCH, &c->torch_sums));
+	ALIGN_TRY(err, op_cfg_flag(err, op, "mhc_pre_cfg_init", m, MODE_MHC_HPRE_EPS, ALIGN_MHC_HPRE_EPS_OFF,
+				   ALIGN_MHC_HPRE_EPS_ON, &c->hpre_eps));
+	ALIGN_TRY(err, op_cfg_flag(err, op, "mhc_pre_cfg_init", m, MODE_MHC_HPOST_EPS, ALIGN_MHC_HPOST_EPS_OFF,
+				   ALIGN_MHC_HPOST_EPS_ON, &c->hpost_eps));
 	return ALIGN_OK;
 }
 
@@ -181,8 +182,8 @@ static void sinkhorn(const struct mhc_pre_cfg *c, float *M, int n)
 	}
 }
 
-int mhc_pre_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, const struct align_tensor *in,
-		    int n_in, struct align_tensor *out, int n_out)
+int mhc_pre_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, const struct align_tensor *in, int n_in,
+		    struct align_tensor *out, int n_out)
 {
 	struct mhc_pre_cfg c;
 	ALIGN_TRY(NULL, mhc_pre_cfg_init(&c, p, m, in, n_in, out, n_out, ALIGN_DEVICE_CPU, NULL));
@@ -197,7 +198,8 @@ int mhc_pre_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, con
 	const float *fn_in = in[1].data, *base_in = in[2].data, *scale_in = in[3].data;
 	for (int64_t i = 0; i < R * K; i++)
 		fn[i] = pb ? align_round_bf16(fn_in[i]) : fn_in[i];
-	float scale[3], base[(2 + MHC_MAX_N) * MHC_MAX_N], mix[(2 + MHC_MAX_N) * MHC_MAX_N], h[(2 + MHC_MAX_N) * MHC_MAX_N];
+	float scale[3], base[(2 + MHC_MAX_N) * MHC_MAX_N], mix[(2 + MHC_MAX_N) * MHC_MAX_N],
+		h[(2 + MHC_MAX_N) * MHC_MAX_N];
 	for (int i = 0; i < 3; i++)
 		scale[i] = pb ? align_round_bf16(scale_in[i]) : scale_in[i];
 	for (int64_t r = 0; r < R; r++)
@@ -209,7 +211,11 @@ int mhc_pre_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, con
 		float rs = mhc_rms_factor(x32, K, mm->inv_rms, c.p.norm_eps);
 		mhc_project(mm, x32, fn, R, K, scratch, mix);
 		for (int64_t r = 0; r < R; r++)
-			h[r] = mhc_compute_h(mix[r], rs, scale[r < N ? 0 : r < 2 * N ? 1 : 2], base[r], mm->computeh_fma);
+			h[r] = mhc_compute_h(mix[r], rs,
+					     scale[r < N       ? 0
+						   : r < 2 * N ? 1
+							       : 2],
+					     base[r], mm->computeh_fma);
 		for (int64_t i = 0; i < N; i++) {
 			float sp = mhc_sigmoid(mm, h[i]), so = mhc_sigmoid(mm, h[N + i]);
 			pre[t * N + i] = c.hpre_eps ? sp + c.p.hc_eps : sp;
@@ -275,11 +281,21 @@ static const struct align_tensor_spec out_specs[] = {
 	{"post", ALIGN_DT_F32, "T,N", {ALIGN_FILL_NORMAL, 0, 0}, "H_post"},
 	{"comb", ALIGN_DT_F32, "T,N,N", {ALIGN_FILL_NORMAL, 0, 0}, "H_res (Sinkhorn), rows = source stream"},
 };
-static const int modes_read[] = {MODE_MATH_IMPL, MODE_MHC_SINKHORN, MODE_MHC_SUM_ORDER, MODE_MHC_HPRE_EPS, MODE_MHC_HPOST_EPS,
-				 MODE_MHC_RMS_FORM, MODE_MHC_PROJ_GEMM, MODE_MHC_PARAM, MODE_MHC_COEF, MODE_MHC_EXP,
-				 MODE_MHC_COMPUTEH_FMA, -1};
+static const int modes_read[] = {MODE_MATH_IMPL,     MODE_MHC_SINKHORN, MODE_MHC_SUM_ORDER,    MODE_MHC_HPRE_EPS,
+				 MODE_MHC_HPOST_EPS, MODE_MHC_RMS_FORM, MODE_MHC_PROJ_GEMM,    MODE_MHC_PARAM,
+				 MODE_MHC_COEF,	     MODE_MHC_EXP,	MODE_MHC_COMPUTEH_FMA, -1};
 
 const struct align_op_impl mhc_pre_impl = {
-	4, in_specs, 4, out_specs, "T=8,N=4,D=1024", modes_read, sizeof(struct mhc_params),
-	params_default, params_variant, fwd, NULL, cfg_check,
+	4,
+	in_specs,
+	4,
+	out_specs,
+	"T=8,N=4,D=1024",
+	modes_read,
+	sizeof(struct mhc_params),
+	params_default,
+	params_variant,
+	fwd,
+	NULL,
+	cfg_check,
 };

@@ -55,11 +55,11 @@ struct mhc_pre_args {
 	int rows; /* tokens per CTA */
 	int iters;
 	float hc_eps, norm_eps;
-	struct mhc_modes mm; /* the decoded switches (the config's) */
-	int emode;	     /* mhc_emode(&mm) */
-	int hpre_eps, hpost_eps;  /* 1: MHC_HPRE_EPS=on, MHC_HPOST_EPS=on */
-	int sinkhorn;		  /* ALIGN_MHC_SINKHORN_* */
-	int torch_sums;		  /* MHC_SUM_ORDER=torch */
+	struct mhc_modes mm;	 /* the decoded switches (the config's) */
+	int emode;		 /* mhc_emode(&mm) */
+	int hpre_eps, hpost_eps; /* 1: MHC_HPRE_EPS=on, MHC_HPOST_EPS=on */
+	int sinkhorn;		 /* ALIGN_MHC_SINKHORN_* */
+	int torch_sums;		 /* MHC_SUM_ORDER=torch */
 };
 
 /* the divisions of one Sinkhorn step (mhc_sk_step) */
@@ -80,8 +80,9 @@ __device__ __forceinline__ float mhc_sk_div(float s, int mode, float eps)
 __device__ __forceinline__ float mhc_sk_sum(const float *M, int n, int cols, int line, int softmax, int torch)
 {
 	if (torch)
-		return cols ? torch_sum_strided(M + line, n, n)
-			    : softmax ? torch_softmax_sum(M + line * n, 1, n) : torch_sum_lastdim(M + line * n, 1, n);
+		return cols	 ? torch_sum_strided(M + line, n, n)
+		       : softmax ? torch_softmax_sum(M + line * n, 1, n)
+				 : torch_sum_lastdim(M + line * n, 1, n);
 	const float *v = cols ? M + line : M + line * n;
 	const int st = cols ? n : 1;
 	float s = v[0];
@@ -100,7 +101,8 @@ __device__ __forceinline__ void mhc_sk_step(float *M, int n, int cols, int mode,
 	if (tid < n * n) {
 		int j = tid / n, k = tid % n;
 		float s = mhc_sk_sum(M, n, cols, cols ? k : j, mode == MHC_SK_SOFTMAX_EPS, torch);
-		mine = mode == MHC_SK_SOFTMAX_EPS ? hn_add(hn_div(M[tid], s), eps) : hn_div(M[tid], mhc_sk_div(s, mode, eps));
+		mine = mode == MHC_SK_SOFTMAX_EPS ? hn_add(hn_div(M[tid], s), eps)
+						  : hn_div(M[tid], mhc_sk_div(s, mode, eps));
 	}
 	__syncthreads();
 	if (tid < n * n)
@@ -109,8 +111,7 @@ __device__ __forceinline__ void mhc_sk_step(float *M, int n, int cols, int mode,
 }
 
 /* sinkhorn() of mhc_pre.c on the n x n matrix M (shared), by the whole CTA; contract: ALIGN_MHC_SINKHORN_* */
-__device__ __forceinline__ void mhc_sinkhorn(float *M, int n, int contract, int iters, float eps, int emode,
-					     int torch)
+__device__ __forceinline__ void mhc_sinkhorn(float *M, int n, int contract, int iters, float eps, int emode, int torch)
 {
 	const int tid = threadIdx.x;
 	float mine = 0.0f;
@@ -151,8 +152,7 @@ __device__ __forceinline__ float mhc_pre_h(const struct mhc_pre_args &a, int r, 
 }
 
 /* pre_i and post_i (mhc_pre.h step 4) from h */
-__device__ __forceinline__ void mhc_pre_coefs(const struct mhc_pre_args &a, const float *h, int i, float *pv,
-					      float *qv)
+__device__ __forceinline__ void mhc_pre_coefs(const struct mhc_pre_args &a, const float *h, int i, float *pv, float *qv)
 {
 	float sp = mhc_dev_sigmoid(h[i], a.emode), so = mhc_dev_sigmoid(h[a.N + i], a.emode);
 	*pv = a.hpre_eps ? hn_add(sp, a.hc_eps) : sp;
@@ -314,8 +314,8 @@ extern "C" int mhc_pre_fwd_cuda(const void *params, const struct align_modes *m,
 	a.sinkhorn = c.sinkhorn;
 	a.torch_sums = c.torch_sums;
 	if (L.serial) {
-		ALIGN_CUDA_LAUNCH(mhc_pre_serial_kernel, mhc_grid((T + L.threads - 1) / L.threads, L.grid_cap), L.threads,
-				  0, stream, a);
+		ALIGN_CUDA_LAUNCH(mhc_pre_serial_kernel, mhc_grid((T + L.threads - 1) / L.threads, L.grid_cap),
+				  L.threads, 0, stream, a);
 		OPS_CUDA_TRY(cudaGetLastError()); /* the launch of mhc_pre_serial_kernel */
 		return 0;
 	}

@@ -76,19 +76,18 @@ struct mhc_modes {
 
 /* hc_pre's configuration (mhc_pre_cfg_init in mhc_pre.c), read by both twins */
 struct mhc_pre_cfg {
-	int64_t T, N, D, K, R;	/* x[T,N,D], K = N*D, R = (2+N)*N mapping rows */
-	struct mhc_params p;	/* the op's params */
-	struct mhc_modes mm;	/* the shared switches */
-	int sinkhorn;		/* ALIGN_MHC_SINKHORN_* (step 5) */
-	int torch_sums;		/* 1: MHC_SUM_ORDER=torch */
-	int hpre_eps;		/* 1: MHC_HPRE_EPS=on */
-	int hpost_eps;		/* 1: MHC_HPOST_EPS=on */
+	int64_t T, N, D, K, R; /* x[T,N,D], K = N*D, R = (2+N)*N mapping rows */
+	struct mhc_params p;   /* the op's params */
+	struct mhc_modes mm;   /* the shared switches */
+	int sinkhorn;	       /* ALIGN_MHC_SINKHORN_* (step 5) */
+	int torch_sums;	       /* 1: MHC_SUM_ORDER=torch */
+	int hpre_eps;	       /* 1: MHC_HPRE_EPS=on */
+	int hpost_eps;	       /* 1: MHC_HPOST_EPS=on */
 };
 
 /* Decode the shared switches for device (enum align_device): 0, ALIGN_ERR_UNSUPPORTED (MATH_IMPL not
  * runnable there), ALIGN_ERR_INTERNAL (a value not handled); op names the op in the message. */
-int mhc_modes_init(struct mhc_modes *c, const char *op, const struct align_modes *m, int device,
-		   struct align_err *err);
+int mhc_modes_init(struct mhc_modes *c, const char *op, const struct align_modes *m, int device, struct align_err *err);
 /* x[T,N,D] bf16 with 1 <= N <= MHC_MAX_N (and T, D, N*D below 2^31 on the GPU) */
 int mhc_check_x(const char *op, const struct align_tensor *x, int device, struct align_err *err);
 /* Check x, fn, base, scale -> y, pre, post, comb and decode the modes; 0, ALIGN_ERR_INPUT,
@@ -117,8 +116,8 @@ float mhc_sigmoid(const struct mhc_modes *c, float z);
 void mhc_project(const struct mhc_modes *c, const float *x32, const float *fn, int64_t rows, int64_t k, float *xq,
 		 float *mix);
 
-int mhc_pre_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, const struct align_tensor *in,
-		    int n_in, struct align_tensor *out, int n_out);
+int mhc_pre_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, const struct align_tensor *in, int n_in,
+		    struct align_tensor *out, int n_out);
 
 #ifdef __cplusplus
 }

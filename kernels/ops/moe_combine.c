@@ -28,8 +28,8 @@ static int moe_combine_cfg_modes(struct moe_combine_cfg *c, const struct align_m
 }
 
 int moe_combine_cfg_init(struct moe_combine_cfg *c, const struct moe_combine_params *p, const struct align_modes *m,
-			 const struct align_tensor *in, int n_in, const struct align_tensor *out, int n_out,
-			 int device, struct align_err *err)
+			 const struct align_tensor *in, int n_in, const struct align_tensor *out, int n_out, int device,
+			 struct align_err *err)
 {
 	const char *op = "moe_combine";
 	ALIGN_TRY(err, op_cfg_counts(err, op, m, in, n_in, out, n_out, 4, 1));
@@ -51,8 +51,8 @@ int moe_combine_cfg_init(struct moe_combine_cfg *c, const struct moe_combine_par
 	return ALIGN_OK;
 }
 
-int moe_combine_fwd_cpu(const struct moe_combine_params *p, const struct align_modes *m,
-			const struct align_tensor *in, int n_in, struct align_tensor *out, int n_out)
+int moe_combine_fwd_cpu(const struct moe_combine_params *p, const struct align_modes *m, const struct align_tensor *in,
+			int n_in, struct align_tensor *out, int n_out)
 {
 	struct moe_combine_cfg c;
 	ALIGN_TRY(NULL, moe_combine_cfg_init(&c, p, m, in, n_in, out, n_out, ALIGN_DEVICE_CPU, NULL));
@@ -115,6 +115,16 @@ static int cfg_check(const void *params, const struct align_modes *m, const stru
 static const int modes_read[] = {MODE_MOE_COMBINE_ACC, MODE_MOE_COMBINE_ORDER, MODE_SWIGLU_PROBS, -1};
 
 const struct align_op_impl moe_combine_impl = {
-	4, in_specs, 1, out_specs, "T=16,K=6,D=1024,E=256", modes_read, sizeof(struct moe_combine_params),
-	params_default, params_variant, fwd, NULL, cfg_check,
+	4,
+	in_specs,
+	1,
+	out_specs,
+	"T=16,K=6,D=1024,E=256",
+	modes_read,
+	sizeof(struct moe_combine_params),
+	params_default,
+	params_variant,
+	fwd,
+	NULL,
+	cfg_check,
 };

@@ -34,20 +34,20 @@
 #include "op_cfg.h" /* after ops_cuda.h (rows_cuda.cuh), which prepares ops.h for the device pass */
 
 #define MC_PREFETCH 8 /* slots whose loads are issued before any arithmetic (DSv4: K = 6) */
-#define MC_DEF_G 128  /* default threads per token (4 chunks of 8 each at D = 4096; the H100 sweep: 0.89-0.96 of copy) */
-#define MC_DEF_RPB 2  /* default tokens per block */
+#define MC_DEF_G 128 /* default threads per token (4 chunks of 8 each at D = 4096; the H100 sweep: 0.89-0.96 of copy) */
+#define MC_DEF_RPB 2 /* default tokens per block */
 /* shared memory per token: expert ids and weights in slot order, the summation order, its weights */
 #define MC_SMEM_ROW (MOE_MAX_K * (2 * sizeof(int32_t) + 2 * sizeof(float)))
 
 struct mc_args {
-	const align_bf16 *eo;     /* [T, K, D] */
-	const int32_t *idx;       /* [T, K] */
-	const float *w;           /* [T, K] */
+	const align_bf16 *eo;	  /* [T, K, D] */
+	const int32_t *idx;	  /* [T, K] */
+	const float *w;		  /* [T, K] */
 	const align_bf16 *shared; /* [T, D] */
-	align_bf16 *y;            /* [T, D] */
+	align_bf16 *y;		  /* [T, D] */
 	struct moe_combine_cfg c; /* dims and modes (moe_combine_cfg_init) */
-	int rpb;                  /* rows per block */
-	int vec;                  /* 16-byte path */
+	int rpb;		  /* rows per block */
+	int vec;		  /* 16-byte path */
 };
 
 /* the token's slots in summation order (moe_combine.c's insertion sort) from its K expert ids */
@@ -138,9 +138,9 @@ template <bool BF16, bool AFTER> __global__ void moe_combine_rows_kernel(mc_args
 {
 	rows_geom rg = rows_geom_make(a.rpb);
 	unsigned char *sm = align_cuda_dyn_smem() + (size_t)rg.g * MC_SMEM_ROW;
-	int32_t *ids = (int32_t *)sm;          /* expert id of each slot */
+	int32_t *ids = (int32_t *)sm;		/* expert id of each slot */
 	float *ws = (float *)(ids + MOE_MAX_K); /* weight of each slot */
-	int *ord = (int *)(ws + MOE_MAX_K);     /* slots in summation order */
+	int *ord = (int *)(ws + MOE_MAX_K);	/* slots in summation order */
 	float *wo = (float *)(ord + MOE_MAX_K); /* their weights */
 	const int64_t step = (int64_t)gridDim.x * a.rpb;
 	int64_t t = (int64_t)blockIdx.x * a.rpb + rg.g;
@@ -204,18 +204,18 @@ static void mc_pick(const mc_args &a, int G, void (**k)(mc_args), size_t *row_sm
 {
 	(void)G;
 	*k = a.c.bf16 ? (a.c.after ? moe_combine_rows_kernel<true, true> : moe_combine_rows_kernel<true, false>)
-	              : (a.c.after ? moe_combine_rows_kernel<false, true> : moe_combine_rows_kernel<false, false>);
+		      : (a.c.after ? moe_combine_rows_kernel<false, true> : moe_combine_rows_kernel<false, false>);
 	*row_smem = MC_SMEM_ROW;
 }
 
 extern "C" int moe_combine_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,
-                                    int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
-                                    struct align_dev *dev)
+				    int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
+				    struct align_dev *dev)
 {
 	cudaStream_t stream = (cudaStream_t)dev->stream;
 	mc_args a;
 	ALIGN_TRY(dev->err, moe_combine_cfg_init(&a.c, (const struct moe_combine_params *)params, m, in, n_in, out,
-	                                         n_out, ALIGN_DEVICE_CUDA, dev->err));
+						 n_out, ALIGN_DEVICE_CUDA, dev->err));
 	ALIGN_TRY(dev->err, op_cfg_data(dev->err, "moe_combine", in, n_in, out, n_out));
 	a.eo = (const align_bf16 *)in[0].data;
 	a.idx = (const int32_t *)in[1].data;

@@ -49,11 +49,11 @@ struct moe_combine_cfg {
  * ALIGN_ERR_INTERNAL for a value modes.def has but this function does not handle; the message goes to
  * err (NULL: stderr). */
 int moe_combine_cfg_init(struct moe_combine_cfg *c, const struct moe_combine_params *p, const struct align_modes *m,
-			 const struct align_tensor *in, int n_in, const struct align_tensor *out, int n_out,
-			 int device, struct align_err *err);
+			 const struct align_tensor *in, int n_in, const struct align_tensor *out, int n_out, int device,
+			 struct align_err *err);
 
-int moe_combine_fwd_cpu(const struct moe_combine_params *p, const struct align_modes *m,
-			const struct align_tensor *in, int n_in, struct align_tensor *out, int n_out);
+int moe_combine_fwd_cpu(const struct moe_combine_params *p, const struct align_modes *m, const struct align_tensor *in,
+			int n_in, struct align_tensor *out, int n_out);
 
 #ifdef __cplusplus
 }

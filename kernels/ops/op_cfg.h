@@ -137,7 +137,8 @@ static inline int op_cfg_tensors(const struct align_op_impl *im, const struct al
 		t->dtype = sp->dtype;
 		t->name = sp->name;
 		if (ops_shape_eval(sp->shape, d, t->shape, &t->ndim))
-			return align_fail(err, ALIGN_ERR_INPUT, "%s '%s': shape \"%s\" does not evaluate for these dims",
+			return align_fail(err, ALIGN_ERR_INPUT,
+					  "%s '%s': shape \"%s\" does not evaluate for these dims",
 					  is_out ? "output" : "input", sp->name, sp->shape);
 		if (is_out && im->out_dtype)
 			t->dtype = im->out_dtype(m, k);

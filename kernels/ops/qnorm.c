@@ -70,8 +70,8 @@ static void qnorm_row(const struct qnorm_cfg *c, const float *x32, float *tmp, i
 		ops_st(out, base + j, x32[j] * r); /* ops_st rounds for bf16, keeps fp32 for fp32_out */
 }
 
-int qnorm_fwd_cpu(const struct qnorm_params *p, const struct align_modes *m, const struct align_tensor *in,
-		  int n_in, struct align_tensor *out, int n_out)
+int qnorm_fwd_cpu(const struct qnorm_params *p, const struct align_modes *m, const struct align_tensor *in, int n_in,
+		  struct align_tensor *out, int n_out)
 {
 	struct qnorm_cfg c;
 	ALIGN_TRY(NULL, qnorm_cfg_init(&c, p, m, in, n_in, out, n_out, ALIGN_DEVICE_CPU, NULL));
@@ -123,6 +123,16 @@ static int cfg_check(const void *params, const struct align_modes *m, const stru
 static const int modes_read[] = {MODE_QNORM_MODE, MODE_RMSNORM_RSQRT, MODE_RMSNORM_REDUCE, MODE_RMSNORM_EPS, -1};
 
 const struct align_op_impl qnorm_impl = {
-	1, in_specs, 1, out_specs, "T=8,H=8,D=512", modes_read, sizeof(struct qnorm_params),
-	params_default, params_variant, fwd, out_dtype, cfg_check,
+	1,
+	in_specs,
+	1,
+	out_specs,
+	"T=8,H=8,D=512",
+	modes_read,
+	sizeof(struct qnorm_params),
+	params_default,
+	params_variant,
+	fwd,
+	out_dtype,
+	cfg_check,
 };

@@ -38,11 +38,11 @@
 
 struct qn_args {
 	const align_bf16 *q; /* [R, D], R = T*H */
-	void *y;             /* [R, D] bf16, or f32 for fp32_out */
+	void *y;	     /* [R, D] bf16, or f32 for fp32_out */
 	struct qnorm_cfg c;  /* dims and modes (qnorm_cfg_init) */
-	int rpb;             /* rows per block */
-	int vec;             /* 16-byte stores: D % 8 == 0 and y 16-byte aligned */
-	int regs;            /* registers layout possible: vec and q 16-byte aligned */
+	int rpb;	     /* rows per block */
+	int vec;	     /* 16-byte stores: D % 8 == 0 and y 16-byte aligned */
+	int regs;	     /* registers layout possible: vec and q 16-byte aligned */
 	int64_t row_elems;   /* shared-memory row stride in elements */
 	int64_t scr_floats;  /* scratch floats per row */
 };
@@ -96,7 +96,7 @@ __device__ static inline float qn_mul(float x, float r)
 }
 
 __device__ static inline float qn_sum(const qn_args &a, const align_bf16 *row, float *scr, const rows_geom &rg,
-                                      bool valid)
+				      bool valid)
 {
 	if (a.c.mode == ALIGN_QNORM_MODE_BF16_EAGER) {
 		qn_sq_row e = {row};
@@ -128,7 +128,7 @@ __device__ static inline void qn_store_chunk(const qn_args &a, const uint4 &xv, 
 }
 
 __device__ static inline void qn_store_row(const qn_args &a, const align_bf16 *xs, int64_t row, float r,
-                                           const rows_geom &rg)
+					   const rows_geom &rg)
 {
 	if (a.vec) {
 		for (int64_t c = rg.gt; c < a.c.D / 8; c += rg.G)
@@ -228,22 +228,22 @@ __global__ void qnorm_serial_kernel(qn_args a)
 static void qn_pick(const qn_args &a, int G, void (**k)(qn_args), size_t *row_smem)
 {
 	int lpt = a.regs ? rows_regs_lpt(a.c.D, G) : 0;
-	*k = lpt == 1   ? qnorm_regs_kernel<1>
+	*k = lpt == 1	? qnorm_regs_kernel<1>
 	     : lpt == 2 ? qnorm_regs_kernel<2>
 	     : lpt == 4 ? qnorm_regs_kernel<4>
 	     : lpt == 8 ? qnorm_regs_kernel<8>
-	                : qnorm_rows_kernel;
+			: qnorm_rows_kernel;
 	*row_smem = qn_row_smem(a, lpt != 0);
 }
 
 extern "C" int qnorm_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in, int n_in,
-                              struct align_tensor *out, int n_out, const struct align_launch *launch,
-                              struct align_dev *dev)
+			      struct align_tensor *out, int n_out, const struct align_launch *launch,
+			      struct align_dev *dev)
 {
 	cudaStream_t stream = (cudaStream_t)dev->stream;
 	qn_args a;
 	ALIGN_TRY(dev->err, qnorm_cfg_init(&a.c, (const struct qnorm_params *)params, m, in, n_in, out, n_out,
-	                                   ALIGN_DEVICE_CUDA, dev->err));
+					   ALIGN_DEVICE_CUDA, dev->err));
 	ALIGN_TRY(dev->err, op_cfg_data(dev->err, "qnorm", in, n_in, out, n_out));
 	const int64_t D = a.c.D;
 	a.q = (const align_bf16 *)in[0].data;

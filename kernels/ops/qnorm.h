@@ -46,8 +46,8 @@ int qnorm_cfg_init(struct qnorm_cfg *c, const struct qnorm_params *p, const stru
 		   const struct align_tensor *in, int n_in, const struct align_tensor *out, int n_out, int device,
 		   struct align_err *err);
 
-int qnorm_fwd_cpu(const struct qnorm_params *p, const struct align_modes *m, const struct align_tensor *in,
-		  int n_in, struct align_tensor *out, int n_out);
+int qnorm_fwd_cpu(const struct qnorm_params *p, const struct align_modes *m, const struct align_tensor *in, int n_in,
+		  struct align_tensor *out, int n_out);
 
 #ifdef __cplusplus
 }

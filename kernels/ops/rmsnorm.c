@@ -135,10 +135,20 @@ static int cfg_check(const void *params, const struct align_modes *m, const stru
 	return rmsnorm_cfg_init(&c, params, m, in, 2, out, 1, device, err);
 }
 
-static const int modes_read[] = {MODE_RMSNORM_WEIGHT, MODE_RMSNORM_CAST, MODE_RMSNORM_RSQRT, MODE_RMSNORM_REDUCE,
-				 MODE_RMSNORM_EPS, -1};
+static const int modes_read[] = {MODE_RMSNORM_WEIGHT, MODE_RMSNORM_CAST, MODE_RMSNORM_RSQRT,
+				 MODE_RMSNORM_REDUCE, MODE_RMSNORM_EPS,	 -1};
 
 const struct align_op_impl rmsnorm_impl = {
-	2, in_specs, 1, out_specs, "T=16,D=4096", modes_read, sizeof(struct rmsnorm_params),
-	params_default, params_variant, fwd, NULL, cfg_check,
+	2,
+	in_specs,
+	1,
+	out_specs,
+	"T=16,D=4096",
+	modes_read,
+	sizeof(struct rmsnorm_params),
+	params_default,
+	params_variant,
+	fwd,
+	NULL,
+	cfg_check,
 };

@@ -44,12 +44,12 @@
 
 struct rms_args {
 	const align_bf16 *x;  /* [T, D] */
-	const float *w;       /* [D] */
-	align_bf16 *y;        /* [T, D] */
+	const float *w;	      /* [D] */
+	align_bf16 *y;	      /* [T, D] */
 	struct rmsnorm_cfg c; /* dims and modes (rmsnorm_cfg_init) */
-	int rpb;              /* rows per block */
-	int vec;              /* 16-byte path: D % 8 == 0 and y, w 16-byte aligned */
-	int regs;             /* registers layout possible: vec and x 16-byte aligned */
+	int rpb;	      /* rows per block */
+	int vec;	      /* 16-byte path: D % 8 == 0 and y, w 16-byte aligned */
+	int regs;	      /* registers layout possible: vec and x 16-byte aligned */
 	int64_t row_elems;    /* shared-memory row stride in elements (D rounded up to 8) */
 	int64_t scr_floats;   /* scratch floats per row */
 };
@@ -113,7 +113,7 @@ __device__ static inline uint4 rms_chunk(const rms_args &a, const float *xf, int
 }
 
 __device__ static inline void rms_store_row(const rms_args &a, const align_bf16 *xs, int64_t row, float r,
-                                            const rows_geom &rg)
+					    const rows_geom &rg)
 {
 	align_bf16 *y = a.y + row * a.c.D;
 	if (a.vec) {
@@ -197,22 +197,22 @@ __global__ void rmsnorm_serial_kernel(rms_args a)
 static void rms_pick(const rms_args &a, int G, void (**k)(rms_args), size_t *row_smem)
 {
 	int lpt = a.regs ? rows_regs_lpt(a.c.D, G) : 0;
-	*k = lpt == 1   ? rmsnorm_regs_kernel<1>
+	*k = lpt == 1	? rmsnorm_regs_kernel<1>
 	     : lpt == 2 ? rmsnorm_regs_kernel<2>
 	     : lpt == 4 ? rmsnorm_regs_kernel<4>
 	     : lpt == 8 ? rmsnorm_regs_kernel<8>
-	                : rmsnorm_rows_kernel;
+			: rmsnorm_rows_kernel;
 	*row_smem = rms_row_smem(a, lpt != 0);
 }
 
 extern "C" int rmsnorm_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,
-                                int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
-                                struct align_dev *dev)
+				int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
+				struct align_dev *dev)
 {
 	cudaStream_t stream = (cudaStream_t)dev->stream;
 	rms_args a;
 	ALIGN_TRY(dev->err, rmsnorm_cfg_init(&a.c, (const struct rmsnorm_params *)params, m, in, n_in, out, n_out,
-	                                     ALIGN_DEVICE_CUDA, dev->err));
+					     ALIGN_DEVICE_CUDA, dev->err));
 	ALIGN_TRY(dev->err, op_cfg_data(dev->err, "rmsnorm", in, n_in, out, n_out));
 	const int64_t T = a.c.T, D = a.c.D;
 	a.x = (const align_bf16 *)in[0].data;

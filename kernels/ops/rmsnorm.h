@@ -52,10 +52,10 @@ struct rmsnorm_factor_cfg {
 
 /* what both twins run: the dims and every decoded choice */
 struct rmsnorm_cfg {
-	int64_t T, D;		    /* x, y [T,D]; w [D] */
+	int64_t T, D;		     /* x, y [T,D]; w [D] */
 	struct rmsnorm_factor_cfg f; /* RMSNORM_REDUCE, RSQRT, EPS */
-	int wbf16;		    /* RMSNORM_WEIGHT=bf16 */
-	int before;		    /* RMSNORM_CAST=before_weight */
+	int wbf16;		     /* RMSNORM_WEIGHT=bf16 */
+	int before;		     /* RMSNORM_CAST=before_weight */
 };
 
 /* rsqrt of RMSNORM_RSQRT value v: rn, div, approx (the CUDA twins call rsqrtf for cuda themselves) */

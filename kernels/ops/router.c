@@ -111,11 +111,11 @@ static int cfg_modes(struct router_cfg *c, const struct align_modes *m, int devi
 	default:
 		return op_cfg_unhandled(err, op, MODE_ROUTER_GEMM, v, "router_cfg_init");
 	}
-	ALIGN_TRY(err, op_cfg_flag(err, op, "router_cfg_init", m,
-				   MODE_ROUTER_SQRTSOFTPLUS_EPS, ALIGN_ROUTER_SQRTSOFTPLUS_EPS_NONE,
-				   ALIGN_ROUTER_SQRTSOFTPLUS_EPS_1E_20, &c->sp_eps));
-	ALIGN_TRY(err, op_cfg_flag(err, op, "router_cfg_init", m,
-				   MODE_ROUTER_NORM_EPS, ALIGN_ROUTER_NORM_EPS_NONE, ALIGN_ROUTER_NORM_EPS_1E_20, &c->norm_eps));
+	ALIGN_TRY(err,
+		  op_cfg_flag(err, op, "router_cfg_init", m, MODE_ROUTER_SQRTSOFTPLUS_EPS,
+			      ALIGN_ROUTER_SQRTSOFTPLUS_EPS_NONE, ALIGN_ROUTER_SQRTSOFTPLUS_EPS_1E_20, &c->sp_eps));
+	ALIGN_TRY(err, op_cfg_flag(err, op, "router_cfg_init", m, MODE_ROUTER_NORM_EPS, ALIGN_ROUTER_NORM_EPS_NONE,
+				   ALIGN_ROUTER_NORM_EPS_1E_20, &c->norm_eps));
 	switch ((enum align_ROUTER_SUM_value)(v = m->v[MODE_ROUTER_SUM])) {
 	case ALIGN_ROUTER_SUM_FP32:
 	case ALIGN_ROUTER_SUM_FP64:
@@ -134,10 +134,10 @@ static int cfg_modes(struct router_cfg *c, const struct align_modes *m, int devi
 	default:
 		return op_cfg_unhandled(err, op, MODE_ROUTER_TOPK_ORDER, v, "router_cfg_init");
 	}
-	ALIGN_TRY(err, op_cfg_flag(err, op, "router_cfg_init", m,
-				   MODE_ROUTER_GROUP_MASK, ALIGN_ROUTER_GROUP_MASK_NEGINF, ALIGN_ROUTER_GROUP_MASK_ZERO, &c->mask_zero));
-	ALIGN_TRY(err, op_cfg_flag(err, op, "router_cfg_init", m,
-				   MODE_ROUTER_HASH_TABLE, ALIGN_ROUTER_HASH_TABLE_TABLE, ALIGN_ROUTER_HASH_TABLE_PLACEHOLDER, &c->placeholder));
+	ALIGN_TRY(err, op_cfg_flag(err, op, "router_cfg_init", m, MODE_ROUTER_GROUP_MASK,
+				   ALIGN_ROUTER_GROUP_MASK_NEGINF, ALIGN_ROUTER_GROUP_MASK_ZERO, &c->mask_zero));
+	ALIGN_TRY(err, op_cfg_flag(err, op, "router_cfg_init", m, MODE_ROUTER_HASH_TABLE, ALIGN_ROUTER_HASH_TABLE_TABLE,
+				   ALIGN_ROUTER_HASH_TABLE_PLACEHOLDER, &c->placeholder));
 	return ALIGN_OK;
 }
 
@@ -159,8 +159,8 @@ int router_cfg_init(struct router_cfg *c, const struct router_params *p, const s
 	ALIGN_TRY(err, op_cfg_tensor(err, "router", "output", "idx", &out[0], ALIGN_DT_I32, 2, ks));
 	ALIGN_TRY(err, op_cfg_tensor(err, "router", "output", "wt", &out[1], ALIGN_DT_F32, 2, ks));
 	if (K > E || K > ROUTER_MAX_K)
-		return align_fail(err, ALIGN_ERR_INPUT, "router: K = %lld must lie in 0..min(E = %lld, %d)", (long long)K,
-				  (long long)E, ROUTER_MAX_K);
+		return align_fail(err, ALIGN_ERR_INPUT, "router: K = %lld must lie in 0..min(E = %lld, %d)",
+				  (long long)K, (long long)E, ROUTER_MAX_K);
 	if (p->n_groups > 1 && (E % p->n_groups || p->topk_groups < 1 || p->topk_groups > p->n_groups ||
 				p->n_groups > ROUTER_MAX_K || K > (int64_t)p->topk_groups * (E / p->n_groups)))
 		return align_fail(err, ALIGN_ERR_INPUT,
@@ -183,7 +183,8 @@ static int route_token(const struct router_cfg *c, const struct align_tensor *in
 		if (id < 0 || id >= V)
 			return ALIGN_ERR_INPUT;
 		for (int64_t j = 0; j < K; j++) {
-			int32_t e = c->placeholder ? (int32_t)((id + j) % E) : ((const int32_t *)in[4].data)[id * K + j];
+			int32_t e =
+				c->placeholder ? (int32_t)((id + j) % E) : ((const int32_t *)in[4].data)[id * K + j];
 			if (e < 0 || e >= E)
 				return ALIGN_ERR_INPUT;
 			sel[j] = e;
@@ -232,8 +233,8 @@ static int route_token(const struct router_cfg *c, const struct align_tensor *in
 	return ALIGN_OK;
 }
 
-int router_fwd_cpu(const struct router_params *p, const struct align_modes *m, const struct align_tensor *in,
-		   int n_in, struct align_tensor *out, int n_out)
+int router_fwd_cpu(const struct router_params *p, const struct align_modes *m, const struct align_tensor *in, int n_in,
+		   struct align_tensor *out, int n_out)
 {
 	struct router_cfg c;
 	ALIGN_TRY(NULL, router_cfg_init(&c, p, m, in, n_in, out, n_out, ALIGN_DEVICE_CPU, NULL));
@@ -315,11 +316,21 @@ static const struct align_tensor_spec out_specs[] = {
 	{"idx", ALIGN_DT_I32, "T,K", {ALIGN_FILL_NORMAL, 0, 0}, "selected experts"},
 	{"wt", ALIGN_DT_F32, "T,K", {ALIGN_FILL_NORMAL, 0, 0}, "routing weights"},
 };
-static const int modes_read[] = {MODE_MATH_IMPL, MODE_ROUTER_GEMM, MODE_ROUTER_SQRTSOFTPLUS_EPS,
-				 MODE_ROUTER_NORM_EPS, MODE_ROUTER_SUM, MODE_ROUTER_TOPK_ORDER, MODE_ROUTER_GROUP_MASK,
-				 MODE_ROUTER_HASH_TABLE, -1};
+static const int modes_read[] = {MODE_MATH_IMPL,	 MODE_ROUTER_GEMM,	 MODE_ROUTER_SQRTSOFTPLUS_EPS,
+				 MODE_ROUTER_NORM_EPS,	 MODE_ROUTER_SUM,	 MODE_ROUTER_TOPK_ORDER,
+				 MODE_ROUTER_GROUP_MASK, MODE_ROUTER_HASH_TABLE, -1};
 
 const struct align_op_impl router_impl = {
-	5, in_specs, 2, out_specs, "T=16,D=4096,E=256,K=6,V=1024", modes_read, sizeof(struct router_params),
-	params_default, params_variant, fwd, NULL, cfg_check,
+	5,
+	in_specs,
+	2,
+	out_specs,
+	"T=16,D=4096,E=256,K=6,V=1024",
+	modes_read,
+	sizeof(struct router_params),
+	params_default,
+	params_variant,
+	fwd,
+	NULL,
+	cfg_check,
 };

@@ -40,38 +40,38 @@
 #include "op_cfg.h"
 #include "torch_order.h"
 
-#define RT_BM 64    /* tokens per GEMM tile */
-#define RT_BN 64    /* experts per GEMM tile */
-#define RT_BK 32    /* k per shared-memory stage */
+#define RT_BM 64 /* tokens per GEMM tile */
+#define RT_BN 64 /* experts per GEMM tile */
+#define RT_BK 32 /* k per shared-memory stage */
 #define RT_PAD 4
 #define RT_GEMM_THREADS 256
 #define RT_GEMM_SMEM (2 * RT_BK * (RT_BM + RT_PAD) * sizeof(float))
 
 struct rt_args {
-	const align_bf16 *x;    /* [T, D] */
-	const float *w;         /* [E, D] */
-	const float *bias;      /* [E] */
-	const int32_t *ids;     /* [T] */
+	const align_bf16 *x;	/* [T, D] */
+	const float *w;		/* [E, D] */
+	const float *bias;	/* [E] */
+	const int32_t *ids;	/* [T] */
 	const int32_t *tid2eid; /* [V, K] */
-	int32_t *idx;           /* [T, K] */
-	float *wt;              /* [T, K] */
-	float *ls;              /* workspace [E][T]: logits, then scores */
-	float *bs;              /* workspace [E][T]: selection scores */
-	unsigned char *taken;   /* workspace [E][T] */
-	int *err;               /* workspace: set to 1 when a hash-layer id or table entry is out of range */
+	int32_t *idx;		/* [T, K] */
+	float *wt;		/* [T, K] */
+	float *ls;		/* workspace [E][T]: logits, then scores */
+	float *bs;		/* workspace [E][T]: selection scores */
+	unsigned char *taken;	/* workspace [E][T] */
+	int *err;		/* workspace: set to 1 when a hash-layer id or table entry is out of range */
 	int64_t T, D, E, V, K;
 	int x_opd, w_opd; /* ALIGN_MATMUL_OPERAND_* of x and w (struct router_cfg) */
-	int score; /* enum router_score */
+	int score;	  /* enum router_score */
 	int n_groups, topk_groups, hash;
 	float route_scale;
-	int sp_eps;       /* ROUTER_SQRTSOFTPLUS_EPS=1e-20 */
-	int norm_eps;     /* ROUTER_NORM_EPS=1e-20 */
-	int sum64;        /* ROUTER_SUM=fp64 */
-	int sum_torch;    /* ROUTER_SUM=torch */
+	int sp_eps;	  /* ROUTER_SQRTSOFTPLUS_EPS=1e-20 */
+	int norm_eps;	  /* ROUTER_NORM_EPS=1e-20 */
+	int sum64;	  /* ROUTER_SUM=fp64 */
+	int sum_torch;	  /* ROUTER_SUM=torch */
 	int index_order;  /* ROUTER_TOPK_ORDER=index */
-	int topk_torch;   /* ROUTER_TOPK_ORDER=torch */
-	int math;         /* ALIGN_MATH_IMPL_* value (math_cuda.cuh) */
-	int mask_zero;    /* ROUTER_GROUP_MASK=zero */
+	int topk_torch;	  /* ROUTER_TOPK_ORDER=torch */
+	int math;	  /* ALIGN_MATH_IMPL_* value (math_cuda.cuh) */
+	int mask_zero;	  /* ROUTER_GROUP_MASK=zero */
 	int placeholder;  /* ROUTER_HASH_TABLE=placeholder */
 	int vec_x, vec_w; /* 16-byte operand loads */
 };
@@ -103,7 +103,7 @@ ALIGN_HD static inline float rt_dot_hn(const rt_args &a, int64_t t, int64_t e)
 
 /* stage k0 .. k0 + RT_BK of the tile rows: As[k][m] = xq[m0 + m][k0 + k], Bs[k][n] = wq[n0 + n][k0 + k] */
 __device__ static inline void rt_stage(const rt_args &a, float (*As)[RT_BM + RT_PAD], float (*Bs)[RT_BN + RT_PAD],
-                                       int64_t m0, int64_t n0, int64_t k0)
+				       int64_t m0, int64_t n0, int64_t k0)
 {
 	const int r = threadIdx.x / 4, kk = (threadIdx.x % 4) * 8;
 	const int64_t t = m0 + r, e = n0 + r, kb = k0 + kk;
@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(RT_GEMM_THREADS) router_gemm_kernel(rt_args a)
 
 /* step 5 of router.c: k largest of b[0..n) (stride bs) by strict '>' from e = 0, skipping taken ones */
 ALIGN_HD static inline void rt_topk(const float *b, int64_t bs, int64_t n, int64_t k, int32_t *sel,
-                                    unsigned char *taken, int64_t ts)
+				    unsigned char *taken, int64_t ts)
 {
 	for (int64_t e = 0; e < n; e++)
 		taken[e * ts] = 0;
@@ -368,13 +368,13 @@ static int rt_launch(const rt_args &a, const struct align_launch *L, cudaStream_
 	OPS_CUDA_TRY(cudaMemsetAsync(a.err, 0, sizeof(int), stream));
 	if (L->serial > 0) {
 		ALIGN_CUDA_LAUNCH(router_serial_kernel, (unsigned)rt_grid(a.T, block, L->grid_cap), block, 0, stream,
-		                  a);
+				  a);
 		OPS_CUDA_TRY(cudaGetLastError()); /* the launch of router_serial_kernel */
 		return ALIGN_OK;
 	}
 	int64_t tiles = ((a.T + RT_BM - 1) / RT_BM) * ((a.E + RT_BN - 1) / RT_BN);
 	ALIGN_CUDA_LAUNCH(router_gemm_kernel, (unsigned)rt_grid(tiles, 1, L->grid_cap), RT_GEMM_THREADS, RT_GEMM_SMEM,
-	                  stream, a);
+			  stream, a);
 	OPS_CUDA_TRY(cudaGetLastError()); /* the launch of router_gemm_kernel */
 	ALIGN_CUDA_LAUNCH(router_route_kernel, (unsigned)rt_grid(a.T, block, L->grid_cap), block, 0, stream, a);
 	OPS_CUDA_TRY(cudaGetLastError()); /* the launch of router_route_kernel */
@@ -382,13 +382,13 @@ static int rt_launch(const rt_args &a, const struct align_launch *L, cudaStream_
 }
 
 extern "C" int router_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in, int n_in,
-                               struct align_tensor *out, int n_out, const struct align_launch *launch,
-                               struct align_dev *dev)
+			       struct align_tensor *out, int n_out, const struct align_launch *launch,
+			       struct align_dev *dev)
 {
 	cudaStream_t stream = (cudaStream_t)dev->stream;
 	struct router_cfg c;
 	ALIGN_TRY(dev->err, router_cfg_init(&c, (const struct router_params *)params, m, in, n_in, out, n_out,
-	                                    ALIGN_DEVICE_CUDA, dev->err));
+					    ALIGN_DEVICE_CUDA, dev->err));
 	ALIGN_TRY(dev->err, op_cfg_data(dev->err, "router", in, n_in, out, n_out));
 	struct align_launch none = {0, 0, 0, 0};
 	const struct align_launch *L = launch ? launch : &none;
@@ -444,10 +444,10 @@ extern "C" int router_fwd_cuda(const void *params, const struct align_modes *m, 
 			e = cudaStreamSynchronize(stream);
 		if (e != cudaSuccess)
 			return align_dev_fail(dev, "cudaMemcpyAsync / cudaStreamSynchronize (hash-layer check)", (int)e,
-			                      __FILE__, __LINE__);
+					      __FILE__, __LINE__);
 	}
 	if (flag)
 		return align_fail(dev->err, ALIGN_ERR_INPUT,
-		                  "router (cuda): a token id or tid2eid entry is out of range (hash layer)");
+				  "router (cuda): a token id or tid2eid entry is out of range (hash layer)");
 	return ALIGN_OK;
 }

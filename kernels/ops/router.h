@@ -66,16 +66,16 @@ struct router_params {
 /* The op's configuration, built once by router_cfg_init (router.c) and read by both twins: the shapes,
  * the params and the decoded modes (mode values are the generated enums of modes.def). */
 struct router_cfg {
-	int64_t T, D, E, V, K;	  /* x[T,D], w[E,D], tid2eid[V,K], idx/wt[T,K] */
-	struct router_params p;	  /* the op's params, checked */
-	int math;		  /* ALIGN_MATH_IMPL_* the twin runs (step 2) */
-	int x_opd, w_opd;	  /* ALIGN_MATMUL_OPERAND_* of x and w in step 1 (ROUTER_GEMM; FP32 = as is) */
-	int sp_eps;		  /* 1: ROUTER_SQRTSOFTPLUS_EPS=1e-20 */
-	int norm_eps;		  /* 1: ROUTER_NORM_EPS=1e-20 */
-	int sum;		  /* ALIGN_ROUTER_SUM_* */
-	int topk_order;		  /* ALIGN_ROUTER_TOPK_ORDER_* */
-	int mask_zero;		  /* 1: ROUTER_GROUP_MASK=zero */
-	int placeholder;	  /* 1: ROUTER_HASH_TABLE=placeholder */
+	int64_t T, D, E, V, K;	/* x[T,D], w[E,D], tid2eid[V,K], idx/wt[T,K] */
+	struct router_params p; /* the op's params, checked */
+	int math;		/* ALIGN_MATH_IMPL_* the twin runs (step 2) */
+	int x_opd, w_opd;	/* ALIGN_MATMUL_OPERAND_* of x and w in step 1 (ROUTER_GEMM; FP32 = as is) */
+	int sp_eps;		/* 1: ROUTER_SQRTSOFTPLUS_EPS=1e-20 */
+	int norm_eps;		/* 1: ROUTER_NORM_EPS=1e-20 */
+	int sum;		/* ALIGN_ROUTER_SUM_* */
+	int topk_order;		/* ALIGN_ROUTER_TOPK_ORDER_* */
+	int mask_zero;		/* 1: ROUTER_GROUP_MASK=zero */
+	int placeholder;	/* 1: ROUTER_HASH_TABLE=placeholder */
 };
 
 /* Check the tensors (dtypes, shapes, K and the groups against E) and decode the modes for device
@@ -85,8 +85,8 @@ int router_cfg_init(struct router_cfg *c, const struct router_params *p, const s
 		    const struct align_tensor *in, int n_in, const struct align_tensor *out, int n_out, int device,
 		    struct align_err *err);
 
-int router_fwd_cpu(const struct router_params *p, const struct align_modes *m, const struct align_tensor *in,
-		   int n_in, struct align_tensor *out, int n_out);
+int router_fwd_cpu(const struct router_params *p, const struct align_modes *m, const struct align_tensor *in, int n_in,
+		   struct align_tensor *out, int n_out);
 
 #ifdef __cplusplus
 }

@@ -14,8 +14,7 @@ static const struct align_tensor_spec out_specs[] = {
 };
 
 /* the SWIGLU_* switches (every value runs on both twins) */
-static int swiglu_cfg_modes(struct swiglu_cfg *c, const struct align_modes *m, int *shared_clamp,
-			    struct align_err *err)
+static int swiglu_cfg_modes(struct swiglu_cfg *c, const struct align_modes *m, int *shared_clamp, struct align_err *err)
 {
 	const char *fn = "swiglu_cfg_init";
 	ALIGN_TRY(err, op_cfg_flag(err, "swiglu", fn, m, MODE_SWIGLU_SHARED_CLAMP, ALIGN_SWIGLU_SHARED_CLAMP_OFF,
@@ -26,8 +25,8 @@ static int swiglu_cfg_modes(struct swiglu_cfg *c, const struct align_modes *m, i
 				   ALIGN_SWIGLU_ROUND_DOUBLE, &c->dbl));
 	ALIGN_TRY(err, op_cfg_flag(err, "swiglu", fn, m, MODE_SWIGLU_SCALE, ALIGN_SWIGLU_SCALE_FP32,
 				   ALIGN_SWIGLU_SCALE_BF16, &c->scale_bf16));
-	ALIGN_TRY(err, op_cfg_flag(err, "swiglu", fn, m, MODE_SWIGLU_SILU, ALIGN_SWIGLU_SILU_DIV,
-				   ALIGN_SWIGLU_SILU_MUL, &c->mul));
+	ALIGN_TRY(err, op_cfg_flag(err, "swiglu", fn, m, MODE_SWIGLU_SILU, ALIGN_SWIGLU_SILU_DIV, ALIGN_SWIGLU_SILU_MUL,
+				   &c->mul));
 	return ALIGN_OK;
 }
 
@@ -55,8 +54,8 @@ int swiglu_cfg_init(struct swiglu_cfg *c, const struct swiglu_params *p, const s
 	return ALIGN_OK;
 }
 
-int swiglu_fwd_cpu(const struct swiglu_params *p, const struct align_modes *m, const struct align_tensor *in,
-		   int n_in, struct align_tensor *out, int n_out)
+int swiglu_fwd_cpu(const struct swiglu_params *p, const struct align_modes *m, const struct align_tensor *in, int n_in,
+		   struct align_tensor *out, int n_out)
 {
 	struct swiglu_cfg c;
 	ALIGN_TRY(NULL, swiglu_cfg_init(&c, p, m, in, n_in, out, n_out, ALIGN_DEVICE_CPU, NULL));
@@ -117,10 +116,25 @@ static int cfg_check(const void *params, const struct align_modes *m, const stru
 	return swiglu_cfg_init(&c, params, m, in, 3, out, 1, device, err);
 }
 
-static const int modes_read[] = {MODE_MATH_IMPL, MODE_SWIGLU_SHARED_CLAMP, MODE_SWIGLU_PROBS, MODE_SWIGLU_ROUND,
-				 MODE_SWIGLU_SCALE, MODE_SWIGLU_SILU, -1};
+static const int modes_read[] = {MODE_MATH_IMPL,
+				 MODE_SWIGLU_SHARED_CLAMP,
+				 MODE_SWIGLU_PROBS,
+				 MODE_SWIGLU_ROUND,
+				 MODE_SWIGLU_SCALE,
+				 MODE_SWIGLU_SILU,
+				 -1};
 
 const struct align_op_impl swiglu_impl = {
-	3, in_specs, 1, out_specs, "T=32,F=2048", modes_read, sizeof(struct swiglu_params),
-	params_default, params_variant, fwd, NULL, cfg_check,
+	3,
+	in_specs,
+	1,
+	out_specs,
+	"T=32,F=2048",
+	modes_read,
+	sizeof(struct swiglu_params),
+	params_default,
+	params_variant,
+	fwd,
+	NULL,
+	cfg_check,
 };

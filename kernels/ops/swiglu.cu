@@ -39,11 +39,11 @@
 
 struct sw_args {
 	const align_bf16 *g, *u; /* [T, F] */
-	const float *p;          /* [T] */
-	align_bf16 *y;           /* [T, F] */
-	const float *table;      /* SW_TABLE silu values (NULL in the serial path) */
-	struct swiglu_cfg c;     /* dims and modes (swiglu_cfg_init) */
-	int vec;                 /* 16-byte path */
+	const float *p;		 /* [T] */
+	align_bf16 *y;		 /* [T, F] */
+	const float *table;	 /* SW_TABLE silu values (NULL in the serial path) */
+	struct swiglu_cfg c;	 /* dims and modes (swiglu_cfg_init) */
+	int vec;		 /* 16-byte path */
 };
 
 /* silu(g) in binary32 as swiglu.c; exp per MATH_IMPL (portable: the C twin's) */
@@ -130,13 +130,13 @@ __global__ void swiglu_serial_kernel(sw_args a)
 }
 
 extern "C" int swiglu_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in, int n_in,
-                               struct align_tensor *out, int n_out, const struct align_launch *launch,
-                               struct align_dev *dev)
+			       struct align_tensor *out, int n_out, const struct align_launch *launch,
+			       struct align_dev *dev)
 {
 	cudaStream_t stream = (cudaStream_t)dev->stream;
 	sw_args a;
 	ALIGN_TRY(dev->err, swiglu_cfg_init(&a.c, (const struct swiglu_params *)params, m, in, n_in, out, n_out,
-	                                    ALIGN_DEVICE_CUDA, dev->err));
+					    ALIGN_DEVICE_CUDA, dev->err));
 	ALIGN_TRY(dev->err, op_cfg_data(dev->err, "swiglu", in, n_in, out, n_out));
 	struct align_launch none = {0, 0, 0, 0};
 	const struct align_launch *L = launch ? launch : &none;
@@ -168,7 +168,7 @@ extern "C" int swiglu_fwd_cuda(const void *params, const struct align_modes *m, 
 	ALIGN_TRY(dev->err, align_dev_scratch(dev, SW_TABLE * sizeof(float), &table));
 	a.table = (const float *)table;
 	ALIGN_CUDA_LAUNCH(swiglu_table_kernel, (SW_TABLE + 255) / 256, 256, 0, stream, (float *)table, a.c.L, a.c.mul,
-	                  a.c.math);
+			  a.c.math);
 	OPS_CUDA_TRY(cudaGetLastError()); /* the launch */
 	int64_t work = a.vec ? T * F / 8 : T * F, grid = (work + block - 1) / block;
 	int64_t cap = (int64_t)(dev->sm_count > 0 ? dev->sm_count : 1) * 16;

@@ -55,8 +55,8 @@ int swiglu_cfg_init(struct swiglu_cfg *c, const struct swiglu_params *p, const s
 		    const struct align_tensor *in, int n_in, const struct align_tensor *out, int n_out, int device,
 		    struct align_err *err);
 
-int swiglu_fwd_cpu(const struct swiglu_params *p, const struct align_modes *m, const struct align_tensor *in,
-		   int n_in, struct align_tensor *out, int n_out);
+int swiglu_fwd_cpu(const struct swiglu_params *p, const struct align_modes *m, const struct align_tensor *in, int n_in,
+		   struct align_tensor *out, int n_out);
 
 #ifdef __cplusplus
 }

@@ -95,7 +95,8 @@ int main(int argc, char **argv)
 {
 	const char *only = argc > 1 ? argv[1] : NULL;
 	printf("C twins, portable (deepseek-ref) modes, one thread; median of 5 after 1 warm-up\n");
-	printf("| op          | dims                             | median ms |   min ms |   max ms | in+out MB/s | ns/token | note |\n");
+	printf("| op          | dims                             | median ms |   min ms |   max ms | in+out MB/s | "
+	       "ns/token | note |\n");
 	printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |\n");
 	int rc = 0;
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)

@@ -25,7 +25,9 @@
 
 struct dim3 {
 	unsigned x, y, z;
-	dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+	dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c)
+	{
+	}
 };
 struct uint3_emu {
 	unsigned x, y, z;

@@ -63,7 +63,8 @@ int main(int argc, char **argv)
 			double q = got == got ? fabs(got - ref) / tol : INFINITY;
 			worst = q > worst ? q : worst;
 			if (q > 1 && fails++ < 5)
-				printf("  (%lld, %lld): got %.9g, reference %.9g\n", (long long)r, (long long)j, got, ref);
+				printf("  (%lld, %lld): got %.9g, reference %.9g\n", (long long)r, (long long)j, got,
+				       ref);
 		}
 	printf("%s N=%lld K=%lld M=%lld: fp64 reference, worst err/tol %.3g\n", fails ? "FAIL" : "PASS", (long long)N,
 	       (long long)K, (long long)MM, worst);

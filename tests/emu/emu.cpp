@@ -189,9 +189,9 @@ extern "C" void align_emu_run_grid(dim3 grid, dim3 block, size_t smem, void (*bo
 							waiting += !f.done && f.waiting;
 						if (waiting == run.live) {
 							fprintf(stderr,
-							        "emu: deadlock in block (%u,%u,%u): %u threads wait at "
-							        "barriers that never open\n",
-							        bx, by, bz, waiting);
+								"emu: deadlock in block (%u,%u,%u): %u threads wait at "
+								"barriers that never open\n",
+								bx, by, bz, waiting);
 							abort();
 						}
 					}
@@ -346,8 +346,8 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 /* every twin of ops.def that is not compiled into the emulator build */
 #define OP(name, desc, inputs)                                                                                         \
 	__attribute__((weak)) int name##_fwd_cuda(const void *params, const struct align_modes *m,                     \
-	                                          const struct align_tensor *in, int n_in, struct align_tensor *out,   \
-	                                          int n_out, const struct align_launch *launch, struct align_dev *dev)  \
+						  const struct align_tensor *in, int n_in, struct align_tensor *out,   \
+						  int n_out, const struct align_launch *launch, struct align_dev *dev) \
 	{                                                                                                              \
 		fprintf(stderr, "error: %s (cuda): not built into the emulator\n", #name);                             \
 		return ALIGN_ERR_UNSUPPORTED;                                                                          \

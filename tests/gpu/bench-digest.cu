@@ -41,25 +41,25 @@ extern "C" {
 enum bench_op { OP_DIGEST, OP_DIGEST_WS, OP_LEAVES, OP_WS_OFF8, OP_WS_OFF1, OP_COPY, OP_COUNT };
 
 struct bench {
-	size_t bytes;        /* N */
+	size_t bytes;	     /* N */
 	unsigned char *src;  /* N input bytes */
 	unsigned char *dst;  /* N bytes, the copy's destination */
-	void *ws;            /* workspace of align_digest_cuda_ws */
+	void *ws;	     /* workspace of align_digest_cuda_ws */
 	uint64_t *leaves;    /* leaf digests of the leaves-only row */
 	cudaStream_t stream; /* all work */
 	cudaEvent_t ev0, ev1;
 	uint64_t digest[OP_COUNT]; /* first digest seen per row; every later one must match */
 	int have_digest[OP_COUNT]; /* digest[op] is set */
-	int mismatches;            /* calls whose digest differed from the first of their row */
+	int mismatches;		   /* calls whose digest differed from the first of their row */
 	float ms[OP_COUNT][REPS];  /* timed runs */
 };
 
 static const char *op_name[OP_COUNT] = {"align_digest_cuda",
-                                        "align_digest_cuda_ws",
-                                        "leaves kernel only",
-                                        "align_digest_cuda_ws, input at +8 B, N - 16 B (8-byte loads)",
-                                        "align_digest_cuda_ws, input at +1 B, N - 16 B (unaligned loads)",
-                                        "cudaMemcpy device-to-device"};
+					"align_digest_cuda_ws",
+					"leaves kernel only",
+					"align_digest_cuda_ws, input at +8 B, N - 16 B (8-byte loads)",
+					"align_digest_cuda_ws, input at +1 B, N - 16 B (unaligned loads)",
+					"cudaMemcpy device-to-device"};
 
 __global__ void bench_fill(uint64_t *p, size_t n_words)
 {
@@ -169,7 +169,7 @@ static int bench_verify(struct bench *b)
 	uint64_t want8 = digest_xxh3t64(h + 8, b->bytes - 16), want1 = digest_xxh3t64(h + 1, b->bytes - 16);
 	free(h);
 	int ok = !b->mismatches && b->digest[OP_DIGEST] == want && b->digest[OP_DIGEST_WS] == want &&
-	         b->digest[OP_WS_OFF8] == want8 && b->digest[OP_WS_OFF1] == want1;
+		 b->digest[OP_WS_OFF8] == want8 && b->digest[OP_WS_OFF1] == want1;
 	printf("digest %016" PRIx64 " (+8: %016" PRIx64 ", +1: %016" PRIx64 "), CPU digest_xxh3t64 %016" PRIx64
 	       " (+8: %016" PRIx64 ", +1: %016" PRIx64
 	       "), calls with another digest than their row's first: %d -> %s\n",
@@ -216,8 +216,8 @@ int main(int argc, char **argv)
 	}
 	printf("bench-digest: %s (sm_%d%d, %d SMs, L2 %d MiB), N = %zu bytes (%.2f GiB), warm-up %d, %d timed "
 	       "runs per row; built from %s\n\n",
-	       dev.name, dev.cc_major, dev.cc_minor, dev.sm_count, l2_bytes >> 20, b.bytes,
-	       (double)b.bytes / (1 << 30), WARMUP, REPS, ALIGN_GPU_BUILD_COMMIT);
+	       dev.name, dev.cc_major, dev.cc_minor, dev.sm_count, l2_bytes >> 20, b.bytes, (double)b.bytes / (1 << 30),
+	       WARMUP, REPS, ALIGN_GPU_BUILD_COMMIT);
 	int rc = bench_run(&b);
 	cudaFree(b.src);
 	cudaFree(b.dst);

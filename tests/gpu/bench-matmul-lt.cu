@@ -85,8 +85,8 @@ static int pick(struct gemm *g, int M, int N, int K, int pinned, cublasLtMatmulA
 		}
 		int splitk = 1;
 		size_t got = 0;
-		cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk,
-		                                     &got);
+		cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
+						     sizeof splitk, &got);
 		if (splitk <= 1)
 			chosen = i;
 	}
@@ -101,24 +101,26 @@ static int pick(struct gemm *g, int M, int N, int K, int pinned, cublasLtMatmulA
 		int one = 1;
 		uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
 		LK(cublasLtMatmulAlgoConfigSetAttribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one, sizeof one));
-		LK(cublasLtMatmulAlgoConfigSetAttribute(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &none, sizeof none));
+		LK(cublasLtMatmulAlgoConfigSetAttribute(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &none,
+							sizeof none));
 	}
 	return 0;
 }
 
 static int run(struct gemm *g, const cublasLtMatmulAlgo_t *algo, const void *a, const void *b, void *y, int M, int N,
-               int K, int *valid)
+	       int K, int *valid)
 {
 	struct layouts l;
 	if (layouts_make(&l, M, N, K))
 		return 2;
 	cublasLtMatmulHeuristicResult_t chk;
 	*valid = cublasLtMatmulAlgoCheck(g->h, g->desc, l.a, l.b, l.c, l.c, algo, &chk) == CUBLAS_STATUS_SUCCESS &&
-	         chk.workspaceSize <= WS_BYTES;
+		 chk.workspaceSize <= WS_BYTES;
 	float one = 1.0f, zero = 0.0f;
 	cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
 	if (*valid)
-		s = cublasLtMatmul(g->h, g->desc, &one, b, l.a, a, l.b, &zero, y, l.c, y, l.c, algo, g->ws, WS_BYTES, g->s);
+		s = cublasLtMatmul(g->h, g->desc, &one, b, l.a, a, l.b, &zero, y, l.c, y, l.c, algo, g->ws, WS_BYTES,
+				   g->s);
 	layouts_free(&l);
 	if (s != CUBLAS_STATUS_SUCCESS)
 		return lt_fail("cublasLtMatmul", s, __LINE__);
@@ -133,8 +135,8 @@ static int cmp_f(const void *x, const void *y)
 }
 
 /* median of 20 timed calls after 3 warm-up calls; only the GEMM sits between the events */
-static int timed(struct gemm *g, const cublasLtMatmulAlgo_t *algo, const void *a, const void *b, void *y, int M,
-                 int N, int K, float *ms)
+static int timed(struct gemm *g, const cublasLtMatmulAlgo_t *algo, const void *a, const void *b, void *y, int M, int N,
+		 int K, float *ms)
 {
 	struct layouts l;
 	if (layouts_make(&l, M, N, K))
@@ -145,7 +147,8 @@ static int timed(struct gemm *g, const cublasLtMatmulAlgo_t *algo, const void *a
 	float t[20], one = 1.0f, zero = 0.0f;
 	for (int i = 0; i < 23; i++) {
 		CK(cudaEventRecord(e0, g->s));
-		LK(cublasLtMatmul(g->h, g->desc, &one, b, l.a, a, l.b, &zero, y, l.c, y, l.c, algo, g->ws, WS_BYTES, g->s));
+		LK(cublasLtMatmul(g->h, g->desc, &one, b, l.a, a, l.b, &zero, y, l.c, y, l.c, algo, g->ws, WS_BYTES,
+				  g->s));
 		CK(cudaEventRecord(e1, g->s));
 		CK(cudaEventSynchronize(e1));
 		if (i >= 3)
@@ -184,9 +187,9 @@ int main(void)
 	CK(cudaMalloc(&g.ws, WS_BYTES));
 	g.s = (cudaStream_t)dev.stream;
 	static const int shapes[][3] = {/* M, K, N as in bench-matmul */
-	                                {8192, 8192, 8192}, {4096, 4096, 4096},  {4096, 7168, 18432},
-	                                {4096, 18432, 7168}, {4096, 7168, 4096}, {4096, 2048, 7168},
-	                                {4096, 7168, 1536}, {8192, 7168, 4096}};
+					{8192, 8192, 8192},  {4096, 4096, 4096}, {4096, 7168, 18432},
+					{4096, 18432, 7168}, {4096, 7168, 4096}, {4096, 2048, 7168},
+					{4096, 7168, 1536},  {8192, 7168, 4096}};
 	int bad = 0;
 	printf("cuBLASLt with one pinned algorithm (split-K 1) on %s, cuBLASLt %zu\n\n", dev.name,
 	       cublasLtGetVersion());
@@ -199,7 +202,7 @@ int main(void)
 		size_t an = (size_t)M * K, bn = (size_t)N * K, yn = (size_t)M * N;
 		uint16_t *ha = (uint16_t *)malloc(an * 2), *hb = (uint16_t *)malloc(bn * 2);
 		uint16_t *full = (uint16_t *)malloc(yn * 2), *again = (uint16_t *)malloc(yn * 2),
-		         *part = (uint16_t *)malloc(yn * 2), *hfull = (uint16_t *)malloc(yn * 2);
+			 *part = (uint16_t *)malloc(yn * 2), *hfull = (uint16_t *)malloc(yn * 2);
 		if (!ha || !hb || !full || !again || !part || !hfull)
 			return 2;
 		uint64_t st = 0x1234567ull + si;
@@ -225,7 +228,8 @@ int main(void)
 		size_t got;
 		cublasLtMatmulAlgoConfigGetAttribute(&pin, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &got);
 		cublasLtMatmulAlgoConfigGetAttribute(&pin, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &got);
-		cublasLtMatmulAlgoConfigGetAttribute(&pin, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &got);
+		cublasLtMatmulAlgoConfigGetAttribute(&pin, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages,
+						     &got);
 		if (run(&g, &pin, da, db, dy, M, N, K, &valid) || !valid)
 			return 2;
 		CK(cudaMemcpy(full, dy, yn * 2, cudaMemcpyDeviceToHost));
@@ -261,8 +265,8 @@ int main(void)
 		if (timed(&g, &pin, da, db, dy, M, N, K, &tp) || timed(&g, &heur, da, db, dy, M, N, K, &th))
 			return 2;
 		double fl = 2.0 * M * N * (double)K;
-		printf("| %d x %d x %d | %d, %d, %d | %.0f | %.0f | %.3f | %s | %ld%s | %ld |\n", M, K, N, id, tile, stages,
-		       fl / tp / 1e9, fl / th / 1e9, th / tp, det ? "yes" : "NO", dpin,
+		printf("| %d x %d x %d | %d, %d, %d | %.0f | %.0f | %.3f | %s | %ld%s | %ld |\n", M, K, N, id, tile,
+		       stages, fl / tp / 1e9, fl / th / 1e9, th / tp, det ? "yes" : "NO", dpin,
 		       invalid ? " (algorithm refused some M)" : "", dheur);
 		bad |= !det || dpin || invalid;
 		cudaFree(da);
@@ -272,7 +276,7 @@ int main(void)
 	}
 	printf("\npinned cuBLASLt algorithm: %s\n",
 	       bad ? "NOT batch invariant or not deterministic on some shape (see the table)"
-	           : "deterministic and batch invariant on every shape and row count measured");
+		   : "deterministic and batch invariant on every shape and row count measured");
 	cudaFree(g.ws);
 	cublasLtMatmulDescDestroy(g.desc);
 	cublasLtDestroy(g.h);

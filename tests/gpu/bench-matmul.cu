@@ -124,8 +124,9 @@ static int time_it(bench_fn fn, void *ctx, cudaStream_t s, struct timing *t)
 		rc = fn(ctx, s);
 	for (int i = 0; i < REPS && !rc; i++) {
 		float f = 0;
-		if (cudaEventRecord(e0, s) != cudaSuccess || (rc = fn(ctx, s)) || cudaEventRecord(e1, s) != cudaSuccess ||
-		    cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&f, e0, e1) != cudaSuccess) {
+		if (cudaEventRecord(e0, s) != cudaSuccess || (rc = fn(ctx, s)) ||
+		    cudaEventRecord(e1, s) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+		    cudaEventElapsedTime(&f, e0, e1) != cudaSuccess) {
 			rc = rc ? rc : 2;
 			break;
 		}
@@ -239,14 +240,14 @@ static int bench_portable(double peak_fma, double peak_muladd, struct align_dev 
 		const char *name;
 		int operand, accum, fma, out;
 	} rows[] = {
-		{"default: bf16 operands, seq, FMA off, bf16 out", ALIGN_MATMUL_OPERAND_BF16,
-		 ALIGN_MATMUL_ACCUM_SEQ, ALIGN_MATMUL_FMA_OFF, ALIGN_MATMUL_OUT_BF16},
-		{"fp32 operands, seq, FMA on, fp32 out (SGEMM-like)", ALIGN_MATMUL_OPERAND_FP32,
-		 ALIGN_MATMUL_ACCUM_SEQ, ALIGN_MATMUL_FMA_ON, ALIGN_MATMUL_OUT_FP32},
-		{"bf16 operands, split16, FMA off, bf16 out", ALIGN_MATMUL_OPERAND_BF16,
-		 ALIGN_MATMUL_ACCUM_SPLIT16, ALIGN_MATMUL_FMA_OFF, ALIGN_MATMUL_OUT_BF16},
-		{"bf16 operands, fp64 accumulation, bf16 out", ALIGN_MATMUL_OPERAND_BF16,
-		 ALIGN_MATMUL_ACCUM_FP64, ALIGN_MATMUL_FMA_OFF, ALIGN_MATMUL_OUT_BF16},
+		{"default: bf16 operands, seq, FMA off, bf16 out", ALIGN_MATMUL_OPERAND_BF16, ALIGN_MATMUL_ACCUM_SEQ,
+		 ALIGN_MATMUL_FMA_OFF, ALIGN_MATMUL_OUT_BF16},
+		{"fp32 operands, seq, FMA on, fp32 out (SGEMM-like)", ALIGN_MATMUL_OPERAND_FP32, ALIGN_MATMUL_ACCUM_SEQ,
+		 ALIGN_MATMUL_FMA_ON, ALIGN_MATMUL_OUT_FP32},
+		{"bf16 operands, split16, FMA off, bf16 out", ALIGN_MATMUL_OPERAND_BF16, ALIGN_MATMUL_ACCUM_SPLIT16,
+		 ALIGN_MATMUL_FMA_OFF, ALIGN_MATMUL_OUT_BF16},
+		{"bf16 operands, fp64 accumulation, bf16 out", ALIGN_MATMUL_OPERAND_BF16, ALIGN_MATMUL_ACCUM_FP64,
+		 ALIGN_MATMUL_FMA_OFF, ALIGN_MATMUL_OUT_BF16},
 	};
 	struct op_ctx o;
 	memset(&o, 0, sizeof o);
@@ -317,7 +318,8 @@ static int bench_mhc(struct align_dev *dev)
 	const float sc[3] = {0.5f, 0.75f, 1.0f};
 	CK(cudaMemcpy(scale, sc, sizeof sc, cudaMemcpyHostToDevice));
 	printf("## mHC at DSv4-Flash shape (T = 4096, N = 4, D = 4096), default modes\n\n");
-	printf("| op | median ms | min ms | max ms | mapping GEMM GFLOP/s (2 T R K / median) | x GB/s (2 T K / median) |\n");
+	printf("| op | median ms | min ms | max ms | mapping GEMM GFLOP/s (2 T R K / median) | x GB/s (2 T K / median) "
+	       "|\n");
 	printf("|---|---|---|---|---|---|\n");
 	for (int head = 0; head < 2; head++) {
 		struct op_ctx o;
@@ -407,9 +409,9 @@ static int bench_tc(const struct cublas *cb, cudaStream_t s, int *changed)
 		int64_t m, k, n;
 		int big; /* counts for the >= 4096 goal */
 	} shapes[] = {
-		{8192, 8192, 8192, 1},	{4096, 4096, 4096, 1},	{4096, 7168, 18432, 1}, {4096, 18432, 7168, 1},
-		{4096, 7168, 4096, 1},	{4096, 2048, 7168, 1},	{4096, 7168, 1536, 1},	{8192, 7168, 4096, 1},
-		{1024, 7168, 4096, 0},	{256, 7168, 4096, 0},	{64, 7168, 4096, 0},	{8, 7168, 4096, 0},
+		{8192, 8192, 8192, 1}, {4096, 4096, 4096, 1}, {4096, 7168, 18432, 1}, {4096, 18432, 7168, 1},
+		{4096, 7168, 4096, 1}, {4096, 2048, 7168, 1}, {4096, 7168, 1536, 1},  {8192, 7168, 4096, 1},
+		{1024, 7168, 4096, 0}, {256, 7168, 4096, 0},  {64, 7168, 4096, 0},    {8, 7168, 4096, 0},
 		{1, 7168, 4096, 0},
 	};
 	int64_t max_a = 0, max_b = 0, max_y = 0;
@@ -427,7 +429,8 @@ static int bench_tc(const struct cublas *cb, cudaStream_t s, int *changed)
 		return 2;
 	printf("## batch-invariant tensor-core matmul (matmul_tc_fwd_cuda) vs cuBLAS (%s)\n\n",
 	       cb->lib ? cb->name : "not available");
-	printf("| M x K x N | TC median ms | min | max | TC TFLOP/s | cuBLAS median ms | cuBLAS TFLOP/s | TC / cuBLAS | "
+	printf("| M x K x N | TC median ms | min | max | TC TFLOP/s | cuBLAS median ms | cuBLAS TFLOP/s | TC / cuBLAS "
+	       "| "
 	       "cuBLAS no-workspace TFLOP/s | TC / no-ws | elements != cuBLAS |\n");
 	printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
 	double worst_big = 1e30;
@@ -510,7 +513,8 @@ int main(void)
 	double flop = 2.0 * pk.blocks * 256.0 * PEAK_ITERS * PEAK_CHAINS, peak[2];
 	printf("## fp32 CUDA-core peak (%d CTAs x 256 threads x %d chains x %d steps)\n\n", pk.blocks, PEAK_CHAINS,
 	       PEAK_ITERS);
-	printf("| kernel | median ms | GFLOP/s (2 FLOP per step) | arithmetic peak (SMs x 128 x 2 x clock) |\n|---|---|---|---|\n");
+	printf("| kernel | median ms | GFLOP/s (2 FLOP per step) | arithmetic peak (SMs x 128 x 2 x clock) "
+	       "|\n|---|---|---|---|\n");
 	for (int f = 1; f >= 0; f--) {
 		struct timing t;
 		pk.fma = f;

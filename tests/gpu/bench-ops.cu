@@ -46,15 +46,15 @@ static const struct {
 	const char *op;
 	const char *dims;
 } bench_dims[] = {
-    {"matmul", "T=4096,D=4096,F=4096"},
-    {"rmsnorm", "T=16384,D=4096"},
-    {"qnorm", "T=4096,H=64,D=512"},
-    {"swiglu", "T=16384,F=2048"},
-    {"router", "T=16384,D=4096,E=256,K=6,V=1024"},
-    {"mhc_pre", "T=16384,N=4,D=4096"},
-    {"mhc_post", "T=16384,N=4,D=4096"},
-    {"mhc_head", "T=16384,N=4,D=4096"},
-    {"moe_combine", "T=16384,K=6,D=4096,E=256"},
+	{"matmul", "T=4096,D=4096,F=4096"},
+	{"rmsnorm", "T=16384,D=4096"},
+	{"qnorm", "T=4096,H=64,D=512"},
+	{"swiglu", "T=16384,F=2048"},
+	{"router", "T=16384,D=4096,E=256,K=6,V=1024"},
+	{"mhc_pre", "T=16384,N=4,D=4096"},
+	{"mhc_post", "T=16384,N=4,D=4096"},
+	{"mhc_head", "T=16384,N=4,D=4096"},
+	{"moe_combine", "T=16384,K=6,D=4096,E=256"},
 };
 
 static const char *profiles[] = {NULL, "megatron", "paddle"};
@@ -69,33 +69,33 @@ static const struct {
 	const char *op;
 	struct sweep_cfg c[MAXSWEEP]; /* ends at block 0 */
 } sweeps[] = {
-    /* D = 4096: G = 32 staged (the old layout), G = 64 registers LPT 8, 128 LPT 4, 256 LPT 2, 512 LPT 1 */
-    {"rmsnorm",
-     {{32, 1, 0},
-      {128, 4, 0},
-      {64, 1, 0},
-      {128, 1, 0},
-      {256, 2, 0},
-      {256, 1, 0},
-      {512, 1, 0},
-      {128, 1, 16},
-      {256, 1, 8}}},
-    /* D = 512: G = 32 registers LPT 2 (no block barrier), G = 64 LPT 1 */
-    {"qnorm",
-     {{256, 8, 0},
-      {128, 4, 0},
-      {512, 16, 0},
-      {64, 2, 0},
-      {64, 1, 0},
-      {128, 2, 0},
-      {256, 4, 0},
-      {512, 8, 0},
-      {256, 8, 8}}},
-    /* D = 4096: 512 chunks of 8 per token; G chunks at a time */
-    {"mhc_post", {{256, 2, 0}, {128, 1, 0}, {128, 2, 0}, {256, 1, 0}, {512, 1, 0}, {64, 2, 0}, {256, 1, 4}}},
-    {"moe_combine", {{256, 2, 0}, {128, 2, 0}, {128, 1, 0}, {256, 1, 0}, {512, 1, 0}, {512, 2, 0}, {256, 2, 4}}},
-    /* elementwise (grid-stride over 16-byte chunks): block size and grid cap only */
-    {"swiglu", {{128, 1, 0}, {256, 1, 0}, {512, 1, 0}, {256, 1, 8}, {256, 1, 32}}},
+	/* D = 4096: G = 32 staged (the old layout), G = 64 registers LPT 8, 128 LPT 4, 256 LPT 2, 512 LPT 1 */
+	{"rmsnorm",
+	 {{32, 1, 0},
+	  {128, 4, 0},
+	  {64, 1, 0},
+	  {128, 1, 0},
+	  {256, 2, 0},
+	  {256, 1, 0},
+	  {512, 1, 0},
+	  {128, 1, 16},
+	  {256, 1, 8}}},
+	/* D = 512: G = 32 registers LPT 2 (no block barrier), G = 64 LPT 1 */
+	{"qnorm",
+	 {{256, 8, 0},
+	  {128, 4, 0},
+	  {512, 16, 0},
+	  {64, 2, 0},
+	  {64, 1, 0},
+	  {128, 2, 0},
+	  {256, 4, 0},
+	  {512, 8, 0},
+	  {256, 8, 8}}},
+	/* D = 4096: 512 chunks of 8 per token; G chunks at a time */
+	{"mhc_post", {{256, 2, 0}, {128, 1, 0}, {128, 2, 0}, {256, 1, 0}, {512, 1, 0}, {64, 2, 0}, {256, 1, 4}}},
+	{"moe_combine", {{256, 2, 0}, {128, 2, 0}, {128, 1, 0}, {256, 1, 0}, {512, 1, 0}, {512, 2, 0}, {256, 2, 4}}},
+	/* elementwise (grid-stride over 16-byte chunks): block size and grid cap only */
+	{"swiglu", {{128, 1, 0}, {256, 1, 0}, {512, 1, 0}, {256, 1, 8}, {256, 1, 32}}},
 };
 
 static int cmp_float(const void *a, const void *b)
@@ -146,9 +146,9 @@ struct opbench {
 	const struct align_op *op;
 	align_fwd_cuda_fn fwd;
 	void *params;
-	struct align_tensor hin[MAXT];            /* host inputs */
+	struct align_tensor hin[MAXT];		  /* host inputs */
 	struct align_tensor din[MAXCOPIES][MAXT]; /* device inputs, ncopies sets */
-	struct align_tensor dout[MAXT];           /* device outputs */
+	struct align_tensor dout[MAXT];		  /* device outputs */
 	int ncopies;
 	size_t in_bytes, out_bytes;
 };
@@ -220,8 +220,8 @@ static int outputs_to_host(const struct opbench *b, unsigned char *h)
  * *ref receives its output (malloc'd); else a "sweep" line, its output compared with *ref.
  * 0, 1 (nondeterministic or different from the default), 2 (error), 4 (unsupported) */
 static int bench_one(struct opbench *b, const struct align_modes *m, const char *mname, const char *dims,
-                     const struct align_launch *L, struct align_dev *dev, cudaEvent_t e0, cudaEvent_t e1,
-                     double copy_bw, unsigned char **ref)
+		     const struct align_launch *L, struct align_dev *dev, cudaEvent_t e0, cudaEvent_t e1,
+		     double copy_bw, unsigned char **ref)
 {
 	cudaStream_t s = (cudaStream_t)dev->stream;
 	const struct align_op_impl *im = b->op->impl;
@@ -229,7 +229,7 @@ static int bench_one(struct opbench *b, const struct align_modes *m, const char 
 	char label[96];
 	if (L)
 		snprintf(label, sizeof label, "block=%d rows_per_block=%d grid_cap=%d", L->block, L->rows_per_block,
-		         L->grid_cap);
+			 L->grid_cap);
 	for (int i = 0; i < WARMUP + REPS; i++) {
 		int c = i % b->ncopies;
 		CK(cudaEventRecord(e0, s));
@@ -245,7 +245,7 @@ static int bench_one(struct opbench *b, const struct align_modes *m, const char 
 		}
 		if (rc) {
 			fprintf(stderr, "error: %s under %s%s%s: status %d\n", b->op->name, mname, L ? ", " : "",
-			        L ? label : "", rc);
+				L ? label : "", rc);
 			return 2;
 		}
 		if (i >= WARMUP)
@@ -266,10 +266,10 @@ static int bench_one(struct opbench *b, const struct align_modes *m, const char 
 		differs = ref && *ref && h1 && memcmp(*ref, h1, ob) != 0;
 	double bytes = (double)(b->in_bytes + b->out_bytes), gbs = bytes / (t.med * 1e-3) / 1e9;
 	if (L)
-		printf(
-		    "sweep %-11s %-17s %s: median %9.1f us (min %9.1f, max %9.1f), %7.1f GB/s, %5.1f%% of copy%s%s\n",
-		    b->op->name, mname, label, t.med * 1e3, t.lo * 1e3, t.hi * 1e3, gbs, 100.0 * gbs / copy_bw,
-		    same ? "" : "  NONDETERMINISTIC", differs ? "  DIFFERS from the default launch" : "");
+		printf("sweep %-11s %-17s %s: median %9.1f us (min %9.1f, max %9.1f), %7.1f GB/s, %5.1f%% of "
+		       "copy%s%s\n",
+		       b->op->name, mname, label, t.med * 1e3, t.lo * 1e3, t.hi * 1e3, gbs, 100.0 * gbs / copy_bw,
+		       same ? "" : "  NONDETERMINISTIC", differs ? "  DIFFERS from the default launch" : "");
 	else
 		printf("bench %-11s %-17s %s: median %9.1f us (min %9.1f, max %9.1f), %8.1f MB, %7.1f GB/s, %5.1f%% of "
 		       "copy (%d input cop%s)%s\n",
@@ -288,7 +288,7 @@ static int bench_one(struct opbench *b, const struct align_modes *m, const char 
 
 /* the sweep of op (after its default launch): 0, 1 (a nondeterministic or different output) or 2 */
 static int bench_sweep(struct opbench *b, const struct align_modes *m, const char *mname, struct align_dev *dev,
-                       cudaEvent_t e0, cudaEvent_t e1, double copy_bw, unsigned char **ref)
+		       cudaEvent_t e0, cudaEvent_t e1, double copy_bw, unsigned char **ref)
 {
 	int worst = 0;
 	for (size_t j = 0; j < sizeof sweeps / sizeof sweeps[0]; j++) {
@@ -338,8 +338,7 @@ int main(int argc, char **argv)
 		return 2;
 	double copy_bw = 2.0 * (double)copy_n / (ct.med * 1e-3) / 1e9;
 	printf("bench-ops on %s (%d SMs, L2 %zu MiB), commit %s; %d warm-up + %d timed calls, median (min, max)\n",
-	       dev.name, dev.sm_count, (size_t)l2_bytes >> 20, ALIGN_GPU_BUILD_COMMIT, WARMUP,
-	       REPS);
+	       dev.name, dev.sm_count, (size_t)l2_bytes >> 20, ALIGN_GPU_BUILD_COMMIT, WARMUP, REPS);
 	printf("bench copy        cudaMemcpy D2D 1 GiB: median %9.1f us (min %9.1f, max %9.1f), copy traffic 2N/t = "
 	       "%.1f GB/s\n",
 	       ct.med * 1e3, ct.lo * 1e3, ct.hi * 1e3, copy_bw);

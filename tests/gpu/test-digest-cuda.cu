@@ -31,13 +31,13 @@ extern "C" {
 #define GUARD 0xa5a5a5a5deadbeefull
 
 struct gpu_check {
-	uint64_t seed;       /* master seed of the random data (printed on failure) */
-	uint64_t rng;        /* splitmix64 state */
+	uint64_t seed;	     /* master seed of the random data (printed on failure) */
+	uint64_t rng;	     /* splitmix64 state */
 	unsigned char *host; /* CAP random bytes */
 	unsigned char *dev;  /* the same bytes on the device */
 	cudaStream_t stream; /* the device context's stream (non-blocking) */
-	long cases;          /* digests compared */
-	int fails;           /* mismatches (the first 20 printed) */
+	long cases;	     /* digests compared */
+	int fails;	     /* mismatches (the first 20 printed) */
 };
 
 static uint64_t next_u64(struct gpu_check *c)
@@ -69,47 +69,47 @@ static int check_one(struct gpu_check *c, size_t off, size_t size, void *ws)
 static int check_sizes(struct gpu_check *c)
 {
 	static const size_t sizes[] = {0,
-	                               1,
-	                               2,
-	                               3,
-	                               4,
-	                               5,
-	                               8,
-	                               9,
-	                               15,
-	                               16,
-	                               17,
-	                               31,
-	                               64,
-	                               127,
-	                               128,
-	                               129,
-	                               239,
-	                               240,
-	                               241,
-	                               255,
-	                               256,
-	                               1023,
-	                               1024,
-	                               1025,
-	                               2048,
-	                               4095,
-	                               65535,
-	                               65536,
-	                               65537,
-	                               LEAF + 240,
-	                               LEAF + 241,
-	                               2 * LEAF,
-	                               3 * LEAF + 5,
-	                               30 * LEAF,
-	                               30 * LEAF + 1,
-	                               31 * LEAF - 1,
-	                               31 * LEAF,
-	                               128 * LEAF,
-	                               128 * LEAF + 1,
-	                               129 * LEAF,
-	                               129 * LEAF + 7,
-	                               1000 * LEAF + 3};
+				       1,
+				       2,
+				       3,
+				       4,
+				       5,
+				       8,
+				       9,
+				       15,
+				       16,
+				       17,
+				       31,
+				       64,
+				       127,
+				       128,
+				       129,
+				       239,
+				       240,
+				       241,
+				       255,
+				       256,
+				       1023,
+				       1024,
+				       1025,
+				       2048,
+				       4095,
+				       65535,
+				       65536,
+				       65537,
+				       LEAF + 240,
+				       LEAF + 241,
+				       2 * LEAF,
+				       3 * LEAF + 5,
+				       30 * LEAF,
+				       30 * LEAF + 1,
+				       31 * LEAF - 1,
+				       31 * LEAF,
+				       128 * LEAF,
+				       128 * LEAF + 1,
+				       129 * LEAF,
+				       129 * LEAF + 7,
+				       1000 * LEAF + 3};
 	size_t ws_bytes = align_digest_cuda_workspace_bytes(GIB);
 	void *ws = NULL;
 	CK(cudaMalloc(&ws, ws_bytes));

@@ -51,22 +51,22 @@
 
 #define GUARD 256 /* bytes before and after every output; a multiple of 16 keeps y 16-byte aligned */
 #define SEED 0x3c3c5a5aull
-#define NBUF 6      /* guarded buffers: 3 determinism runs, portable, S, scratch */
+#define NBUF 6	    /* guarded buffers: 3 determinism runs, portable, S, scratch */
 #define YOFF_MAX 16 /* the largest y offset past GUARD that a call uses (an unaligned y) */
 
 struct shape {
 	int64_t t, d, f; /* Tmax, D, F */
-	int big;         /* 1: DSv4 size, the combinations marked big only */
+	int big;	 /* 1: DSv4 size, the combinations marked big only */
 	const char *why;
 };
 
 static const struct shape shapes[] = {
-    {4096, 7168, 4096, 1, "DSv4 hidden 7168 -> 4096"},
-    {4096, 4096, 7168, 1, "DSv4 4096 -> hidden 7168"},
-    {515, 200, 264, 0, "D not a multiple of 64, F not of 256"},
-    {257, 100, 77, 0, "D % 8 != 0 (tc stages padded operands), odd F (scalar stores)"},
-    {33, 8, 1, 0, "F = 1, D = 8"},
-    {5, 0, 9, 0, "D = 0: y = +0"},
+	{4096, 7168, 4096, 1, "DSv4 hidden 7168 -> 4096"},
+	{4096, 4096, 7168, 1, "DSv4 4096 -> hidden 7168"},
+	{515, 200, 264, 0, "D not a multiple of 64, F not of 256"},
+	{257, 100, 77, 0, "D % 8 != 0 (tc stages padded operands), odd F (scalar stores)"},
+	{33, 8, 1, 0, "F = 1, D = 8"},
+	{5, 0, 9, 0, "D = 0: y = +0"},
 };
 
 struct combo {
@@ -75,16 +75,26 @@ struct combo {
 };
 
 static const struct combo combos[] = {
-    {ALIGN_MATMUL_IMPL_TC, ALIGN_MATMUL_OPERAND_BF16, 1, 1, 1},     {ALIGN_MATMUL_IMPL_TC, ALIGN_MATMUL_OPERAND_BF16, 0, 1, 1},
-    {ALIGN_MATMUL_IMPL_TC, ALIGN_MATMUL_OPERAND_BF16, 1, 0, 0},     {ALIGN_MATMUL_IMPL_TC, ALIGN_MATMUL_OPERAND_BF16, 0, 0, 0},
-    {ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_BF16, 1, 1, 1}, {ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_BF16, 0, 1, 0},
-    {ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_BF16, 1, 0, 0}, {ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_BF16, 0, 0, 0},
-    {ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_FP32, 0, 0, 1},  {ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_FP32, 1, 0, 0},
-    {ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_FP32, 0, 1, 0},  {ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_FP32, 1, 1, 0},
-    {ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_TF32, 0, 0, 1}, {ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_TF32, 1, 0, 0},
-    {ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_TF32, 0, 1, 0}, {ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_TF32, 1, 1, 0},
-    {ALIGN_MATMUL_IMPL_CUBLAS_PINNED, ALIGN_MATMUL_OPERAND_BF16, 1, 1, 1}, {ALIGN_MATMUL_IMPL_CUBLAS_PINNED, ALIGN_MATMUL_OPERAND_BF16, 0, 1, 1},
-    {ALIGN_MATMUL_IMPL_CUBLAS_PINNED, ALIGN_MATMUL_OPERAND_BF16, 1, 0, 0}, {ALIGN_MATMUL_IMPL_CUBLAS_PINNED, ALIGN_MATMUL_OPERAND_BF16, 0, 0, 0},
+	{ALIGN_MATMUL_IMPL_TC, ALIGN_MATMUL_OPERAND_BF16, 1, 1, 1},
+	{ALIGN_MATMUL_IMPL_TC, ALIGN_MATMUL_OPERAND_BF16, 0, 1, 1},
+	{ALIGN_MATMUL_IMPL_TC, ALIGN_MATMUL_OPERAND_BF16, 1, 0, 0},
+	{ALIGN_MATMUL_IMPL_TC, ALIGN_MATMUL_OPERAND_BF16, 0, 0, 0},
+	{ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_BF16, 1, 1, 1},
+	{ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_BF16, 0, 1, 0},
+	{ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_BF16, 1, 0, 0},
+	{ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_BF16, 0, 0, 0},
+	{ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_FP32, 0, 0, 1},
+	{ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_FP32, 1, 0, 0},
+	{ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_FP32, 0, 1, 0},
+	{ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_FP32, 1, 1, 0},
+	{ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_TF32, 0, 0, 1},
+	{ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_TF32, 1, 0, 0},
+	{ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_TF32, 0, 1, 0},
+	{ALIGN_MATMUL_IMPL_CUBLAS, ALIGN_MATMUL_OPERAND_TF32, 1, 1, 0},
+	{ALIGN_MATMUL_IMPL_CUBLAS_PINNED, ALIGN_MATMUL_OPERAND_BF16, 1, 1, 1},
+	{ALIGN_MATMUL_IMPL_CUBLAS_PINNED, ALIGN_MATMUL_OPERAND_BF16, 0, 1, 1},
+	{ALIGN_MATMUL_IMPL_CUBLAS_PINNED, ALIGN_MATMUL_OPERAND_BF16, 1, 0, 0},
+	{ALIGN_MATMUL_IMPL_CUBLAS_PINNED, ALIGN_MATMUL_OPERAND_BF16, 0, 0, 0},
 };
 
 /* engines whose batch invariance is asserted (cublas's is reported) */
@@ -101,7 +111,7 @@ struct gbuf {
 struct ctx {
 	const struct shape *sh;
 	struct align_dev *dev; /* the device context */
-	cudaStream_t s;        /* dev->stream: every fill, launch and wait */
+	cudaStream_t s;	       /* dev->stream: every fill, launch and wait */
 	float *a32, *b32;      /* device inputs, f32 */
 	align_bf16 *a16, *b16; /* the same rounded to bf16 */
 	float *abs_a, *abs_b;  /* |operand source| for S (f32) */
@@ -125,9 +135,9 @@ __global__ void gen_inputs(float *a32, align_bf16 *a16, int64_t t, int64_t d, fl
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
 		if (i < na) {
 			int64_t row = i / d;
-			float v = row == 0
-			              ? 0.0f
-			              : align_rng_normalish(SEED, 1, (uint64_t)i) * ldexpf(1.0f, (int)(row % 9) - 4);
+			float v =
+				row == 0 ? 0.0f
+					 : align_rng_normalish(SEED, 1, (uint64_t)i) * ldexpf(1.0f, (int)(row % 9) - 4);
 			a32[i] = v;
 			a16[i] = align_f32_to_bf16(v);
 		} else {
@@ -170,7 +180,7 @@ static void set_modes(struct align_modes *m, int impl, int opd, int out_bf16)
  * *guards_ok: the bytes around the output (all bytes when the op failed) still hold `fill`.
  * Returns 0, or 2 on a CUDA error. */
 static int call_op(struct ctx *c, const struct align_modes *m, int in_bf16, int abs, int64_t r0, int64_t M,
-                   struct gbuf *g, int fill, size_t yoff, int *status, int *guards_ok)
+		   struct gbuf *g, int fill, size_t yoff, int *status, int *guards_ok)
 {
 	const int64_t D = c->sh->d, F = c->sh->f;
 	const int y_bf16 = m->v[MODE_MATMUL_OUT] == ALIGN_MATMUL_OUT_BF16;
@@ -180,8 +190,8 @@ static int call_op(struct ctx *c, const struct align_modes *m, int in_bf16, int 
 	memset(&y, 0, sizeof y);
 	in[0].dtype = abs || !in_bf16 ? ALIGN_DT_F32 : ALIGN_DT_BF16;
 	in[0].data = abs       ? (void *)(c->abs_a + r0 * D)
-	             : in_bf16 ? (void *)(c->a16 + r0 * D)
-	                       : (void *)(c->a32 + r0 * D);
+		     : in_bf16 ? (void *)(c->a16 + r0 * D)
+			       : (void *)(c->a32 + r0 * D);
 	in[1].dtype = in[0].dtype;
 	in[1].data = abs ? (void *)c->abs_b : in_bf16 ? (void *)c->b16 : (void *)c->b32;
 	in[0].ndim = in[1].ndim = y.ndim = 2;
@@ -257,12 +267,12 @@ static int check_determinism(struct ctx *c, const struct combo *k, const struct 
 	const long long elem = diff_byte / (k->out_bf16 ? 2 : 4), F = (long long)(c->sh->f ? c->sh->f : 1);
 	if (diff_byte < 0)
 		snprintf(msg, sizeof msg,
-		         "determinism: 3 runs into differently pre-filled outputs, identical bytes; "
-		         "guards %s",
-		         guards ? "intact" : "OVERWRITTEN");
+			 "determinism: 3 runs into differently pre-filled outputs, identical bytes; "
+			 "guards %s",
+			 guards ? "intact" : "OVERWRITTEN");
 	else
 		snprintf(msg, sizeof msg, "determinism: the runs differ, first at (%lld, %lld); guards %s", elem / F,
-		         elem % F, guards ? "intact" : "OVERWRITTEN");
+			 elem % F, guards ? "intact" : "OVERWRITTEN");
 	verdict(c, diff_byte < 0 && guards, k, msg);
 	return 0;
 }
@@ -289,7 +299,7 @@ static int check_agreement(struct ctx *c, const struct combo *k)
 	}
 	/* 1.01: |x| <= |R(x)| / (1 - 2^-8) for the unrounded x of each side */
 	const double e_out = k->out_bf16 ? 1.01 * ldexp(1.0, -8) : 0.0,
-	             e_sum = engine_term(k, D) + (double)D * ldexp(1.0, -24);
+		     e_sum = engine_term(k, D) + (double)D * ldexp(1.0, -24);
 	double worst = 0, worst_err = 0, worst_s = 0;
 	int64_t wi = 0, over = 0;
 	for (size_t i = 0; i < (size_t)(T * F); i++) {
@@ -306,12 +316,12 @@ static int check_agreement(struct ctx *c, const struct combo *k)
 		}
 	}
 	char msg[320];
-	snprintf(
-	    msg, sizeof msg,
-	    "agreement with portable: %lld of %lld elements over tol, worst err/tol %.3g at (%lld, %lld) (err %.3g, "
-	    "S %.3g); guards %s",
-	    (long long)over, (long long)(T * F), worst, (long long)(F ? wi / F : 0), (long long)(F ? wi % F : 0),
-	    worst_err, worst_s, gok && gok2 ? "intact" : "OVERWRITTEN");
+	snprintf(msg, sizeof msg,
+		 "agreement with portable: %lld of %lld elements over tol, worst err/tol %.3g at (%lld, %lld) (err "
+		 "%.3g, "
+		 "S %.3g); guards %s",
+		 (long long)over, (long long)(T * F), worst, (long long)(F ? wi / F : 0), (long long)(F ? wi % F : 0),
+		 worst_err, worst_s, gok && gok2 ? "intact" : "OVERWRITTEN");
 	verdict(c, over == 0 && gok && gok2, k, msg);
 	return 0;
 }
@@ -319,9 +329,9 @@ static int check_agreement(struct ctx *c, const struct combo *k)
 /* 3 + 4: rows of smaller batches against the Tmax rows in buf[0] */
 static int check_invariance(struct ctx *c, const struct combo *k, const struct align_modes *m)
 {
-	static const int64_t ms_list[] = {1,   2,   3,   7,    8,    9,    15,   16,   17,  31,
-	                                  33,  63,  64,  65,   127,  128,  129,  255,  256, 257,
-	                                  333, 511, 512, 1000, 2047, 2048, 2049, 3000, 4095};
+	static const int64_t ms_list[] = {1,   2,   3,	 7,    8,    9,	   15,	 16,   17,  31,
+					  33,  63,  64,	 65,   127,  128,  129,	 255,  256, 257,
+					  333, 511, 512, 1000, 2047, 2048, 2049, 3000, 4095};
 	static const int64_t blocks[] = {129, 1000, 7};
 	const int64_t T = c->sh->t, F = c->sh->f;
 	const size_t row = (size_t)F * (k->out_bf16 ? 2 : 4);
@@ -333,9 +343,9 @@ static int check_invariance(struct ctx *c, const struct combo *k, const struct a
 	 * element past 16-byte alignment (the engines' unaligned-output path) */
 	for (int pass = 0; pass < 4; pass++) {
 		size_t n = pass == 0   ? sizeof ms_list / sizeof ms_list[0]
-		           : pass == 1 ? sizeof blocks / sizeof blocks[0]
-		           : pass == 2 ? 8
-		                       : 1;
+			   : pass == 1 ? sizeof blocks / sizeof blocks[0]
+			   : pass == 2 ? 8
+				       : 1;
 		const size_t yoff = pass == 3 ? (k->out_bf16 ? 2 : 4) : 0;
 		for (size_t j = 0; j < n; j++) {
 			int64_t bs = pass == 1 ? blocks[j] : 0;
@@ -344,25 +354,25 @@ static int check_invariance(struct ctx *c, const struct combo *k, const struct a
 			if (pass == 1 && (bs >= T || (c->sh->big && bs < 100)))
 				continue; /* 7-row blocks of 4096 rows: too many calls for the DSv4 shapes */
 			for (int64_t r0 = 0; r0 < T; r0 = pass == 1 ? r0 + bs : T) {
-				int64_t M = pass == 0   ? ms_list[j]
-				            : pass == 1 ? (T - r0 < bs ? T - r0 : bs)
-				            : pass == 2 ? 1
-				                        : T;
-				int64_t at = pass == 1   ? r0
-				             : pass == 2 ? (int64_t)((j * 0x9e3779b97f4a7c15ull) % (uint64_t)T)
-				                         : 0;
+				int64_t M = pass == 0	? ms_list[j]
+					    : pass == 1 ? (T - r0 < bs ? T - r0 : bs)
+					    : pass == 2 ? 1
+							: T;
+				int64_t at = pass == 1	 ? r0
+					     : pass == 2 ? (int64_t)((j * 0x9e3779b97f4a7c15ull) % (uint64_t)T)
+							 : 0;
 				if (call_op(c, m, k->in_bf16, 0, at, M, g, 0x6c, yoff, &st, &gok))
 					return 2;
 				calls++;
 				guards &= gok;
 				if (st) {
 					fprintf(stderr, "error: matmul_fwd_cuda returned %d at M = %lld\n", st,
-					        (long long)M);
+						(long long)M);
 					verdict(c, 0, k, "the engine refused a smaller batch");
 					return 1;
 				}
 				int same = memcmp(g->h + GUARD + yoff, c->buf[0].h + GUARD + (size_t)at * row,
-				                  (size_t)M * row) == 0;
+						  (size_t)M * row) == 0;
 				if (pass == 3) {
 					unaligned_differ += !same;
 					continue;
@@ -371,17 +381,17 @@ static int check_invariance(struct ctx *c, const struct combo *k, const struct a
 				if (!same) {
 					if (!differ++)
 						snprintf(first, sizeof first,
-						         "first: rows %lld..%lld computed as a batch of %lld",
-						         (long long)at, (long long)(at + M - 1), (long long)M);
+							 "first: rows %lld..%lld computed as a batch of %lld",
+							 (long long)at, (long long)(at + M - 1), (long long)M);
 				}
 			}
 		}
 	}
 	char msg[320];
 	snprintf(msg, sizeof msg,
-	         "batch invariance: %ld of %ld batches (prefixes M < %lld, row blocks of 7/129/1000, 8 single rows) "
-	         "differ from the T = %lld rows%s%s",
-	         differ, batches, (long long)T, (long long)T, differ ? "; " : "", first);
+		 "batch invariance: %ld of %ld batches (prefixes M < %lld, row blocks of 7/129/1000, 8 single rows) "
+		 "differ from the T = %lld rows%s%s",
+		 differ, batches, (long long)T, (long long)T, differ ? "; " : "", first);
 	if (invariant_engine(k->impl))
 		verdict(c, differ == 0, k, msg);
 	else
@@ -389,7 +399,7 @@ static int check_invariance(struct ctx *c, const struct combo *k, const struct a
 		       impl_name(k->impl), opd_name(k->opd), k->out_bf16 ? "bf16" : "fp32", k->in_bf16 ? "bf16" : "f32",
 		       (long long)T, (long long)c->sh->d, (long long)F, msg);
 	snprintf(msg, sizeof msg, "all T rows into a y one element past 16-byte alignment: %s the aligned result",
-	         unaligned_differ ? "DIFFER from" : "equal to");
+		 unaligned_differ ? "DIFFER from" : "equal to");
 	if (invariant_engine(k->impl))
 		verdict(c, !unaligned_differ, k, msg);
 	else
@@ -397,7 +407,7 @@ static int check_invariance(struct ctx *c, const struct combo *k, const struct a
 		       impl_name(k->impl), opd_name(k->opd), k->out_bf16 ? "bf16" : "fp32", k->in_bf16 ? "bf16" : "f32",
 		       (long long)T, (long long)c->sh->d, (long long)F, msg);
 	snprintf(msg, sizeof msg, "guard bytes around %ld smaller-batch and unaligned outputs %s", calls,
-	         guards ? "intact" : "OVERWRITTEN");
+		 guards ? "intact" : "OVERWRITTEN");
 	verdict(c, guards, k, msg);
 	return 0;
 }
@@ -409,18 +419,18 @@ static int check_refusals(struct ctx *c)
 		int impl, mode, value;
 	};
 	static const struct refusal rs[] = {
-	    {ALIGN_MATMUL_IMPL_TC, MODE_MATMUL_ACCUM, ALIGN_MATMUL_ACCUM_SPLIT16},
-	    {ALIGN_MATMUL_IMPL_TC, MODE_MATMUL_ACCUM, ALIGN_MATMUL_ACCUM_FP64},
-	    {ALIGN_MATMUL_IMPL_TC, MODE_MATMUL_FMA, ALIGN_MATMUL_FMA_ON},
-	    {ALIGN_MATMUL_IMPL_TC, MODE_MATMUL_OPERAND, ALIGN_MATMUL_OPERAND_FP32},
-	    {ALIGN_MATMUL_IMPL_TC, MODE_MATMUL_OPERAND, ALIGN_MATMUL_OPERAND_TF32},
-	    {ALIGN_MATMUL_IMPL_CUBLAS, MODE_MATMUL_ACCUM, ALIGN_MATMUL_ACCUM_SPLIT16},
-	    {ALIGN_MATMUL_IMPL_CUBLAS, MODE_MATMUL_ACCUM, ALIGN_MATMUL_ACCUM_FP64},
-	    {ALIGN_MATMUL_IMPL_CUBLAS, MODE_MATMUL_FMA, ALIGN_MATMUL_FMA_ON},
-	    {ALIGN_MATMUL_IMPL_CUBLAS_PINNED, MODE_MATMUL_ACCUM, ALIGN_MATMUL_ACCUM_SPLIT16},
-	    {ALIGN_MATMUL_IMPL_CUBLAS_PINNED, MODE_MATMUL_FMA, ALIGN_MATMUL_FMA_ON},
-	    {ALIGN_MATMUL_IMPL_CUBLAS_PINNED, MODE_MATMUL_OPERAND, ALIGN_MATMUL_OPERAND_FP32},
-	    {ALIGN_MATMUL_IMPL_CUBLAS_PINNED, MODE_MATMUL_OPERAND, ALIGN_MATMUL_OPERAND_TF32},
+		{ALIGN_MATMUL_IMPL_TC, MODE_MATMUL_ACCUM, ALIGN_MATMUL_ACCUM_SPLIT16},
+		{ALIGN_MATMUL_IMPL_TC, MODE_MATMUL_ACCUM, ALIGN_MATMUL_ACCUM_FP64},
+		{ALIGN_MATMUL_IMPL_TC, MODE_MATMUL_FMA, ALIGN_MATMUL_FMA_ON},
+		{ALIGN_MATMUL_IMPL_TC, MODE_MATMUL_OPERAND, ALIGN_MATMUL_OPERAND_FP32},
+		{ALIGN_MATMUL_IMPL_TC, MODE_MATMUL_OPERAND, ALIGN_MATMUL_OPERAND_TF32},
+		{ALIGN_MATMUL_IMPL_CUBLAS, MODE_MATMUL_ACCUM, ALIGN_MATMUL_ACCUM_SPLIT16},
+		{ALIGN_MATMUL_IMPL_CUBLAS, MODE_MATMUL_ACCUM, ALIGN_MATMUL_ACCUM_FP64},
+		{ALIGN_MATMUL_IMPL_CUBLAS, MODE_MATMUL_FMA, ALIGN_MATMUL_FMA_ON},
+		{ALIGN_MATMUL_IMPL_CUBLAS_PINNED, MODE_MATMUL_ACCUM, ALIGN_MATMUL_ACCUM_SPLIT16},
+		{ALIGN_MATMUL_IMPL_CUBLAS_PINNED, MODE_MATMUL_FMA, ALIGN_MATMUL_FMA_ON},
+		{ALIGN_MATMUL_IMPL_CUBLAS_PINNED, MODE_MATMUL_OPERAND, ALIGN_MATMUL_OPERAND_FP32},
+		{ALIGN_MATMUL_IMPL_CUBLAS_PINNED, MODE_MATMUL_OPERAND, ALIGN_MATMUL_OPERAND_TF32},
 	};
 	int ok = 1, st, gok;
 	for (size_t i = 0; i < sizeof rs / sizeof rs[0]; i++) {
@@ -437,7 +447,7 @@ static int check_refusals(struct ctx *c)
 		}
 	}
 	verdict(c, ok, NULL,
-	        "refusals: ACCUM split16/fp64 and FMA=on (tc, cublas), OPERAND fp32/tf32 (tc) give 4, write nothing");
+		"refusals: ACCUM split16/fp64 and FMA=on (tc, cublas), OPERAND fp32/tf32 (tc) give 4, write nothing");
 	/* a wrong output dtype: the shape checks run before the engine */
 	for (int impl = ALIGN_MATMUL_IMPL_TC; impl <= ALIGN_MATMUL_IMPL_CUBLAS_PINNED; impl++) {
 		struct align_modes m;
@@ -453,13 +463,13 @@ static int check_refusals(struct ctx *c)
 		CK(cudaStreamSynchronize(c->s));
 		char msg[120];
 		snprintf(msg, sizeof msg, "refusal: %s with an f32 y where MATMUL_OUT=bf16 gives %d (want 2)",
-		         impl_name(impl), st);
+			 impl_name(impl), st);
 		verdict(c, st == ALIGN_ERR_INPUT, NULL, msg);
 	}
 	int order = modes_value_index(MODE_MATMUL_IMPL, "portable") == ALIGN_MATMUL_IMPL_PORTABLE &&
-	            modes_value_index(MODE_MATMUL_IMPL, "tc") == ALIGN_MATMUL_IMPL_TC &&
-	            modes_value_index(MODE_MATMUL_IMPL, "cublas") == ALIGN_MATMUL_IMPL_CUBLAS &&
-	            modes_value_index(MODE_MATMUL_IMPL, "cublas_pinned") == ALIGN_MATMUL_IMPL_CUBLAS_PINNED;
+		    modes_value_index(MODE_MATMUL_IMPL, "tc") == ALIGN_MATMUL_IMPL_TC &&
+		    modes_value_index(MODE_MATMUL_IMPL, "cublas") == ALIGN_MATMUL_IMPL_CUBLAS &&
+		    modes_value_index(MODE_MATMUL_IMPL, "cublas_pinned") == ALIGN_MATMUL_IMPL_CUBLAS_PINNED;
 	verdict(c, order, NULL, "enum matmul_impl follows the MATMUL_IMPL values of modes.def");
 	return 0;
 }

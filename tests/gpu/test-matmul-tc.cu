@@ -101,9 +101,9 @@ static int check_determinism(struct ctx *c)
 /* 2. every sampled M: rows 0..M-1 equal the M = 8192 rows, nothing written past row M - 1 */
 static int check_invariance(struct ctx *c)
 {
-	static const int64_t extra[] = {15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 383,
-					511, 512, 513, 1000, 1023, 1024, 1025, 2047, 2048, 2049, 3000, 4095, 4096,
-					4097, 6000, 8191, 8192};
+	static const int64_t extra[] = {15,   16,   17,	  31,	32,   33,   63,	  64,	65,   127,  128,
+					129,  255,  256,  257,	383,  511,  512,  513,	1000, 1023, 1024,
+					1025, 2047, 2048, 2049, 3000, 4095, 4096, 4097, 6000, 8191, 8192};
 	int64_t ms[64];
 	int nm = 0;
 	for (int64_t m = 1; m <= 9; m++)
@@ -130,11 +130,13 @@ static int check_invariance(struct ctx *c)
 	}
 	char msg[160];
 	if (bad_m < 0)
-		snprintf(msg, sizeof msg, "batch invariance: rows of a[:M] @ b^T equal the M = 8192 rows for %d values "
-					  "of M in 1..8192",
+		snprintf(msg, sizeof msg,
+			 "batch invariance: rows of a[:M] @ b^T equal the M = 8192 rows for %d values "
+			 "of M in 1..8192",
 			 nm);
 	else
-		snprintf(msg, sizeof msg, "batch invariance: M = %lld differs from the M = 8192 rows", (long long)bad_m);
+		snprintf(msg, sizeof msg, "batch invariance: M = %lld differs from the M = 8192 rows",
+			 (long long)bad_m);
 	verdict(c, bad_m < 0, msg);
 	if (overwrite_m < 0)
 		snprintf(msg, sizeof msg, "no write past row M - 1");
@@ -147,7 +149,7 @@ static int check_invariance(struct ctx *c)
 /* 3. 24 sampled rows against binary64 */
 static int check_reference(struct ctx *c)
 {
-	static const int64_t rows[] = {0,    1,    2,    7,    8,    15,   16,   127,  128,  129,  255,  256,
+	static const int64_t rows[] = {0,    1,	   2,	 7,    8,    15,   16,	 127,  128,  129,  255,	 256,
 				       1000, 2047, 2048, 3071, 4095, 4096, 5000, 6143, 7000, 8064, 8190, 8191};
 	size_t nb = (size_t)c->n * c->k;
 	align_bf16 *hb = (align_bf16 *)malloc(nb * sizeof *hb), *ha = (align_bf16 *)malloc((size_t)c->k * sizeof *ha);
@@ -166,7 +168,8 @@ static int check_reference(struct ctx *c)
 		for (int64_t j = 0; e == cudaSuccess && j < c->n; j++) {
 			double ref = 0, S = 0;
 			for (int64_t k = 0; k < c->k; k++) {
-				double p = (double)align_bf16_to_f32(ha[k]) * (double)align_bf16_to_f32(hb[j * c->k + k]);
+				double p =
+					(double)align_bf16_to_f32(ha[k]) * (double)align_bf16_to_f32(hb[j * c->k + k]);
 				ref += p;
 				S += fabs(p);
 			}
@@ -188,7 +191,8 @@ static int check_reference(struct ctx *c)
 	CK(e);
 	char msg[200];
 	snprintf(msg, sizeof msg,
-		 "fp64 reference on 24 rows: worst err/tol %.3g at (%lld, %lld), worst err/S %.3g (2^-21 (K/16+1) = %.3g)",
+		 "fp64 reference on 24 rows: worst err/tol %.3g at (%lld, %lld), worst err/S %.3g (2^-21 (K/16+1) = "
+		 "%.3g)",
 		 worst, (long long)wr, (long long)wc, worst_rel, (double)(c->k / 16 + 1) * ldexp(1.0, -21));
 	verdict(c, worst <= 1.0, msg);
 	return 0;
@@ -281,8 +285,8 @@ static int check_large(const struct large_shape *sh, cudaStream_t s, int *fails)
 	char msg[240];
 	if (cudaMalloc((void **)&a, na * 2) != cudaSuccess || cudaMalloc((void **)&b, nb * 2) != cudaSuccess ||
 	    !(ha = (align_bf16 *)malloc(na * 2)) || !(hb = (align_bf16 *)malloc(nb * 2))) {
-		fprintf(stderr, "error: allocation failed for the %lld x %lld x %lld check\n", (long long)m, (long long)n,
-			(long long)k);
+		fprintf(stderr, "error: allocation failed for the %lld x %lld x %lld check\n", (long long)m,
+			(long long)n, (long long)k);
 		goto out;
 	}
 	for (int r = 0; r < LARGE_RUNS; r++)
@@ -334,13 +338,13 @@ static int check_large(const struct large_shape *sh, cudaStream_t s, int *fails)
 					first_diff = (int64_t)j;
 		}
 	if (bad_run < 0)
-		snprintf(msg, sizeof msg, "determinism: %d calls at M = %lld, back to back, identical bytes", LARGE_RUNS,
-			 (long long)m);
+		snprintf(msg, sizeof msg, "determinism: %d calls at M = %lld, back to back, identical bytes",
+			 LARGE_RUNS, (long long)m);
 	else
 		snprintf(msg, sizeof msg,
-			 "determinism: call %d at M = %lld differs from call 0, first at (%lld, %lld): %04x vs %04x", bad_run,
-			 (long long)m, (long long)(first_diff / n), (long long)(first_diff % n), hy[0][first_diff],
-			 hy[bad_run][first_diff]);
+			 "determinism: call %d at M = %lld differs from call 0, first at (%lld, %lld): %04x vs %04x",
+			 bad_run, (long long)m, (long long)(first_diff / n), (long long)(first_diff % n),
+			 hy[0][first_diff], hy[bad_run][first_diff]);
 	printf("%s m=%lld n=%lld k=%lld %s\n", bad_run < 0 ? "PASS" : "FAIL", (long long)m, (long long)n, (long long)k,
 	       msg);
 	*fails += bad_run >= 0;
@@ -372,7 +376,8 @@ static int check_large(const struct large_shape *sh, cudaStream_t s, int *fails)
 			}
 	ok = worst <= 1.0;
 	snprintf(msg, sizeof msg,
-		 "fp64 spot check, %d elements of each of the %lld tiles: worst err/tol %.3g at (%lld, %lld), worst err/S "
+		 "fp64 spot check, %d elements of each of the %lld tiles: worst err/tol %.3g at (%lld, %lld), worst "
+		 "err/S "
 		 "%.3g",
 		 LARGE_SPOTS, (long long)(tiles_m * tiles_n), worst, (long long)wr, (long long)wc, worst_rel);
 	printf("%s m=%lld n=%lld k=%lld %s\n", ok ? "PASS" : "FAIL", (long long)m, (long long)n, (long long)k, msg);

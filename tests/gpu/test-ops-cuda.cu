@@ -39,22 +39,22 @@
 #include "ops_cuda.h"
 
 #define MAXT 8
-#define GUARD 64        /* guard bytes on each side of every output */
+#define GUARD 64	/* guard bytes on each side of every output */
 #define GUARD_BYTE 0xa5 /* guard pattern */
 #define MAX_MODESETS 64
 #define N_FILLS 3
 
 struct opts {
 	const char *only; /* --op NAME */
-	int quick;        /* --quick: fewer launch configurations, dims and seeds (emulator runs) */
-	uint64_t seed;    /* base seed */
-	int variant;      /* --variant K: only parameter variant K (-1: all) */
+	int quick;	  /* --quick: fewer launch configurations, dims and seeds (emulator runs) */
+	uint64_t seed;	  /* base seed */
+	int variant;	  /* --variant K: only parameter variant K (-1: all) */
 };
 
 struct tally {
 	long cases, pass, fail, unsupported, launches;
 	long gpu_only; /* passing cases with GPU-only modes (checked against the twin itself) */
-	int errors; /* host or CUDA errors (exit 2) */
+	int errors;    /* host or CUDA errors (exit 2) */
 	char unsupported_list[2048];
 	char missing[512];
 };
@@ -69,19 +69,19 @@ struct hcase {
 	struct align_tensor in[MAXT], out[MAXT];
 	unsigned char *obuf[MAXT]; /* GUARD | output | GUARD */
 	size_t obytes[MAXT];
-	int rc;       /* the C twin's status */
+	int rc;	      /* the C twin's status */
 	int gpu_only; /* the modes hold GPU-only values: outputs are compared with the twin's first run */
 };
 
 static const struct align_launch launches[] = {
-    {0, 0, 0, 0},    /* defaults */
-    {32, 1, 0, 0},   /* one warp per row */
-    {1024, 2, 0, 0}, /* 512 threads per row */
-    {96, 1, 3, 0},   /* 96 threads per row (not a power of two), 3 blocks: grid-stride */
-    {256, 8, 1, 0},  /* 8 rows per block, one block */
-    {64, 0, 0, 0},   /* block size only */
-    {0, 0, 0, 1},    /* the serial reference path */
-    {64, 0, 2, 1},   /* serial, 2 blocks */
+	{0, 0, 0, 0},	 /* defaults */
+	{32, 1, 0, 0},	 /* one warp per row */
+	{1024, 2, 0, 0}, /* 512 threads per row */
+	{96, 1, 3, 0},	 /* 96 threads per row (not a power of two), 3 blocks: grid-stride */
+	{256, 8, 1, 0},	 /* 8 rows per block, one block */
+	{64, 0, 0, 0},	 /* block size only */
+	{0, 0, 0, 1},	 /* the serial reference path */
+	{64, 0, 2, 1},	 /* serial, 2 blocks */
 };
 #define N_LAUNCH (sizeof launches / sizeof launches[0])
 static const int quick_launches[] = {0, 1, 3, 6};
@@ -96,9 +96,8 @@ static size_t tensor_bytes(const struct align_tensor *t)
 static void launch_name(const struct align_launch *L, char *buf, size_t len)
 {
 	snprintf(buf, len, "block=%d rows_per_block=%d grid_cap=%d serial=%d", L->block, L->rows_per_block, L->grid_cap,
-	         L->serial);
+		 L->serial);
 }
-
 
 /* ---- mode sets ---- */
 
@@ -151,7 +150,7 @@ static struct align_fill case_fill(const struct align_tensor_spec *sp, int fill)
 
 /* inputs, guarded outputs and the C twin's run; 0 or 2 (host error) */
 static int hcase_make(const struct align_op *op, const void *params, const struct align_dims *d,
-                      const struct align_modes *m, int fill, uint64_t seed, struct hcase *h)
+		      const struct align_modes *m, int fill, uint64_t seed, struct hcase *h)
 {
 	const struct align_op_impl *im = op->impl;
 	memset(h, 0, sizeof *h);
@@ -240,8 +239,8 @@ static int dcase_make(const struct align_op *op, const struct hcase *h, struct d
 
 /* One launch: guards + prefill, run, wait, copy back. *rc = the twin's status. 0 or 2 (CUDA error). */
 static int dcase_run(const struct align_op *op, align_fwd_cuda_fn fwd, const void *params, const struct align_modes *m,
-                     const struct hcase *h, struct dcase *g, const struct align_launch *L, int prefill,
-                     struct align_dev *dev, int *rc)
+		     const struct hcase *h, struct dcase *g, const struct align_launch *L, int prefill,
+		     struct align_dev *dev, int *rc)
 {
 	const struct align_op_impl *im = op->impl;
 	cudaStream_t stream = (cudaStream_t)dev->stream;
@@ -259,7 +258,7 @@ static int dcase_run(const struct align_op *op, align_fwd_cuda_fn fwd, const voi
 
 /* first differing element of output i: "y[123] got 0x.. want 0x.." */
 static int describe_diff(const struct align_op *op, int i, const struct align_tensor *t, const unsigned char *got,
-                         const unsigned char *want, size_t bytes, char *msg, size_t len)
+			 const unsigned char *want, size_t bytes, char *msg, size_t len)
 {
 	size_t es = align_dtype_size(t->dtype);
 	for (size_t k = 0; k < bytes; k += es)
@@ -271,8 +270,8 @@ static int describe_diff(const struct align_op *op, int i, const struct align_te
 			for (size_t j = k; j < bytes; j += es)
 				n += memcmp(got + j, want + j, es) != 0;
 			snprintf(msg, len,
-			         "%s[%zu] got 0x%0*" PRIx32 " want 0x%0*" PRIx32 " (%zu of %zu elements differ)",
-			         op->impl->out[i].name, k / es, (int)(2 * es), a, (int)(2 * es), b, n, bytes / es);
+				 "%s[%zu] got 0x%0*" PRIx32 " want 0x%0*" PRIx32 " (%zu of %zu elements differ)",
+				 op->impl->out[i].name, k / es, (int)(2 * es), a, (int)(2 * es), b, n, bytes / es);
 			return 1;
 		}
 	return 0;
@@ -289,8 +288,8 @@ struct ctx {
 /* Check the twin under every launch configuration; 0 (verdict in msg / *verdict), 2 on CUDA error.
  * *verdict: 0 pass, 1 fail, 4 unsupported. */
 static int check_launches(struct ctx *c, const struct align_op *op, align_fwd_cuda_fn fwd, const void *params,
-                          const struct align_modes *m, struct hcase *h, struct dcase *g, int *verdict, char *msg,
-                          size_t len, unsigned char **first)
+			  const struct align_modes *m, struct hcase *h, struct dcase *g, int *verdict, char *msg,
+			  size_t len, unsigned char **first)
 {
 	const struct align_op_impl *im = op->impl;
 	int nl = c->o->quick ? (int)(sizeof quick_launches / sizeof quick_launches[0]) : (int)N_LAUNCH;
@@ -316,7 +315,7 @@ static int check_launches(struct ctx *c, const struct align_op *op, align_fwd_cu
 				break;
 			}
 			if (rc)
-				continue; /* both refused: nothing to compare */
+				continue;			/* both refused: nothing to compare */
 			if (h->gpu_only && li == 0 && run == 0) /* GPU-only modes: the first run is the reference */
 				for (int i = 0; i < im->n_out; i++)
 					memcpy(h->out[i].data, g->back[i] + GUARD, h->obytes[i]);
@@ -326,9 +325,9 @@ static int check_launches(struct ctx *c, const struct align_op *op, align_fwd_cu
 				if (!guards_ok(g->back[i], h->obytes[i])) {
 					*verdict = 1;
 					snprintf(msg, len, "wrote outside output %s [%s, run %d]", im->out[i].name, ln,
-					         run + 1);
+						 run + 1);
 				} else if (describe_diff(op, i, &h->out[i], got, (const unsigned char *)h->out[i].data,
-				                         h->obytes[i], d, sizeof d)) {
+							 h->obytes[i], d, sizeof d)) {
 					*verdict = 1;
 					snprintf(msg, len, "%s [%s, run %d]", d, ln, run + 1);
 				} else if (prev[i] && memcmp(prev[i], got, h->obytes[i])) {
@@ -358,8 +357,8 @@ static int check_launches(struct ctx *c, const struct align_op *op, align_fwd_cu
 
 /* Batch invariance: the first (T + 1) / 2 rows alone give the same leading rows (default launch). */
 static int check_invariance(struct ctx *c, const struct align_op *op, align_fwd_cuda_fn fwd, const void *params,
-                            const struct align_dims *d, const struct align_modes *m, int fill, uint64_t seed,
-                            unsigned char **full, int *bad, char *msg, size_t len)
+			    const struct align_dims *d, const struct align_modes *m, int fill, uint64_t seed,
+			    unsigned char **full, int *bad, char *msg, size_t len)
 {
 	const struct align_op_impl *im = op->impl;
 	int64_t T = d->v[ALIGN_DIM_T];
@@ -384,9 +383,9 @@ static int check_invariance(struct ctx *c, const struct align_op *op, align_fwd_
 			if (memcmp(g.back[i] + GUARD, full[i], h.obytes[i])) {
 				*bad = 1;
 				snprintf(msg, len,
-				         "not batch invariant: output %s with T=%" PRId64
-				         " differs from the first rows with T=%" PRId64,
-				         im->out[i].name, dh.v[ALIGN_DIM_T], T);
+					 "not batch invariant: output %s with T=%" PRId64
+					 " differs from the first rows with T=%" PRId64,
+					 im->out[i].name, dh.v[ALIGN_DIM_T], T);
 			}
 		}
 	else if (!e && rc != h.rc) {
@@ -418,7 +417,7 @@ static void note_unsupported(struct tally *t, const char *op, const char *modes)
 }
 
 static int run_case(struct ctx *c, const struct align_op *op, align_fwd_cuda_fn fwd, const void *params, int var,
-                    const struct align_dims *d, const char *dname, const struct modeset *ms, int fill, uint64_t seed)
+		    const struct align_dims *d, const char *dname, const struct modeset *ms, int fill, uint64_t seed)
 {
 	struct hcase h;
 	struct dcase g;
@@ -458,17 +457,18 @@ static int run_case(struct ctx *c, const struct align_op *op, align_fwd_cuda_fn 
 	}
 	c->t->cases++;
 	snprintf(line, sizeof line, "%s %s v%d %s %s %s seed=0x%" PRIx64,
-	         verdict == 0   ? "PASS"
-	         : verdict == 4 ? "UNSUPPORTED"
-	                        : "FAIL",
-	         op->name, var, dname, ms->name, fill_name[fill], seed);
+		 verdict == 0	? "PASS"
+		 : verdict == 4 ? "UNSUPPORTED"
+				: "FAIL",
+		 op->name, var, dname, ms->name, fill_name[fill], seed);
 	if (verdict == 0) {
 		c->t->pass++;
 		c->t->gpu_only += h.gpu_only;
 		printf("%s%s%s%s\n", h.gpu_only ? "PASS-GPU" : "", h.gpu_only ? line + 4 : line,
-		       h.rc ? " (both twins refuse the input)"
-		       : note[0] ? " (GPU-only modes: deterministic, launch invariant)"
-		       : h.gpu_only ? " (GPU-only modes: deterministic, launch and batch invariant)" : "",
+		       h.rc	    ? " (both twins refuse the input)"
+		       : note[0]    ? " (GPU-only modes: deterministic, launch invariant)"
+		       : h.gpu_only ? " (GPU-only modes: deterministic, launch and batch invariant)"
+				    : "",
 		       note);
 	} else if (verdict == 4) {
 		c->t->unsupported++;
@@ -533,7 +533,7 @@ static int check_op(struct ctx *c, const struct align_op *op)
 				for (int fill = 0; !e && fill < N_FILLS; fill++)
 					for (int s = 0; !e && s < nseeds; s++)
 						e = run_case(c, op, fwd, params, var, &dv[di], dn[di], &ms[mi], fill,
-						             c->o->seed + (uint64_t)s * 0x9e3779b97f4a7c15ull);
+							     c->o->seed + (uint64_t)s * 0x9e3779b97f4a7c15ull);
 		}
 	free(params);
 	return e;
@@ -558,8 +558,8 @@ static int run_ops(const struct opts *o, int worker)
 			rc = check_op(&c, op);
 	}
 	if (worker) {
-		printf("@@tally %ld %ld %ld %ld %ld %ld %d %d|%s|%s|%s\n", t.cases, t.launches, t.pass, t.gpu_only, t.fail,
-		       t.unsupported, t.errors, rc, dev.name, t.unsupported_list, t.missing);
+		printf("@@tally %ld %ld %ld %ld %ld %ld %d %d|%s|%s|%s\n", t.cases, t.launches, t.pass, t.gpu_only,
+		       t.fail, t.unsupported, t.errors, rc, dev.name, t.unsupported_list, t.missing);
 	} else {
 		printf("ops-cuda on %s: %ld cases (%ld launches): %ld pass (%ld of them GPU-only modes, checked for "
 		       "determinism and invariance), %ld fail, %ld not supported on the GPU%s (seed 0x%" PRIx64 "%s)\n",
@@ -642,7 +642,7 @@ static int run_parallel(const struct opts *o, int jobs)
 			int errs, wrc;
 			char *bar = strchr(line, '|');
 			if (!bar || sscanf(line + 8, "%ld %ld %ld %ld %ld %ld %d %d", &v[0], &v[1], &v[2], &v[3], &v[4],
-			                   &v[5], &errs, &wrc) != 8)
+					   &v[5], &errs, &wrc) != 8)
 				continue;
 			tallied = 1;
 			t.cases += v[0], t.launches += v[1], t.pass += v[2], t.gpu_only += v[3], t.fail += v[4];
@@ -656,7 +656,8 @@ static int run_parallel(const struct opts *o, int jobs)
 			snprintf(dev, sizeof dev, "%s", name);
 			size_t n = strlen(t.unsupported_list);
 			if (*uns)
-				snprintf(t.unsupported_list + n, sizeof t.unsupported_list - n, "%s%s", n ? "; " : "", uns);
+				snprintf(t.unsupported_list + n, sizeof t.unsupported_list - n, "%s%s", n ? "; " : "",
+					 uns);
 			n = strlen(t.missing);
 			if (*miss)
 				snprintf(t.missing + n, sizeof t.missing - n, "%s%s", n ? ", " : "", miss);
@@ -674,8 +675,8 @@ static int run_parallel(const struct opts *o, int jobs)
 	printf("ops-cuda on %s: %ld cases (%ld launches): %ld pass (%ld of them GPU-only modes, checked for "
 	       "determinism and invariance), %ld fail, %ld not supported on the GPU%s (seed 0x%" PRIx64
 	       "%s, %d worker processes)\n",
-	       dev, t.cases, t.launches, t.pass, t.gpu_only, t.fail, t.unsupported, rc ? ", a worker stopped on an error" : "",
-	       o->seed, o->quick ? ", quick" : "", jobs);
+	       dev, t.cases, t.launches, t.pass, t.gpu_only, t.fail, t.unsupported,
+	       rc ? ", a worker stopped on an error" : "", o->seed, o->quick ? ", quick" : "", jobs);
 	if (t.unsupported)
 		printf("not supported on the GPU (status 4): %s\n", t.unsupported_list);
 	if (t.missing[0])
@@ -703,7 +704,8 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--variant") && i + 1 < argc && atoi(argv[i + 1]) >= 0)
 			o.variant = atoi(argv[++i]);
 		else {
-			fprintf(stderr, "usage: %s [--op NAME] [--variant K] [--quick] [--seed HEX] [--jobs N]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--op NAME] [--variant K] [--quick] [--seed HEX] [--jobs N]\n",
+				argv[0]);
 			return 2;
 		}
 	}

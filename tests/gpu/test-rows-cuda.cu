@@ -22,7 +22,10 @@
 
 struct rows_f32 {
 	const float *p;
-	ALIGN_HD float operator()(int64_t i) const { return p[i]; }
+	ALIGN_HD float operator()(int64_t i) const
+	{
+		return p[i];
+	}
 	__device__ void load8(int64_t i0, float e[8]) const
 	{
 		for (int q = 0; q < 8; q++)
@@ -49,7 +52,7 @@ __global__ void rows_test_kernel(const float *x, float *out, int64_t rows, int64
 /* out[row * G + gt] = rows_regs_sum over bf16 row `row` of x, as every thread of the group sees it */
 template <int LPT>
 __global__ void rows_regs_test_kernel(const align_bf16 *x, float *out, int64_t rows, int64_t n, int order, int square,
-                                      int rpb)
+				      int rpb)
 {
 	rows_geom rg = rows_geom_make(rpb);
 	size_t per = (size_t)rows_scratch_floats(n) * 4 + (size_t)n * 2;
@@ -98,7 +101,7 @@ static int check(int64_t n, int G, int rpb, int order, int square, long *cases, 
 	CK(rows_smem_optin(rows_test_kernel, smem));
 	int grid = (int)((rows + rpb - 1) / rpb);
 	ALIGN_CUDA_LAUNCH(rows_test_kernel, grid > 2 ? 2 : grid, G * rpb, smem, (cudaStream_t)0, (const float *)dx,
-	                  dout, rows, n, order, square, rpb);
+			  dout, rows, n, order, square, rpb);
 	CK(cudaGetLastError());
 	CK(cudaDeviceSynchronize());
 	CK(cudaMemcpy(hout, dout, sizeof hout, cudaMemcpyDeviceToHost));
@@ -120,10 +123,10 @@ typedef void (*regs_kernel_fn)(const align_bf16 *, float *, int64_t, int64_t, in
 
 static regs_kernel_fn regs_kernel(int lpt)
 {
-	return lpt == 1   ? rows_regs_test_kernel<1>
+	return lpt == 1	  ? rows_regs_test_kernel<1>
 	       : lpt == 2 ? rows_regs_test_kernel<2>
 	       : lpt == 4 ? rows_regs_test_kernel<4>
-	                  : rows_regs_test_kernel<8>;
+			  : rows_regs_test_kernel<8>;
 }
 
 /* the registers layout: 5 bf16 rows of n (n % 8 == 0), G threads per row, rpb rows per block */
@@ -155,7 +158,7 @@ static int check_regs(int64_t n, int G, int rpb, int order, int square, long *ca
 	CK(rows_smem_optin(k, smem));
 	int grid = (int)((rows + rpb - 1) / rpb);
 	ALIGN_CUDA_LAUNCH(k, grid > 2 ? 2 : grid, G * rpb, smem, (cudaStream_t)0, (const align_bf16 *)dx, dout, rows, n,
-	                  order, square, rpb);
+			  order, square, rpb);
 	CK(cudaGetLastError());
 	CK(cudaDeviceSynchronize());
 	CK(cudaMemcpy(hout, dout, ob, cudaMemcpyDeviceToHost));

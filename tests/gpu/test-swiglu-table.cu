@@ -29,8 +29,8 @@ static uint32_t rng(uint64_t *s)
 
 /* one GPU run into a guarded device buffer; out receives the bytes; 0, 1 (guards), 2 (error) */
 static int gpu_run(align_fwd_cuda_fn fwd, const struct swiglu_params *p, const struct align_modes *m,
-                   struct align_tensor *din, const struct align_tensor *hout, const struct align_launch *L,
-                   struct align_dev *dev, uint16_t *out, int *rc)
+		   struct align_tensor *din, const struct align_tensor *hout, const struct align_launch *L,
+		   struct align_dev *dev, uint16_t *out, int *rc)
 {
 	cudaStream_t stream = (cudaStream_t)dev->stream;
 	size_t bytes = (size_t)NPAT * 2;
@@ -89,15 +89,16 @@ int main(void)
 	for (int pass = 0; pass < 2; pass++) {
 		uint64_t s = 0x5eed0000u + (uint64_t)pass;
 		for (int i = 0; i < NPAT; i++) {
-			u[i] = pass ? (uint16_t)(0x3c00u + (rng(&s) & 0x0fffu)) ^ (uint16_t)(rng(&s) & 0x8000u) : 0x3f80u;
+			u[i] = pass ? (uint16_t)(0x3c00u + (rng(&s) & 0x0fffu)) ^ (uint16_t)(rng(&s) & 0x8000u)
+				    : 0x3f80u;
 			pr[i] = pass ? (float)(rng(&s) & 0xffffu) / 65536.0f : 1.0f;
 		}
 		for (int lay = 0; lay < 2; lay++) {
 			int64_t T = layouts[lay][0], F = layouts[lay][1];
 			struct align_tensor hin[3] = {
-			    {g, ALIGN_DT_BF16, 2, {T, F}, "swiglu.g"},
-			    {u, ALIGN_DT_BF16, 2, {T, F}, "swiglu.u"},
-			    {pr, ALIGN_DT_F32, 1, {T}, "swiglu.p"},
+				{g, ALIGN_DT_BF16, 2, {T, F}, "swiglu.g"},
+				{u, ALIGN_DT_BF16, 2, {T, F}, "swiglu.u"},
+				{pr, ALIGN_DT_F32, 1, {T}, "swiglu.p"},
 			};
 			struct align_tensor hout = {want, ALIGN_DT_BF16, 2, {T, F}, "swiglu.a"};
 			struct align_tensor din[3];
@@ -112,8 +113,10 @@ int main(void)
 					for (int shared = 0; shared < 2; shared++) {
 						struct align_modes m;
 						modes_init_default(&m);
-						m.v[MODE_MATH_IMPL] = modes_value_index(MODE_MATH_IMPL, math_names[math]);
-						m.v[MODE_SWIGLU_SILU] = mul ? ALIGN_SWIGLU_SILU_MUL : ALIGN_SWIGLU_SILU_DIV;
+						m.v[MODE_MATH_IMPL] =
+							modes_value_index(MODE_MATH_IMPL, math_names[math]);
+						m.v[MODE_SWIGLU_SILU] =
+							mul ? ALIGN_SWIGLU_SILU_MUL : ALIGN_SWIGLU_SILU_DIV;
 						struct swiglu_params p = {10.0f, shared};
 						struct align_launch def = {0, 0, 0, 0}, ser = {0, 0, 0, 1};
 						int rc1, rc2;
@@ -122,9 +125,11 @@ int main(void)
 						if (e1 == 2 || e2 == 2)
 							return 2;
 						char name[160];
-						snprintf(name, sizeof name, "pass %d T=%lld F=%lld MATH_IMPL=%s SILU=%s %s", pass,
-						         (long long)T, (long long)F, math_names[math], mul ? "mul" : "div",
-						         shared ? "shared (no clamp)" : "routed (limit 10)");
+						snprintf(name, sizeof name,
+							 "pass %d T=%lld F=%lld MATH_IMPL=%s SILU=%s %s", pass,
+							 (long long)T, (long long)F, math_names[math],
+							 mul ? "mul" : "div",
+							 shared ? "shared (no clamp)" : "routed (limit 10)");
 						cases++;
 						int first;
 						if (rc1 || rc2 || e1 || e2) {
@@ -135,8 +140,10 @@ int main(void)
 						}
 						long d = count_diff(got_t, got_s, &first);
 						if (d) {
-							printf("FAIL %s: table path != direct path on %ld patterns (first g=0x%04x: "
-							       "0x%04x vs 0x%04x)\n", name, d, g[first], got_t[first], got_s[first]);
+							printf("FAIL %s: table path != direct path on %ld patterns "
+							       "(first g=0x%04x: "
+							       "0x%04x vs 0x%04x)\n",
+							       name, d, g[first], got_t[first], got_s[first]);
 							fails++;
 							continue;
 						}
@@ -144,9 +151,12 @@ int main(void)
 							int rc = ops_fwd_cpu(op, &p, &m, hin, 3, &hout, 1);
 							d = rc ? -1 : count_diff(got_t, want, &first);
 							if (d) {
-								printf("FAIL %s: CUDA != C twin on %ld patterns (first g=0x%04x: 0x%04x "
-								       "vs 0x%04x)\n", name, d, d > 0 ? g[first] : 0,
-								       d > 0 ? got_t[first] : 0, d > 0 ? want[first] : 0);
+								printf("FAIL %s: CUDA != C twin on %ld patterns (first "
+								       "g=0x%04x: 0x%04x "
+								       "vs 0x%04x)\n",
+								       name, d, d > 0 ? g[first] : 0,
+								       d > 0 ? got_t[first] : 0,
+								       d > 0 ? want[first] : 0);
 								fails++;
 								continue;
 							}

@@ -37,7 +37,8 @@ int main(void)
 		uint16_t got = align_f32_to_bf16(align_bits_f32(u));
 		if ((u & 0x7fffffffu) > 0x7f800000u) {
 			nans++;
-			int ok = (got & 0x7f80u) == 0x7f80u && (got & 0x0040u) && (got & 0x8000u) == ((u >> 16) & 0x8000u);
+			int ok = (got & 0x7f80u) == 0x7f80u && (got & 0x0040u) &&
+				 (got & 0x8000u) == ((u >> 16) & 0x8000u);
 			if (!ok && bad++ < 10)
 				printf("nan 0x%08" PRIx32 " -> 0x%04x not a quiet NaN of the same sign\n", u, got);
 			continue;

@@ -20,13 +20,34 @@
 typedef float (*f32_fn)(float);
 typedef long double (*ref_fn)(long double);
 
-static long double ref_exp(long double x) { return expl(x); }
-static long double ref_exp2(long double x) { return exp2l(x); }
-static long double ref_expm1(long double x) { return expm1l(x); }
-static long double ref_log(long double x) { return logl(x); }
-static long double ref_log1p(long double x) { return log1pl(x); }
-static long double ref_sqrt(long double x) { return sqrtl(x); }
-static long double ref_rsqrt(long double x) { return x == 0 ? 1.0L / x : 1.0L / sqrtl(x); }
+static long double ref_exp(long double x)
+{
+	return expl(x);
+}
+static long double ref_exp2(long double x)
+{
+	return exp2l(x);
+}
+static long double ref_expm1(long double x)
+{
+	return expm1l(x);
+}
+static long double ref_log(long double x)
+{
+	return logl(x);
+}
+static long double ref_log1p(long double x)
+{
+	return log1pl(x);
+}
+static long double ref_sqrt(long double x)
+{
+	return sqrtl(x);
+}
+static long double ref_rsqrt(long double x)
+{
+	return x == 0 ? 1.0L / x : 1.0L / sqrtl(x);
+}
 static long double ref_sigmoid(long double x)
 {
 	/* written as e^x / (1 + e^x) on the negative side to differ from the implementation */
@@ -49,15 +70,18 @@ static long double ref_silu(long double x)
 	return x * ref_sigmoid(x);
 }
 
-static float mimic_libm_exp(float x) { return mimic_libm_expf(x); }
+static float mimic_libm_exp(float x)
+{
+	return mimic_libm_expf(x);
+}
 
 struct fn_case {
 	const char *name;
 	f32_fn f;
 	ref_fn ref;
-	float lo, hi;	    /* dense-sweep range */
-	double max_ulps;    /* bound on the error vs the long double value */
-	int need_cr_or_nb;  /* 1: result must be the correctly rounded value or a neighbour */
+	float lo, hi;	   /* dense-sweep range */
+	double max_ulps;   /* bound on the error vs the long double value */
+	int need_cr_or_nb; /* 1: result must be the correctly rounded value or a neighbour */
 };
 
 static const struct fn_case cases[] = {
@@ -146,10 +170,44 @@ static void check(const struct fn_case *c, float x, struct stats *st)
 }
 
 static const float edges[] = {
-	0.0f, 0x1p-149f, 0x1p-126f, 0x1.fffffcp-127f, 1.0f, 2.0f, 0.5f, FLT_MAX, 20.0f, 10.0f,
-	88.72283935546875f, 88.7228317f, 89.0f, 87.33654f, 103.972076f, 103.278929f, 104.0f, 110.0f,
-	149.0f, 150.0f, 126.0f, 128.0f, 127.99999f, 0.34f, 0.3466f, 0.2928f, 0.4142f, 0.7071068f,
-	1.4142135f, 17.0f, 17.32868f, 36.0f, 0x1p-24f, 0x1p-25f, 0x1p-12f, 0x1p23f, 0x1p24f, 1e30f,
+	0.0f,
+	0x1p-149f,
+	0x1p-126f,
+	0x1.fffffcp-127f,
+	1.0f,
+	2.0f,
+	0.5f,
+	FLT_MAX,
+	20.0f,
+	10.0f,
+	88.72283935546875f,
+	88.7228317f,
+	89.0f,
+	87.33654f,
+	103.972076f,
+	103.278929f,
+	104.0f,
+	110.0f,
+	149.0f,
+	150.0f,
+	126.0f,
+	128.0f,
+	127.99999f,
+	0.34f,
+	0.3466f,
+	0.2928f,
+	0.4142f,
+	0.7071068f,
+	1.4142135f,
+	17.0f,
+	17.32868f,
+	36.0f,
+	0x1p-24f,
+	0x1p-25f,
+	0x1p-12f,
+	0x1p23f,
+	0x1p24f,
+	1e30f,
 };
 
 int main(int argc, char **argv)
@@ -179,12 +237,16 @@ int main(int argc, char **argv)
 				}
 			}
 		}
-		const float specials[] = {INFINITY, -INFINITY, align_bits_f32(0x7fc00000u), align_bits_f32(0xffc00001u),
-					  align_bits_f32(0x7f800001u), align_bits_f32(0xff812345u)};
+		const float specials[] = {INFINITY,
+					  -INFINITY,
+					  align_bits_f32(0x7fc00000u),
+					  align_bits_f32(0xffc00001u),
+					  align_bits_f32(0x7f800001u),
+					  align_bits_f32(0xff812345u)};
 		for (size_t e = 0; e < sizeof specials / sizeof specials[0]; e++)
 			check(c, specials[e], &st);
-		printf("%-20s inputs %10" PRIu64 "  not correctly rounded %8" PRIu64 "  max %.4f ulp at %a%s\n", c->name,
-		       st.n, st.not_cr, st.max_ulps, st.worst_x, st.fail ? "  FAIL" : "");
+		printf("%-20s inputs %10" PRIu64 "  not correctly rounded %8" PRIu64 "  max %.4f ulp at %a%s\n",
+		       c->name, st.n, st.not_cr, st.max_ulps, st.worst_x, st.fail ? "  FAIL" : "");
 		if (st.fail)
 			failed = 1;
 	}

@@ -10,14 +10,14 @@
 
 static int fails;
 
-#define CHECK(cond, ...)                                                                                     \
-	do {                                                                                                 \
-		if (!(cond)) {                                                                               \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__);                                          \
-			printf(__VA_ARGS__);                                                                 \
-			printf("\n");                                                                        \
-			fails++;                                                                             \
-		}                                                                                            \
+#define CHECK(cond, ...)                                                                                               \
+	do {                                                                                                           \
+		if (!(cond)) {                                                                                         \
+			printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                    \
+			printf(__VA_ARGS__);                                                                           \
+			printf("\n");                                                                                  \
+			fails++;                                                                                       \
+		}                                                                                                      \
 	} while (0)
 
 static void check_rows(void)
@@ -42,8 +42,8 @@ static void check_rows(void)
 			char key[64];
 			snprintf(key, sizeof key, "%s=", name);
 			const char *p = strstr(mimics, key);
-			CHECK(p && (p == mimics || p[-1] == ',') && modes_value(i, v)->mimics[0], "%s: mimics does not say who '%s' mimics", r->id,
-			      name);
+			CHECK(p && (p == mimics || p[-1] == ',') && modes_value(i, v)->mimics[0],
+			      "%s: mimics does not say who '%s' mimics", r->id, name);
 		}
 		for (int j = 0; j < i; j++)
 			CHECK(strcmp(modes_info(j)->env, r->env) != 0, "%s duplicated", r->env);
@@ -56,8 +56,8 @@ static void check_rows(void)
 
 static void check_profiles(void)
 {
-	const char *const want[] = {"megatron", "paddle", "paddle-accuracy", "deepseek-ref", "megatron-cuda",
-				    "deepseek-ref-cuda"};
+	const char *const want[] = {"megatron",	    "paddle",	     "paddle-accuracy",
+				    "deepseek-ref", "megatron-cuda", "deepseek-ref-cuda"};
 	const char *const *p = modes_profiles();
 	int n = 0;
 	for (; p[n]; n++)
@@ -115,17 +115,21 @@ static void check_resolution(void)
 	struct align_modes m;
 	char err[2048] = "";
 	modes_init_default(&m);
-	CHECK(m.v[MODE_RMSNORM_WEIGHT] == ALIGN_RMSNORM_WEIGHT_FP32 && m.src[MODE_RMSNORM_WEIGHT] == MODE_SRC_DEFAULT, "default");
+	CHECK(m.v[MODE_RMSNORM_WEIGHT] == ALIGN_RMSNORM_WEIGHT_FP32 && m.src[MODE_RMSNORM_WEIGHT] == MODE_SRC_DEFAULT,
+	      "default");
 	CHECK(modes_apply_profile(&m, "megatron", err, sizeof err) == 0, "megatron");
-	CHECK(m.v[MODE_RMSNORM_WEIGHT] == ALIGN_RMSNORM_WEIGHT_BF16 && m.src[MODE_RMSNORM_WEIGHT] == MODE_SRC_PROFILE, "profile wins");
+	CHECK(m.v[MODE_RMSNORM_WEIGHT] == ALIGN_RMSNORM_WEIGHT_BF16 && m.src[MODE_RMSNORM_WEIGHT] == MODE_SRC_PROFILE,
+	      "profile wins");
 	CHECK(m.src[MODE_MATMUL_FMA] == MODE_SRC_DEFAULT, "untouched stays default");
-	char *env[] = {"HOME=/x", "ALIGN_RMSNORM_WEIGHT=fp32", "ALIGN_TRACE=out.jsonl", "ALIGN_DB=a.db",
-		       "ALIGN_MHC_EXP=exp", NULL};
+	char *env[] = {"HOME=/x",	"ALIGN_RMSNORM_WEIGHT=fp32", "ALIGN_TRACE=out.jsonl",
+		       "ALIGN_DB=a.db", "ALIGN_MHC_EXP=exp",	     NULL};
 	CHECK(modes_apply_env(&m, env, err, sizeof err) == 0, "env: %s", err);
-	CHECK(m.v[MODE_RMSNORM_WEIGHT] == ALIGN_RMSNORM_WEIGHT_FP32 && m.src[MODE_RMSNORM_WEIGHT] == MODE_SRC_ENV, "env wins");
+	CHECK(m.v[MODE_RMSNORM_WEIGHT] == ALIGN_RMSNORM_WEIGHT_FP32 && m.src[MODE_RMSNORM_WEIGHT] == MODE_SRC_ENV,
+	      "env wins");
 	CHECK(m.v[MODE_MHC_EXP] == ALIGN_MHC_EXP_EXP && m.src[MODE_MHC_EXP] == MODE_SRC_ENV, "env over profile");
 	CHECK(modes_apply_kv(&m, "ALIGN_RMSNORM_WEIGHT=bf16", err, sizeof err) == 0, "kv env name");
-	CHECK(m.v[MODE_RMSNORM_WEIGHT] == ALIGN_RMSNORM_WEIGHT_BF16 && m.src[MODE_RMSNORM_WEIGHT] == MODE_SRC_CLI, "cli wins");
+	CHECK(m.v[MODE_RMSNORM_WEIGHT] == ALIGN_RMSNORM_WEIGHT_BF16 && m.src[MODE_RMSNORM_WEIGHT] == MODE_SRC_CLI,
+	      "cli wins");
 	CHECK(modes_apply_kv(&m, "mhc_exp=exp2", err, sizeof err) == 0, "kv by id");
 	CHECK(m.v[MODE_MHC_EXP] == ALIGN_MHC_EXP_EXP2 && m.src[MODE_MHC_EXP] == MODE_SRC_CLI, "cli by id");
 
@@ -143,14 +147,12 @@ static void check_resolution(void)
 	CHECK(modes_apply_kv(&m, "NOPE=1", err, sizeof err) == 2 && strstr(err, "'NOPE'"), "kv unknown: %s", err);
 	CHECK(modes_apply_kv(&m, "MHC_SINKHORN=c2", err, sizeof err) == 2 && strstr(err, "c1, c0, c0p"),
 	      "kv bad value: %s", err);
-	CHECK(modes_apply_kv(&m, "MHC_SINKHORN", err, sizeof err) == 2 && strstr(err, "KEY=VALUE"), "kv form: %s",
-	      err);
+	CHECK(modes_apply_kv(&m, "MHC_SINKHORN", err, sizeof err) == 2 && strstr(err, "KEY=VALUE"), "kv form: %s", err);
 	CHECK(modes_apply_profile(&m, "megatronn", err, sizeof err) == 2 &&
 		      strstr(err, "megatron, paddle, paddle-accuracy, deepseek-ref"),
 	      "profile message: %s", err);
 	char small[16];
-	CHECK(modes_apply_kv(&m, "NOPE=1", small, sizeof small) == 2 && strlen(small) < sizeof small,
-	      "truncation");
+	CHECK(modes_apply_kv(&m, "NOPE=1", small, sizeof small) == 2 && strlen(small) < sizeof small, "truncation");
 	char buf[4096];
 	int n = modes_format(&m, buf, sizeof buf);
 	CHECK(n > 0 && (size_t)n < sizeof buf && strstr(buf, "MHC_SINKHORN=c1") && strstr(buf, "MHC_EXP=exp2"),

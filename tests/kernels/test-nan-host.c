@@ -14,9 +14,9 @@
 static int fails;
 
 static const uint32_t pats[] = {
-    0x7fc00000u, 0xffc00000u, 0x7fc12345u, 0xffe00001u, 0x7f800001u, 0xff812345u, 0x7fbfffffu, /* NaNs */
-    0x7f800000u, 0xff800000u, 0x00000000u, 0x80000000u, 0x3f800000u, 0xbf800000u, 0x00000001u,
-    0x807fffffu, 0x7f7fffffu, 0xff7fffffu, 0x40490fdbu,
+	0x7fc00000u, 0xffc00000u, 0x7fc12345u, 0xffe00001u, 0x7f800001u, 0xff812345u, 0x7fbfffffu, /* NaNs */
+	0x7f800000u, 0xff800000u, 0x00000000u, 0x80000000u, 0x3f800000u, 0xbf800000u, 0x00000001u,
+	0x807fffffu, 0x7f7fffffu, 0xff7fffffu, 0x40490fdbu,
 };
 #define NPAT (sizeof pats / sizeof pats[0])
 
@@ -59,7 +59,7 @@ static void check_f32(void)
 			for (size_t j = 0; j < NPAT; j++) {
 				float a = align_bits_f32(pats[i]), b = align_bits_f32(pats[j]);
 				uint32_t want = align_f32_bits(run_op(op, a, b)),
-				         got = align_f32_bits(model_op(op, a, b));
+					 got = align_f32_bits(model_op(op, a, b));
 				if (want != got && fails++ < 20)
 					printf("FAIL %08" PRIx32 " %s %08" PRIx32 ": host %08" PRIx32
 					       ", model %08" PRIx32 "\n",

@@ -77,9 +77,9 @@ static void ref_matmul(struct ctx *c)
 				s += p;
 				S += fabsl(p);
 			}
-			ld tol = acc == ALIGN_MATMUL_ACCUM_SEQ ? D * U * S
+			ld tol = acc == ALIGN_MATMUL_ACCUM_SEQ	     ? D * U * S
 				 : acc == ALIGN_MATMUL_ACCUM_SPLIT16 ? ((D + 15) / 16 + 16) * U * S
-							      : U * fabsl(s) + D * 0x1p-53L * S;
+								     : U * fabsl(s) + D * 0x1p-53L * S;
 			if (c->out[0].dtype == ALIGN_DT_BF16)
 				tol += ulp_bf16(fabsl(s) + tol) / 2;
 			judge(c, t * F + f, ld_out(c, 0, t * F + f), s, tol + 0x1p-149L);
@@ -102,9 +102,11 @@ static void ref_rmsnorm(struct ctx *c)
 			ss += ld_in(c, 0, t * D + j) * ld_in(c, 0, t * D + j);
 		ld r = 1.0L / sqrtl(ss / D + epsv(c));
 		for (int64_t j = 0; j < D; j++) {
-			ld wj = c->m->v[MODE_RMSNORM_WEIGHT] == ALIGN_RMSNORM_WEIGHT_BF16 ? (ld)align_round_bf16(w[j]) : (ld)w[j];
+			ld wj = c->m->v[MODE_RMSNORM_WEIGHT] == ALIGN_RMSNORM_WEIGHT_BF16 ? (ld)align_round_bf16(w[j])
+											  : (ld)w[j];
 			ld ref = wj * ld_in(c, 0, t * D + j) * r;
-			judge(c, t * D + j, ld_out(c, 0, t * D + j), ref, ((before ? 3 : 1) * UB + (D + 16) * U) * fabsl(ref) + 0x1p-133L);
+			judge(c, t * D + j, ld_out(c, 0, t * D + j), ref,
+			      ((before ? 3 : 1) * UB + (D + 16) * U) * fabsl(ref) + 0x1p-133L);
 		}
 	}
 }
@@ -134,7 +136,8 @@ static void ref_swiglu(struct ctx *c)
 	ld L = p->limit;
 	int clamp = L > 0 && (!p->shared || c->m->v[MODE_SWIGLU_SHARED_CLAMP] == ALIGN_SWIGLU_SHARED_CLAMP_ON);
 	int after = c->m->v[MODE_SWIGLU_PROBS] == ALIGN_SWIGLU_PROBS_AFTER_W2;
-	int two = c->m->v[MODE_SWIGLU_ROUND] == ALIGN_SWIGLU_ROUND_DOUBLE || c->m->v[MODE_SWIGLU_SCALE] == ALIGN_SWIGLU_SCALE_BF16;
+	int two = c->m->v[MODE_SWIGLU_ROUND] == ALIGN_SWIGLU_ROUND_DOUBLE ||
+		  c->m->v[MODE_SWIGLU_SCALE] == ALIGN_SWIGLU_SCALE_BF16;
 	const float *prob = c->in[2].data;
 	for (int64_t t = 0; t < T; t++)
 		for (int64_t f = 0; f < F; f++) {
@@ -154,7 +157,8 @@ static void ref_swiglu(struct ctx *c)
 static void ref_moe_combine(struct ctx *c)
 {
 	int64_t T = c->in[0].shape[0], K = c->in[0].shape[1], D = c->in[0].shape[2];
-	int after = c->m->v[MODE_SWIGLU_PROBS] == ALIGN_SWIGLU_PROBS_AFTER_W2, bf16 = c->m->v[MODE_MOE_COMBINE_ACC] == ALIGN_MOE_COMBINE_ACC_BF16;
+	int after = c->m->v[MODE_SWIGLU_PROBS] == ALIGN_SWIGLU_PROBS_AFTER_W2,
+	    bf16 = c->m->v[MODE_MOE_COMBINE_ACC] == ALIGN_MOE_COMBINE_ACC_BF16;
 	const float *w = c->in[2].data;
 	for (int64_t t = 0; t < T; t++)
 		for (int64_t d = 0; d < D; d++) {
@@ -174,7 +178,8 @@ static void ref_moe_combine(struct ctx *c)
 static void ref_mhc_post(struct ctx *c)
 {
 	int64_t T = c->in[0].shape[0], N = c->in[0].shape[1], D = c->in[0].shape[2];
-	int tr = c->m->v[MODE_MHC_HRES_TRANSPOSE] == ALIGN_MHC_HRES_TRANSPOSE_ON, dbl = c->m->v[MODE_MHC_POST_ROUND] == ALIGN_MHC_POST_ROUND_DOUBLE;
+	int tr = c->m->v[MODE_MHC_HRES_TRANSPOSE] == ALIGN_MHC_HRES_TRANSPOSE_ON,
+	    dbl = c->m->v[MODE_MHC_POST_ROUND] == ALIGN_MHC_POST_ROUND_DOUBLE;
 	int cb = dbl || c->m->v[MODE_MHC_COEF] == ALIGN_MHC_COEF_BF16;
 	const float *post = c->in[2].data, *comb = c->in[3].data;
 	for (int64_t t = 0; t < T; t++)
@@ -202,7 +207,7 @@ struct ref_entry {
 };
 
 static const struct ref_entry refs[] = {
-	{"matmul", ref_matmul}, {"rmsnorm", ref_rmsnorm}, {"qnorm", ref_qnorm},
+	{"matmul", ref_matmul}, {"rmsnorm", ref_rmsnorm},	  {"qnorm", ref_qnorm},
 	{"swiglu", ref_swiglu}, {"moe_combine", ref_moe_combine}, {"mhc_post", ref_mhc_post},
 };
 
@@ -248,7 +253,8 @@ static int check_op(const struct align_op *op, void (*fn)(struct ctx *))
 				if (c.worst > 1) {
 					char buf[2048];
 					modes_format(&m, buf, sizeof buf);
-					printf("FAIL %s variant %d element %" PRId64 ": error %.3Lg x bound (seed 0x%llx) modes %s\n",
+					printf("FAIL %s variant %d element %" PRId64
+					       ": error %.3Lg x bound (seed 0x%llx) modes %s\n",
 					       op->name, var, c.worst_i, c.worst, (unsigned long long)SEED, buf);
 					fails++;
 				}

@@ -45,10 +45,10 @@ struct ctx {
 	const struct align_tensor *in;
 	const struct align_tensor *out;
 	const void *params;
-	ld worst[NOUT];	    /* per output: max |err| / tol */
+	ld worst[NOUT]; /* per output: max |err| / tol */
 	int64_t worst_i[NOUT];
-	int64_t skipped;    /* rows outside the bound's domain */
-	int64_t near_ties;  /* router rows whose set differs from the exact fp64 top-K, accepted */
+	int64_t skipped;   /* rows outside the bound's domain */
+	int64_t near_ties; /* router rows whose set differs from the exact fp64 top-K, accepted */
 };
 
 static void judge(struct ctx *c, int o, int64_t i, ld got, ld ref, ld tol)
@@ -199,16 +199,19 @@ static void ref_router(struct ctx *c)
 		ld idv = 0; /* ids violation */
 		if (p->hash) {
 			for (int64_t j = 0; j < K; j++) {
-				int32_t want = m->v[MODE_ROUTER_HASH_TABLE] == ALIGN_ROUTER_HASH_TABLE_TABLE ? tab[ids[t] * K + j]
-										 : (int32_t)((ids[t] + j) % E);
+				int32_t want = m->v[MODE_ROUTER_HASH_TABLE] == ALIGN_ROUTER_HASH_TABLE_TABLE
+						       ? tab[ids[t] * K + j]
+						       : (int32_t)((ids[t] + j) % E);
 				if (m->v[MODE_ROUTER_TOPK_ORDER] == ALIGN_ROUTER_TOPK_ORDER_SORTED && sel[j] != want)
 					idv = INFINITY;
 			}
-			if (m->v[MODE_ROUTER_TOPK_ORDER] == ALIGN_ROUTER_TOPK_ORDER_INDEX) { /* the same set, ascending */
+			if (m->v[MODE_ROUTER_TOPK_ORDER] ==
+			    ALIGN_ROUTER_TOPK_ORDER_INDEX) { /* the same set, ascending */
 				int32_t want[64];
 				for (int64_t j = 0; j < K; j++)
-					want[j] = m->v[MODE_ROUTER_HASH_TABLE] == ALIGN_ROUTER_HASH_TABLE_TABLE ? tab[ids[t] * K + j]
-										    : (int32_t)((ids[t] + j) % E);
+					want[j] = m->v[MODE_ROUTER_HASH_TABLE] == ALIGN_ROUTER_HASH_TABLE_TABLE
+							  ? tab[ids[t] * K + j]
+							  : (int32_t)((ids[t] + j) % E);
 				if (!same_set(sel, want, K))
 					idv = INFINITY;
 			}
@@ -243,7 +246,10 @@ static void ref_router(struct ctx *c)
 					continue;
 				for (int64_t e = 0; e < E; e++) {
 					int kept = G == 1 || (mask >> (e / gs) & 1);
-					mb[e] = kept ? b[e] : m->v[MODE_ROUTER_GROUP_MASK] == ALIGN_ROUTER_GROUP_MASK_NEGINF ? -INFINITY : b[e] * 0.0L;
+					mb[e] = kept ? b[e]
+						: m->v[MODE_ROUTER_GROUP_MASK] == ALIGN_ROUTER_GROUP_MASK_NEGINF
+							? -INFINITY
+							: b[e] * 0.0L;
 				}
 				ld v = set_violation(mb, E, sel, K);
 				if (m->v[MODE_ROUTER_TOPK_ORDER] == ALIGN_ROUTER_TOPK_ORDER_SORTED)
@@ -251,7 +257,8 @@ static void ref_router(struct ctx *c)
 						ld a = mb[sel[j]], bb = mb[sel[j + 1]];
 						if (bb > a) {
 							ld tol = RT_TOL * fmaxl(fabsl(a), fabsl(bb));
-							ld r = isinf(a) || isinf(bb) || tol == 0 ? INFINITY : (bb - a) / tol;
+							ld r = isinf(a) || isinf(bb) || tol == 0 ? INFINITY
+												 : (bb - a) / tol;
 							v = r > v ? r : v;
 						}
 					}
@@ -296,8 +303,8 @@ static void ref_router(struct ctx *c)
 
 /* ---- mHC ------------------------------------------------------------------------------------- */
 
-#define MP_ABS 0x1p-18L	 /* mhc_pre.h: pre, post absolute; y: times sum_j |x_j| */
-#define MC_ABS 0x1p-14L	 /* mhc_pre.h: comb absolute */
+#define MP_ABS 0x1p-18L /* mhc_pre.h: pre, post absolute; y: times sum_j |x_j| */
+#define MC_ABS 0x1p-14L /* mhc_pre.h: comb absolute */
 
 struct mhc_tok {
 	ld x[8 * 4096];
@@ -310,7 +317,8 @@ static void mhc_h(const struct ctx *c, int64_t t, int64_t R, int64_t N, struct m
 {
 	const struct mhc_params *p = c->params;
 	int64_t D = c->in[0].shape[2], K = N * D;
-	int pb = c->m->v[MODE_MHC_PARAM] == ALIGN_MHC_PARAM_BF16, tf = c->m->v[MODE_MHC_PROJ_GEMM] == ALIGN_MHC_PROJ_GEMM_TF32;
+	int pb = c->m->v[MODE_MHC_PARAM] == ALIGN_MHC_PARAM_BF16,
+	    tf = c->m->v[MODE_MHC_PROJ_GEMM] == ALIGN_MHC_PROJ_GEMM_TF32;
 	const float *fn = c->in[1].data, *base = c->in[2].data, *scale = c->in[3].data;
 	ld ss = 0;
 	for (int64_t i = 0; i < K; i++) {
@@ -319,7 +327,8 @@ static void mhc_h(const struct ctx *c, int64_t t, int64_t R, int64_t N, struct m
 	}
 	k->dom = ss < (ld)FLT_MAX && ss / K > (ld)FLT_MIN;
 	ld eps = (ld)p->norm_eps;
-	ld rs = c->m->v[MODE_MHC_RMS_FORM] == ALIGN_MHC_RMS_FORM_INV_RMS ? 1.0L / (sqrtl(ss / K) + eps) : 1.0L / sqrtl(ss / K + eps);
+	ld rs = c->m->v[MODE_MHC_RMS_FORM] == ALIGN_MHC_RMS_FORM_INV_RMS ? 1.0L / (sqrtl(ss / K) + eps)
+									 : 1.0L / sqrtl(ss / K + eps);
 	for (int64_t r = 0; r < R; r++) {
 		ld mix = 0;
 		for (int64_t i = 0; i < K; i++) {
@@ -354,7 +363,8 @@ static void mhc_y(struct ctx *c, int o, int64_t t, int64_t N, const ld *pre, con
 		coef[j] = pre[j];
 		amb[j] = 0;
 		if (cb) {
-			float lo = align_round_bf16((float)(pre[j] - MP_ABS)), hi = align_round_bf16((float)(pre[j] + MP_ABS));
+			float lo = align_round_bf16((float)(pre[j] - MP_ABS)),
+			      hi = align_round_bf16((float)(pre[j] + MP_ABS));
 			coef[j] = (ld)align_round_bf16((float)pre[j]);
 			amb[j] = (ld)hi - (ld)lo;
 		}
@@ -417,9 +427,11 @@ static void ref_mhc_pre(struct ctx *c)
 		}
 		ld pre[MHC_MAX_N], M[MHC_MAX_N * MHC_MAX_N];
 		for (int64_t i = 0; i < N; i++) {
-			pre[i] = sigmoidl(tok.h[i]) + (c->m->v[MODE_MHC_HPRE_EPS] == ALIGN_MHC_HPRE_EPS_ON ? (ld)p->hc_eps : 0);
+			pre[i] = sigmoidl(tok.h[i]) +
+				 (c->m->v[MODE_MHC_HPRE_EPS] == ALIGN_MHC_HPRE_EPS_ON ? (ld)p->hc_eps : 0);
 			ld so = sigmoidl(tok.h[N + i]);
-			ld post = c->m->v[MODE_MHC_HPOST_EPS] == ALIGN_MHC_HPOST_EPS_OFF ? 2 * so : 2 * (so + (ld)p->hc_eps);
+			ld post = c->m->v[MODE_MHC_HPOST_EPS] == ALIGN_MHC_HPOST_EPS_OFF ? 2 * so
+											 : 2 * (so + (ld)p->hc_eps);
 			judge(c, 1, t * N + i, ld_out(c, 1, t * N + i), pre[i], MP_ABS);
 			judge(c, 2, t * N + i, ld_out(c, 2, t * N + i), post, MP_ABS);
 		}
@@ -532,8 +544,8 @@ static int check_op(const struct ref_entry *re)
 							modes_format(&m, buf, sizeof buf);
 							printf("FAIL %s variant %d fill %d out %s element %" PRId64
 							       ": error %.3Lg x bound (seed 0x%llx) modes %s\n",
-							       op->name, var, set, im->out[o].name, c.worst_i[o], c.worst[o],
-							       (unsigned long long)SEED, buf);
+							       op->name, var, set, im->out[o].name, c.worst_i[o],
+							       c.worst[o], (unsigned long long)SEED, buf);
 							fails++;
 						}
 					}

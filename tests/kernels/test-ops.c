@@ -101,12 +101,14 @@ static int search_effect(const struct align_op *op, void *params, const struct a
 						b = a;
 						b.v[s] = v;
 						struct run ra, rb;
-						int rc = run_op(op, params, &d, &a, set, &ra) | run_op(op, params, &d, &b, set, &rb);
+						int rc = run_op(op, params, &d, &a, set, &ra) |
+							 run_op(op, params, &d, &b, set, &rb);
 						int differ = rc == 0 && !same_out(op, &ra, &rb);
 						run_free(op, &ra);
 						run_free(op, &rb);
 						if (differ) {
-							printf("  %s: %s=%s shows with %s=%s, T=%" PRId64 ", variant %d, set %d\n",
+							printf("  %s: %s=%s shows with %s=%s, T=%" PRId64
+							       ", variant %d, set %d\n",
 							       op->name, modes_info(s)->env, modes_value_name(s, v),
 							       modes_info(*p2)->env, modes_value_name(*p2, v2),
 							       d.v[ALIGN_DIM_T], var, set);
@@ -146,8 +148,8 @@ static void check_op(const struct align_op *op)
 				printf("FAIL %s variant %d set %d: rc %d\n", op->name, var, set, rc);
 				fails++;
 			} else if (!same_out(op, &base, &again)) {
-				printf("FAIL %s variant %d set %d: not deterministic (seed 0x%llx)\n", op->name, var, set,
-				       (unsigned long long)SEED);
+				printf("FAIL %s variant %d set %d: not deterministic (seed 0x%llx)\n", op->name, var,
+				       set, (unsigned long long)SEED);
 				fails++;
 			}
 			run_free(op, &again);
@@ -158,8 +160,8 @@ static void check_op(const struct align_op *op)
 			if (run_op(op, params, &dh, &def, set, &half) == 0) {
 				for (int i = 0; i < im->n_out; i++)
 					if (memcmp(half.out[i].data, base.out[i].data, bytes(&half.out[i])) != 0) {
-						printf("FAIL %s variant %d set %d: output %s not batch invariant\n", op->name,
-						       var, set, im->out[i].name);
+						printf("FAIL %s variant %d set %d: output %s not batch invariant\n",
+						       op->name, var, set, im->out[i].name);
 						fails++;
 					}
 			} else {
@@ -177,7 +179,8 @@ static void check_op(const struct align_op *op)
 						struct run r;
 						rc = run_op(op, params, &d, &m, set, &r);
 						run_free(op, &r);
-						if (rc != (ops_op_reads_mode(op, s) ? ALIGN_ERR_UNSUPPORTED : ALIGN_OK)) {
+						if (rc !=
+						    (ops_op_reads_mode(op, s) ? ALIGN_ERR_UNSUPPORTED : ALIGN_OK)) {
 							printf("FAIL %s %s=%s (GPU only): CPU rc %d\n", op->name,
 							       modes_info(s)->env, modes_value_name(s, v), rc);
 							fails++;
@@ -195,7 +198,8 @@ static void check_op(const struct align_op *op)
 					} else if (!same_out(op, &base, &r)) {
 						seen[s][v] = 1;
 						if (!ops_op_reads_mode(op, s)) {
-							printf("FAIL %s: %s=%s changes bits but the op does not read it\n",
+							printf("FAIL %s: %s=%s changes bits but the op does not read "
+							       "it\n",
 							       op->name, modes_info(s)->env, modes_value_name(s, v));
 							fails++;
 						}
@@ -213,7 +217,8 @@ static void check_op(const struct align_op *op)
 		for (int v = 0; v < modes_value_count(*p); v++)
 			if (v != def.v[*p] && !seen[*p][v] && !modes_value_gpu_only(*p, v)) {
 				if (rarely_visible(op->name, *p)) {
-					printf("note %s: %s=%s left the bytes unchanged (documented as rarely visible)\n",
+					printf("note %s: %s=%s left the bytes unchanged (documented as rarely "
+					       "visible)\n",
 					       op->name, modes_info(*p)->env, modes_value_name(*p, v));
 					continue;
 				}

@@ -94,7 +94,8 @@ int main(void)
 	for (int trial = 0; trial < 400; trial++) {
 		int64_t n = 1 + (int64_t)(align_rng_u64(seed, 1, (uint64_t)trial) % NMAX);
 		for (int64_t i = 0; i < n * 3; i++)
-			x[i] = align_rng_normalish(seed, 2 + (uint64_t)trial, (uint64_t)i) * (i % 7 == 0 ? 4096.0f : 1.0f);
+			x[i] = align_rng_normalish(seed, 2 + (uint64_t)trial, (uint64_t)i) *
+			       (i % 7 == 0 ? 4096.0f : 1.0f);
 		for (int64_t i = 0; i < n; i++)
 			col[i] = x[i * 3 + 1];
 		char what[64];

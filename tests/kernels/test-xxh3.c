@@ -127,7 +127,7 @@ static uint64_t tree_xxh3(const unsigned char *p, size_t bytes)
 	}
 	for (size_t i = 0; i < n; i++) {
 		size_t len = bytes - i * DIGEST_LEAF_BYTES < DIGEST_LEAF_BYTES ? bytes - i * DIGEST_LEAF_BYTES
-		                                                               : DIGEST_LEAF_BYTES;
+									       : DIGEST_LEAF_BYTES;
 		uint64_t h = align_xxh3_64(p + i * DIGEST_LEAF_BYTES, len);
 		for (int b = 0; b < 8; b++)
 			le[8 * i + b] = (unsigned char)(h >> (8 * b));
@@ -140,9 +140,9 @@ static uint64_t tree_xxh3(const unsigned char *p, size_t bytes)
 static void check_tree(struct check *c)
 {
 	const size_t L = DIGEST_LEAF_BYTES;
-	size_t sizes[] = {0,       1,           240,     241,         L - 1,      L,
-	                  L + 1,   2 * L,       30 * L,  30 * L + 1,  31 * L - 1, 31 * L + 17,
-	                  128 * L, 128 * L + 1, 129 * L, 129 * L + 3, 300 * L,    1000 * L + 5};
+	size_t sizes[] = {0,	   1,		240,	 241,	      L - 1,	  L,
+			  L + 1,   2 * L,	30 * L,	 30 * L + 1,  31 * L - 1, 31 * L + 17,
+			  128 * L, 128 * L + 1, 129 * L, 129 * L + 3, 300 * L,	  1000 * L + 5};
 	size_t nsizes = sizeof sizes / sizeof sizes[0];
 	size_t cap = 1000 * L + 5 + PAD;
 	unsigned char *big = malloc(cap);

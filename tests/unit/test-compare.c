@@ -9,14 +9,14 @@
 
 static int fails;
 
-#define CHECK(cond, ...)                                                                                      \
-	do {                                                                                                      \
-		if (!(cond)) {                                                                                        \
-			fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__);                                             \
-			fprintf(stderr, __VA_ARGS__);                                                                     \
-			fputc('\n', stderr);                                                                              \
-			fails++;                                                                                          \
-		}                                                                                                     \
+#define CHECK(cond, ...)                                                                                               \
+	do {                                                                                                           \
+		if (!(cond)) {                                                                                         \
+			fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__);                                          \
+			fprintf(stderr, __VA_ARGS__);                                                                  \
+			fputc('\n', stderr);                                                                           \
+			fails++;                                                                                       \
+		}                                                                                                      \
 	} while (0)
 
 static struct cmp_value bits(const char *dtype, uint64_t b)
@@ -64,10 +64,11 @@ static struct cmp_result run(struct cmp_value a, struct cmp_value b)
 	return r;
 }
 
-#define VERDICT(r, v) CHECK((r).verdict == (v), "verdict %s, want %s (%s)", verdict_name((r).verdict), verdict_name(v), (r).reason)
-#define ULP(r, n, dt)                                                                                          \
-	CHECK((r).has_ulp && (r).ulp == (n) && !strcmp((r).ulp_dtype, dt), "ulp %d %llu %s, want %llu %s (%s)",     \
-	      (r).has_ulp, (unsigned long long)(r).ulp, (r).ulp_dtype ? (r).ulp_dtype : "-", (unsigned long long)(n), \
+#define VERDICT(r, v)                                                                                                  \
+	CHECK((r).verdict == (v), "verdict %s, want %s (%s)", verdict_name((r).verdict), verdict_name(v), (r).reason)
+#define ULP(r, n, dt)                                                                                                  \
+	CHECK((r).has_ulp && (r).ulp == (n) && !strcmp((r).ulp_dtype, dt), "ulp %d %llu %s, want %llu %s (%s)",        \
+	      (r).has_ulp, (unsigned long long)(r).ulp, (r).ulp_dtype ? (r).ulp_dtype : "-", (unsigned long long)(n),  \
 	      dt, (r).reason)
 
 static void test_bits_same_dtype(void)
@@ -77,7 +78,8 @@ static void test_bits_same_dtype(void)
 	r = run(bits("fp32", 0x412de666), bits("fp32", 0x412de669));
 	VERDICT(r, VERDICT_DIFFER);
 	ULP(r, 3, "fp32");
-	CHECK(r.has_rel && fabs(r.rel_diff - fabs(0x1.5bccd2p+3 - 0x1.5bcccc0p+3) / 0x1.5bccd2p+3) < 1e-15, "rel %g", r.rel_diff);
+	CHECK(r.has_rel && fabs(r.rel_diff - fabs(0x1.5bccd2p+3 - 0x1.5bcccc0p+3) / 0x1.5bccd2p+3) < 1e-15, "rel %g",
+	      r.rel_diff);
 	/* across zero: -min subnormal .. +min subnormal is 3 steps (-tiny, -0, +0, +tiny) */
 	r = run(bits("fp32", 0x80000001), bits("fp32", 0x00000001));
 	ULP(r, 3, "fp32");
@@ -164,7 +166,8 @@ static void test_cross_dtype(void)
 static void test_intervals(void)
 {
 	/* Megatron golden round(x, 5): 10.82613 vs 10.82611 are disjoint, 10.82613 vs itself overlaps */
-	struct cmp_value a = printed("10.82613", 7, 10.826125, 10.826135), b = printed("10.82611", 7, 10.826105, 10.826115);
+	struct cmp_value a = printed("10.82613", 7, 10.826125, 10.826135),
+			 b = printed("10.82611", 7, 10.826105, 10.826115);
 	struct cmp_result r = run(a, b);
 	VERDICT(r, VERDICT_DIFFER);
 	CHECK(r.has_rel && fabs(r.rel_diff - 0.00002 / 10.82613) < 1e-9, "rel %g", r.rel_diff);
@@ -250,7 +253,7 @@ static void test_missing(void)
 	struct cmp_value none = {0};
 	VERDICT(run(none, none), VERDICT_EQUAL_AS_PRINTED);
 	CHECK(verdict_is_difference(VERDICT_ONLY_A) && verdict_is_difference(VERDICT_INCOMPARABLE) &&
-	          !verdict_is_difference(VERDICT_EQUAL_AS_PRINTED),
+		      !verdict_is_difference(VERDICT_EQUAL_AS_PRINTED),
 	      "verdict_is_difference");
 	CHECK(!strcmp(verdict_name(VERDICT_ONLY_B), "only-in-b"), "name %s", verdict_name(VERDICT_ONLY_B));
 }

@@ -43,11 +43,12 @@ static void helpers(sqlite3 *db)
 	sqlite3_stmt *q;
 	int rc = store_prepare(db, "the broken statement", "SELEC nothing", &q, &e);
 	CHECK(rc == ALIGN_ERR_INTERNAL && q == NULL, "bad SQL prepared (rc %d)", rc);
-	CHECK(strstr(e.msg, "cannot prepare 'the broken statement'"), "message '%s' does not name the statement", e.msg);
+	CHECK(strstr(e.msg, "cannot prepare 'the broken statement'"), "message '%s' does not name the statement",
+	      e.msg);
 	/* the first message wins */
 	rc = store_prepare(db, "another", "SELEC", &q, &e);
-	CHECK(strstr(e.msg, "the broken statement") && !strstr(e.msg, "another"), "second message replaced the first: '%s'",
-	      e.msg);
+	CHECK(strstr(e.msg, "the broken statement") && !strstr(e.msg, "another"),
+	      "second message replaced the first: '%s'", e.msg);
 	align_err_clear(&e);
 	/* one row, bound by name */
 	char *got = NULL;
@@ -55,8 +56,8 @@ static void helpers(sqlite3 *db)
 	CHECK(store_prepare(db, "a lookup", "SELECT :x", &q, &e) == ALIGN_OK, "'SELECT :x' not prepared: %s", e.msg);
 	store_bind_text(q, ":x", "v");
 	rc = store_sql_one(q, "a lookup", grab, &got, &found, &e);
-	CHECK(rc == ALIGN_OK && found == 1 && got && !strcmp(got, "v"), "':x' bound by name: rc %d found %d '%s'", rc, found,
-	      got ? got : "(null)");
+	CHECK(rc == ALIGN_OK && found == 1 && got && !strcmp(got, "v"), "':x' bound by name: rc %d found %d '%s'", rc,
+	      found, got ? got : "(null)");
 	free(got);
 	/* no row: not found, not an error */
 	CHECK(store_prepare(db, "no row", "SELECT 1 WHERE 0", &q, &e) == ALIGN_OK, "'SELECT 1 WHERE 0': %s", e.msg);
@@ -70,7 +71,7 @@ static void runs(sqlite3 *db)
 	struct store_run_row r;
 	int found = -1;
 	CHECK(store_report_run(db, "b", 0, &r, &found, &e) == ALIGN_OK && found == 1 && !strcmp(r.name, "b") &&
-	          r.header && strstr(r.header, "H200"),
+		      r.header && strstr(r.header, "H200"),
 	      "run 'b' by name: found %d, %s", found, e.msg);
 	int64_t id = r.id;
 	store_report_run_free(&r);
@@ -98,7 +99,8 @@ static void provenance(sqlite3 *db, const char *run_b, const char *want)
 	char got[256] = "";
 	for (int i = 0; i < REPORT_PROV_FIELDS; i++)
 		if (report_prov_differs(&r, i))
-			snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", got[0] ? "," : "", report_prov_fields[i]);
+			snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", got[0] ? "," : "",
+				 report_prov_fields[i]);
 	CHECK(!strcmp(got, want), "a vs %s: provenance differs in '%s', want '%s'", run_b, got, want);
 	report_free(&r);
 }
