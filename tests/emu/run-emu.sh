@@ -24,7 +24,7 @@ cflags="-O2 -g -ffp-contract=off -fno-fast-math -D_GNU_SOURCE -I$k/core -I$k/cud
 printf '#define ALIGN_HAVE_CUDA 0\n#define ALIGN_HAVE_NCCL 0\n#define ALIGN_VERSION "emu"\n' >"$out/align-config.h"
 twins=${EMU_TWINS:-$(cd "$k/ops" && grep -l ALIGN_CUDA_LAUNCH ./*.cu | sed 's|^\./||')}
 objs=""
-for c in core/status.c core/modes.c core/ops.c ops/matmul.c ops/rmsnorm.c ops/qnorm.c ops/swiglu.c ops/router.c ops/mhc_pre.c ops/mhc_post.c ops/mhc_head.c ops/moe_combine.c; do
+for c in core/status.c core/modes.c core/ops.c $(cd "$k" && ls ops/*.c); do
 	gcc -std=c11 $cflags -I"$out" -c "$k/$c" -o "$out/$(basename "${c%.c}").o"
 	objs="$objs $out/$(basename "${c%.c}").o"
 done
