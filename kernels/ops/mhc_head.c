@@ -68,20 +68,6 @@ int mhc_head_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, co
 	return ALIGN_OK;
 }
 
-static void params_default(void *params, const struct align_dims *d)
-{
-	struct mhc_params *p = params;
-	p->sinkhorn_iters = 20;
-	p->hc_eps = 1e-6f;
-	p->norm_eps = 1e-6f;
-}
-
-static int params_variant(void *params, const struct align_dims *d, int k)
-{
-	params_default(params, d);
-	return k == 0;
-}
-
 static int fwd(const void *params, const struct align_modes *m, const struct align_tensor *in, int n_in,
 	       struct align_tensor *out, int n_out)
 {
@@ -117,8 +103,8 @@ const struct align_op_impl mhc_head_impl = {
 	"T=8,N=4,D=1024",
 	modes_read,
 	sizeof(struct mhc_params),
-	params_default,
-	params_variant,
+	mhc_params_default,
+	mhc_params_variant,
 	fwd,
 	NULL,
 	cfg_check,

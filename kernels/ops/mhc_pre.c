@@ -240,7 +240,8 @@ int mhc_pre_fwd_cpu(const struct mhc_params *p, const struct align_modes *m, con
 	return ALIGN_OK;
 }
 
-static void params_default(void *params, const struct align_dims *d)
+/* the DSv4 mHC parameters (sinkhorn_iters 20, hc_eps 1e-6, norm_eps 1e-6), shared by the three mHC ops */
+void mhc_params_default(void *params, const struct align_dims *d)
 {
 	struct mhc_params *p = params;
 	p->sinkhorn_iters = 20;
@@ -248,9 +249,10 @@ static void params_default(void *params, const struct align_dims *d)
 	p->norm_eps = 1e-6f;
 }
 
-static int params_variant(void *params, const struct align_dims *d, int k)
+/* one variant (k = 0): the defaults */
+int mhc_params_variant(void *params, const struct align_dims *d, int k)
 {
-	params_default(params, d);
+	mhc_params_default(params, d);
 	return k == 0;
 }
 
@@ -293,8 +295,8 @@ const struct align_op_impl mhc_pre_impl = {
 	"T=8,N=4,D=1024",
 	modes_read,
 	sizeof(struct mhc_params),
-	params_default,
-	params_variant,
+	mhc_params_default,
+	mhc_params_variant,
 	fwd,
 	NULL,
 	cfg_check,

@@ -60,6 +60,11 @@ struct mhc_params {
 	float norm_eps;	    /* 1e-6 */
 };
 
+struct align_dims;
+/* params_default / params_variant of mhc_pre, mhc_post and mhc_head (the DSv4 values; one variant) */
+void mhc_params_default(void *params, const struct align_dims *d);
+int mhc_params_variant(void *params, const struct align_dims *d, int k);
+
 /* The switches hc_pre and hc_head share, decoded once (mhc_modes_init) for both ops and both twins. */
 struct mhc_modes {
 	int math;	  /* ALIGN_MATH_IMPL_* the twin runs in e() (step 4) */
