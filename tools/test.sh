@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test.sh: the README's test command. Installs what is missing, builds with warnings as errors
-# (CUDA where nvcc is present, else CPU only), runs every test (and, with ALIGN_FORMAT_CHECK=1, the
+# (CUDA where nvcc is present, else CPU only), runs every test (and, with CI_FORMAT_CHECK=1, the
 # clang-format check), and ends with "N passed, N failed".
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,10 +18,10 @@ log="$build/meson-logs/testlog.json"
 passed=$(grep -c '"result": "OK"' "$log" || true)
 skipped=$(grep -c '"result": "SKIP"' "$log" || true)
 failed=$(grep -Ec '"result": "(FAIL|TIMEOUT|ERROR|UNEXPECTEDPASS)"' "$log" || true)
-# ALIGN_FORMAT_CHECK=1 (.ci/run): the layout check (tools/format.sh --check) after the tests, one more
+# CI_FORMAT_CHECK=1 (.ci/run): the layout check (tools/format.sh --check) after the tests, one more
 # test in the count below
 fmt_rc=0
-if [ "${ALIGN_FORMAT_CHECK:-0}" = 1 ]; then
+if [ "${CI_FORMAT_CHECK:-0}" = 1 ]; then
 	if bash tools/format.sh --check; then
 		passed=$((passed + 1))
 	else
