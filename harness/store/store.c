@@ -83,6 +83,11 @@ static int migrate(sqlite3 *db, const char *path, int version, struct align_err 
 			return rc;
 		}
 	}
+	int broken = 0;
+	if (query_int(db, "SELECT count(*) FROM pragma_foreign_key_check", &broken) || broken) {
+		store_rollback(db);
+		return fail_internal(e, "migrating '%s' broke %d foreign keys", path, broken);
+	}
 	char sql[64];
 	snprintf(sql, sizeof sql, "PRAGMA user_version=%d", schema_migration_count);
 	if ((rc = store_exec_err(db, sql, e)) || (rc = store_commit_err(db, path, e))) {
@@ -117,7 +122,7 @@ int store_open_err(const char *path, enum store_mode mode, int busy_ms, sqlite3 
 		sqlite3_close(db);
 		return rc;
 	}
-	if ((rc = check_foreign(db, path, version, e)) || (rc = store_exec_err(db, "PRAGMA foreign_keys=ON", e))) {
+	if ((rc = check_foreign(db, path, version, e))) {
 		sqlite3_close(db);
 		return rc;
 	}
@@ -126,7 +131,9 @@ int store_open_err(const char *path, enum store_mode mode, int busy_ms, sqlite3 
 		sqlite3_close(db);
 		return rc;
 	}
-	if (mode == STORE_WRITE && (rc = migrate(db, path, version, e))) {
+	/* migrations run with foreign keys off (a table rebuild must not cascade), then they are enforced */
+	if ((mode == STORE_WRITE && (rc = migrate(db, path, version, e))) ||
+	    (rc = store_exec_err(db, "PRAGMA foreign_keys=ON", e))) {
 		sqlite3_close(db);
 		return rc;
 	}
