@@ -455,6 +455,8 @@ static int bind_values(struct ingest *ig, const struct rec *r, const struct clas
 	store_rec_text(st, STORE_REC_head, r->head, 0);
 	store_rec_text(st, STORE_REC_missing, r->missing, 0);
 	store_rec_text(st, STORE_REC_extra, r->extra, 0);
+	store_rec_text(st, STORE_REC_call, r->call, 0);
+	store_rec_text(st, STORE_REC_io, r->call ? r->io : NULL, 0);
 	return ALIGN_OK;
 }
 

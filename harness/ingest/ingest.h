@@ -42,6 +42,9 @@ struct rec {
 	const void *payload;
 	size_t payload_len;
 	const char *missing; /* the key is present but its value is not (why) */
+	const char *call;    /* the op/module invocation this record belongs to (NULL: not linked); records
+			      * of one call share it within (rank, step, micro) */
+	const char *io;	     /* "in" or "out": which side of the call (NULL with call NULL) */
 };
 
 struct ingest_opts {

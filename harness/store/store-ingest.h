@@ -20,7 +20,7 @@ struct align_err;
 #define STORE_RECORD_COLUMNS(X) \
 	X(source_id) X(line) X(rank) X(step) X(micro) X(seq) X(occ) X(name) X(canon) X(phase) X(dtype) \
 	X(shape) X(bits) X(value) X(text) X(digits) X(lo) X(hi) X(digest) X(digest_alg) X(stats) X(head) \
-	X(payload) X(missing) X(extra)
+	X(payload) X(missing) X(extra) X(call) X(io)
 /* clang-format on */
 
 enum store_rec_col {
