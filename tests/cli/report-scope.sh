@@ -29,7 +29,7 @@ trace c 3 0x41200009 > c.atf
 run_align 0 ingest --db s.db --quiet a.atf b.atf c.atf
 expect_eq "meta_canon" "$(sql s.db "SELECT group_concat(r.name || ':' || m.canon, ' ') FROM (SELECT * FROM meta_canon ORDER BY run_id, canon) m JOIN run r ON r.id = m.run_id")" \
 	"a:iteration_time a:mem_allocated_bytes b:iteration_time b:mem_allocated_bytes c:iteration_time c:mem_allocated_bytes"
-expect_eq "schema version" "$(sql s.db "PRAGMA user_version")" "3"
+expect_eq "schema version" "$(sql s.db "PRAGMA user_version")" "4"
 
 # --- default scope: numerics; equal numerics exit 0 although every timing differs -------------------------
 run_align 0 report --db s.db --runs a,b --format json --out ab.json
@@ -85,7 +85,12 @@ INSERT INTO source(id, run_id, path, sha256, format, bytes, records, ingested) V
 INSERT INTO record(run_id, source_id, line, rank, step, micro, seq, occ, name, canon, phase, text)
   VALUES (1, 1, 1, -1, 1, -1, 0, 0, 'consumed samples', 'consumed_samples', 'meta', '32'),
          (1, 1, 1, -1, 1, -1, 1, 0, 'lm loss', 'loss', 'loss', '1.0');"
-run_align 2 report --db old.db && expect_err "has schema version 2, expected 3: run 'align ingest' once to migrate"
+run_align 2 report --db old.db && expect_err "has schema version 2, expected 4: run 'align ingest' once to migrate"
 run_align 0 ingest --db old.db --quiet p.atf
 expect_eq "backfilled" "$(sql old.db "SELECT group_concat(run_id || ':' || canon) FROM meta_canon")" "1:consumed_samples"
+# 0004 rebuilt `source` (unique per run): the old run's source and records survive, keys hold
+expect_eq "old records kept" "$(sql old.db "SELECT count(*) FROM record WHERE run_id = 1")" "2"
+expect_eq "old source kept" "$(sql old.db "SELECT path FROM source WHERE id = 1")" "x.log"
+expect_eq "foreign keys" "$(sql old.db "PRAGMA foreign_key_check")" ""
+expect_eq "integrity" "$(sql old.db "PRAGMA integrity_check")" "ok"
 finish
