@@ -95,7 +95,7 @@ static void rule_for(const struct paddle_kv *kv, struct key_rule *r)
 	} else if (key_eq(kv, "learning_rate")) {
 		*r = (struct key_rule){PREC_TEXT, 0, "fp64", "optim"};
 	} else if (key_prefix(kv, "eval_") && key_suffix(kv, "loss")) {
-		*r = (struct key_rule){PREC_EXACT, 0, NULL, "eval"};
+		*r = (struct key_rule){PREC_EXACT, 0, "fp32", "eval"}; /* .item() of an fp32 mean, in full */
 	} else if (key_eq(kv, "interval_hardware_tflops_per_device") || key_eq(kv, "cpu_used_memory") ||
 		   key_eq(kv, "cpu_available_memory")) {
 		r->prec = PREC_DEC, r->prec_n = 2;

@@ -182,7 +182,7 @@ bad() { # bad FILE PATTERN [ARGS...]
 }
 head -c 3000 /dev/urandom | base64 > garbage.txt
 bad garbage.txt "garbage.txt: cannot detect the format"
-bad garbage.txt "garbage.txt:[0-9]+: no Megatron iteration or validation line found" --format megatron-log
+bad garbage.txt "garbage.txt:[0-9]+: no Megatron iteration \\('iteration N/M \\| key: value \\| \\.\\.\\.'\\) or validation line in this file" --format megatron-log
 printf ' iteration        1/      10 | lm loss: 1.0E+01 |\n iteration        2/      10 | lm loss: abc |\n' > notnum.log
 bad notnum.log "notnum.log:2: field 'lm loss': not a number: 'abc'"
 printf ' iteration        1/      10 | lm loss: 1.0E+01 | grad norm: 1.2.3 |\n' > badnorm.log
