@@ -127,7 +127,13 @@ struct paddle_state {
 	int restart_banner;	      /* a trainer start banner (or a new metrics_dumper_pid) after training output */
 	int64_t dicts;		      /* training and eval dicts emitted */
 	struct anchor_state *anchors; /* rebased on restarts (NULL: none) */
+	int64_t first_line;	      /* first dict with 'loss' or 'global_step' that was no trainer dict (0: none) */
+	char first_what[64];	      /* what that dict lacked */
 };
+
+/* Note a dict that is neither a training nor an eval dict: the first one with 'loss' or 'global_step' is
+ * where a "no trainer lines" error points, saying what it lacked. */
+void paddle_note_dict(struct paddle_state *ps, const struct paddle_kv *kv, size_t n, int64_t line);
 
 /* Emit one dict: a training dict (has loss and global_step), an eval dict (eval_* keys, attached to the
  * step of the preceding training dict), else nothing. Returns an exit-code class. */

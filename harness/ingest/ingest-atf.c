@@ -185,6 +185,8 @@ static int atf_record(struct ingest *ig, struct atf_state *s, json_t *o)
 			goto out;
 		}
 		r.prec = PREC_EXACT;
+		if (!r.dtype)
+			r.dtype = "fp64"; /* a JSON number is an exact double: the repr of an fp64 (classify) */
 	}
 	size_t plen = 0;
 	if (payload) {

@@ -50,6 +50,8 @@ struct ingest {
 	int64_t n_records, n_deduped;
 	int64_t file_rank;
 	double progress_at;
+	int64_t not_repr_warned; /* source_id + 1 of the file whose PREC_EXACT print that is not a value of
+				  * its dtype was warned (classify: once per file) */
 };
 
 /* Rank from a file name (workerlog.N, rankN, _RANK_N_, globalrank-N), or -1. */

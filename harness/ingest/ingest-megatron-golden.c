@@ -12,6 +12,8 @@
  * duplicate keys) and a small scanner over the same bytes finds each value's token and line.
  * Records: rank ALIGN_NO_RANK, micro ALIGN_NO_MICRO, in step order (then file order of the metrics);
  * phase "loss" for names with "loss", "meta" for iteration-time and mem-*, else "metric".
+ * The leading steps whose every metric is "nan" (a resumed job's placeholders for the steps it did not
+ * run) are not recorded (warned): the run lacks them. Any other "nan" is a NaN.
  * Inference goldens (request-indexed objects), empty files and objects without metrics are refused. */
 #include "err.h"
 #include "ingest.h"
@@ -292,10 +294,32 @@ static const char *metric_phase(const char *name)
 	return "metric";
 }
 
+/* The values before index *first_real: the leading steps whose every value is the string "nan", when a
+ * real value follows. A resumed job's golden values write "nan" for every metric of the steps it did not
+ * run (1-50 of a resume at 51): those steps are absent from the run, not NaN. A "nan" among real values,
+ * or after them, is a NaN. */
+static size_t placeholder_end(const struct golden *g)
+{
+	size_t i = 0;
+	while (i < g->n && g->v[i].tok.p[0] == '"')
+		i++;
+	if (i == g->n)
+		return 0; /* nothing real follows: the NaNs are values */
+	while (i > 0 && g->v[i - 1].step == g->v[i].step)
+		i--; /* the step of the first real value is recorded whole */
+	return i;
+}
+
 static int emit_all(struct golden *g)
 {
 	qsort(g->v, g->n, sizeof *g->v, cmp_gval);
-	for (size_t i = 0; i < g->n; i++) {
+	size_t skip = placeholder_end(g);
+	if (skip)
+		ingest_warn(g->ig, g->v[0].tok.line,
+			    "steps %lld-%lld: every metric is \"nan\" (the placeholders of a resumed job's golden "
+			    "values): not recorded, the run lacks those steps",
+			    (long long)g->v[0].step, (long long)g->v[skip - 1].step);
+	for (size_t i = skip; i < g->n; i++) {
 		const struct gval *v = &g->v[i];
 		const char *name = g->names[v->metric];
 		if (i > 0 && v->step == g->v[i - 1].step && v->metric == g->v[i - 1].metric)

@@ -4,7 +4,8 @@
  * What becomes a record (rank ALIGN_NO_RANK: the line is a global value printed by the last rank;
  * micro ALIGN_NO_MICRO; step = the printed iteration):
  *   - every key containing "loss" except "loss scale" ("lm loss", "mtp_1 loss", "z_loss", ...):
- *     phase "loss", dtype fp32, PREC_TEXT (any float syntax: {:.6E}, the 16-decimal fork, INF, NAN);
+ *     phase "loss", PREC_TEXT (any float syntax: {:.6E}, the 16-decimal fork, INF, NAN), dtype fp32
+ *     only where the value averages one iteration (log interval 1: loss_dtype_of), else fp64 or unknown;
  *   - learning rate, decoupled learning rate, loss scale, grad norm, num zeros, params norm and any
  *     other numeric field (MoE metrics): phase "metric";
  *   - consumed/skipped samples, elapsed time, throughput, energy, power, global batch size and the
@@ -13,8 +14,11 @@
  *   - validation lines: "<key> value" as "validation <key>" ("validation-<set> <key>" with
  *     --multiple-validation-sets, "test <key>" for the end-of-training test set), phase "eval"; the
  *     PPL fields are exp() of the value and are not kept.
- * A loss key printed on an earlier iteration line of this file and absent from a later one is a
- * record with no text and `missing` set (Megatron omits NaN and negative losses). An iteration number
+ * A loss key printed on an earlier iteration line of this file and absent from a later complete line is a
+ * record with no text and `missing` set (Megatron omits NaN and negative losses). A line cut before the
+ * end of its loss fields (no field printed after them, or it ends mid-field: iteration_complete) is a
+ * warning and contributes nothing. The arguments print "log_interval ..... N" sets the interval that
+ * decides the losses' dtype. An iteration number
  * <= the last one seen is a restart: the earlier records from that step on are superseded.
  * Launcher prefixes, ANSI colour codes and '\r' segments are handled by matching the iteration and
  * validation grammars anywhere in a segment (find-all), so glued lines of interleaved ranks still
@@ -39,8 +43,13 @@
 struct mlog_state {
 	char keys[MLOG_MAX_KEYS][MLOG_KEY_LEN]; /* loss keys seen on iteration lines, in first-seen order */
 	int n_keys;
-	int64_t last_it; /* last iteration number seen, -1 before the first */
-	int64_t n_lines; /* iteration and validation lines parsed */
+	int64_t last_it;	/* last iteration number seen, -1 before the first */
+	int64_t prev_it;	/* the iteration line before last_it's in this run, -1 if none */
+	int64_t log_interval;	/* from the arguments print ("log_interval ..... N"), 0 unknown */
+	const char *loss_dtype; /* of the current iteration line's losses (loss_dtype_of) */
+	int64_t first_line;	/* first line that looked like an iteration line (cut or not), 0 none */
+	char first_what[96];	/* what that line lacked */
+	int64_t n_lines;	/* iteration and validation lines parsed */
 	int header_set;
 	struct anchor_state as; /* alignment anchors on the same stream */
 };
@@ -62,6 +71,12 @@ static const struct field_kind known_fields[] = {
 	{"global batch size", "meta", "int64", PREC_TEXT},
 	{"number of skipped iterations", "meta", "int64", PREC_TEXT},
 	{"number of nan iterations", "meta", "int64", PREC_TEXT},
+	/* Megatron-DeepSpeed's job metadata */
+	{"consumed tokens", "meta", "int64", PREC_TEXT},
+	{"actual seqlen", "meta", "int64", PREC_TEXT},
+	{"samples per second", "meta", "fp64", PREC_TEXT},
+	{"tokens per gpu per second (tgs)", "meta", "fp64", PREC_TEXT},
+	{"TFLOPs", "meta", "fp64", PREC_TEXT},
 	{"learning rate", "metric", "fp64", PREC_TEXT},
 	{"decoupled learning rate", "metric", "fp64", PREC_TEXT},
 	{"loss scale", "metric", "fp32", PREC_TEXT},
@@ -229,7 +244,7 @@ static int emit_field(struct ingest *ig, struct mlog_state *s, int64_t it, const
 	if (k) {
 		r.phase = k->phase, r.dtype = k->dtype, r.prec = k->prec;
 	} else if (is_loss_key(key)) {
-		r.phase = "loss", r.dtype = "fp32";
+		r.phase = "loss", r.dtype = s->loss_dtype;
 		note_loss_key(s, key);
 		for (int i = 0; i < s->n_keys; i++)
 			if (!strcmp(s->keys[i], key))
@@ -282,6 +297,25 @@ static int parse_iteration(struct ingest *ig, struct mlog_state *s, int64_t it, 
 	return ALIGN_OK;
 }
 
+/* dtype of the losses printed at iteration it (specs/formats.md §1): the sum of the fp32 per-iteration
+ * losses over the log interval, .item() / advanced iterations, a Python float: an fp32 value only when
+ * it averages one iteration. From the arguments print: interval 1, or an iteration that is no multiple of
+ * the interval (the first-iteration print of a run, core_v0.16 on); a multiple of an interval > 1 is an
+ * average (fp64). Without the arguments: iteration 1, or the third line in a row one iteration apart (an
+ * interval k > 1 prints at most two consecutive iterations, a run's first and the next multiple of k), is
+ * fp32; a line more than one iteration after the previous one is an average (fp64); anything else (the
+ * first two lines of an excerpt) is unknown: NULL, an interval without bits. Restarted: s->last_it < 0. */
+static const char *loss_dtype_of(const struct mlog_state *s, int64_t it)
+{
+	if (s->log_interval > 0)
+		return s->log_interval == 1 || it % s->log_interval ? "fp32" : "fp64";
+	if (it == 1 || (s->last_it >= 0 && s->last_it == it - 1 && s->prev_it == it - 2))
+		return "fp32";
+	if (s->last_it >= 0 && it - s->last_it > 1)
+		return "fp64";
+	return NULL;
+}
+
 static int start_iteration(struct ingest *ig, struct mlog_state *s, int64_t it, int64_t total)
 {
 	int rc;
@@ -295,7 +329,10 @@ static int start_iteration(struct ingest *ig, struct mlog_state *s, int64_t it, 
 		    (rc = ingest_supersede(ig, ingest_file_rank(ig), it)))
 			return rc;
 		anchor_restart(&s->as, it + 1);
+		s->last_it = s->prev_it = -1; /* the spacing starts again with the restarted run */
 	}
+	s->loss_dtype = loss_dtype_of(s, it);
+	s->prev_it = s->last_it;
 	s->last_it = it;
 	if (!s->header_set) {
 		char hdr[64];
@@ -304,6 +341,68 @@ static int start_iteration(struct ingest *ig, struct mlog_state *s, int64_t it, 
 		s->header_set = 1;
 	}
 	return ALIGN_OK;
+}
+
+/* Fields Megatron prints after the loss fields, unconditionally or not (specs/formats.md §1 fields 12-17;
+ * Megatron-DeepSpeed's throughput fields follow the counters). */
+static const char *const after_losses[] = {
+	"loss scale",
+	"grad norm",
+	"num zeros",
+	"params norm",
+	"number of skipped iterations",
+	"number of nan iterations",
+};
+
+/* Is the iteration record [rest, end) complete up to its loss fields? When it ends its segment (to_eol)
+ * it must end with a field's '|' (a line cut mid-field ends inside one). And it must hold a field printed
+ * after the losses, or else every loss key seen so far (and at least one): a line without either ends
+ * before (or inside) its loss fields. A record followed by another iteration in the same segment (glued
+ * interleaved ranks) ends in that one's prefix, so only the second test applies to it. */
+static int iteration_complete(const struct mlog_state *s, const char *rest, const char *end, int to_eol)
+{
+	const char *last_bar = NULL;
+	int after = 0, losses = 0;
+	uint64_t seen = 0;
+	char key[MLOG_KEY_LEN];
+	for (const char *p = rest; p < end;) {
+		const char *bar = memchr(p, '|', (size_t)(end - p));
+		if (!bar)
+			break;
+		const char *colon = memchr(p, ':', (size_t)(bar - p));
+		const char *k = p;
+		size_t kn = colon ? (size_t)(colon - p) : 0;
+		trim(&k, &kn);
+		if (kn && kn < sizeof key) {
+			memcpy(key, k, kn);
+			key[kn] = '\0';
+			for (size_t i = 0; i < sizeof after_losses / sizeof after_losses[0]; i++)
+				after |= !strcmp(key, after_losses[i]);
+			if (is_loss_key(key) && !field_lookup(key)) {
+				losses++;
+				for (int i = 0; i < s->n_keys; i++)
+					if (!strcmp(s->keys[i], key))
+						seen |= 1ull << i;
+			}
+		}
+		last_bar = bar;
+		p = bar + 1;
+	}
+	if (to_eol)
+		for (const char *p = last_bar ? last_bar + 1 : rest; p < end; p++)
+			if (!is_blank(*p))
+				return 0;
+	uint64_t all = s->n_keys >= 64 ? ~0ull : (1ull << s->n_keys) - 1;
+	return after || (losses && (seen & all) == all);
+}
+
+/* Remember the first line that looked like an iteration or validation line and what it lacked. */
+static void note_candidate(struct ingest *ig, struct mlog_state *s, const char *what)
+{
+	if (s->first_line)
+		return;
+	s->first_line = ingest_current_line(ig);
+	snprintf(s->first_what, sizeof s->first_what, "%s", what);
 }
 
 /* Step of a validation prefix "iteration N[ on validation set| on test set]"; *test set for the latter. */
@@ -388,6 +487,35 @@ static int try_validation(struct ingest *ig, struct mlog_state *s, const char *s
 	return 0;
 }
 
+/* The arguments print "  log_interval .................... N" (a word of its own, dots, the value). */
+static void scan_log_interval(struct mlog_state *s, const char *seg, const char *end)
+{
+	static const char key[] = "log_interval ";
+	for (const char *p = seg; p + sizeof key - 1 < end; p++) {
+		p = memchr(p, 'l', (size_t)(end - p));
+		if (!p || p + sizeof key - 1 >= end)
+			return;
+		if ((p > seg && is_word(p[-1])) || memcmp(p, key, sizeof key - 1))
+			continue;
+		const char *q = p + sizeof key - 1;
+		if (q >= end || *q != '.')
+			continue;
+		while (q < end && *q == '.')
+			q++;
+		while (q < end && is_blank(*q))
+			q++;
+		int64_t v = 0;
+		const char *d = q;
+		for (; q < end && is_digit(*q) && v < (int64_t)1e15; q++)
+			v = v * 10 + (*q - '0');
+		while (q < end && is_blank(*q))
+			q++;
+		if (q > d && q == end && v > 0)
+			s->log_interval = v;
+		return;
+	}
+}
+
 /* One '\r'-separated segment of a line: every iteration record in it, else a validation record. */
 static int parse_segment(struct ingest *ig, struct mlog_state *s, const char *seg, const char *end)
 {
@@ -395,7 +523,8 @@ static int parse_segment(struct ingest *ig, struct mlog_state *s, const char *se
 	int64_t it, total;
 	int rc;
 	if (!find_iteration(seg, end, &at, &after, &it, &total)) {
-		try_validation(ig, s, seg, end, &rc);
+		if (!try_validation(ig, s, seg, end, &rc))
+			scan_log_interval(s, seg, end);
 		return rc;
 	}
 	while (at) {
@@ -403,9 +532,18 @@ static int parse_segment(struct ingest *ig, struct mlog_state *s, const char *se
 		int64_t next_it = 0, next_total = 0;
 		if (!find_iteration(after, end, &next_at, &next_after, &next_it, &next_total))
 			next_at = NULL;
+		const char *rec_end = next_at ? next_at : end;
+		if (!iteration_complete(s, after, rec_end, !next_at)) {
+			ingest_warn(ig, 0,
+				    "iteration %lld: the line is cut before the end of its loss fields (a truncated "
+				    "log or an excerpt?): ignored",
+				    (long long)it);
+			note_candidate(ig, s, "is cut before the end of its loss fields");
+			at = next_at, after = next_after, it = next_it, total = next_total;
+			continue;
+		}
 		s->n_lines++;
-		if ((rc = start_iteration(ig, s, it, total)) ||
-		    (rc = parse_iteration(ig, s, it, after, next_at ? next_at : end)))
+		if ((rc = start_iteration(ig, s, it, total)) || (rc = parse_iteration(ig, s, it, after, rec_end)))
 			return rc;
 		anchor_check_step(ig, &s->as, it);
 		at = next_at, after = next_after, it = next_it, total = next_total;
@@ -442,7 +580,13 @@ static int mlog_parse(struct ingest *ig, struct reader *rd)
 	if (!rc && got != 0 && got != 1)
 		rc = got;
 	if (!rc && s->n_lines == 0 && s->as.n_anchors == 0)
-		rc = ingest_error(ig, 0, "no Megatron iteration or validation line found");
+		rc = s->first_line ? ingest_error(ig, s->first_line,
+						  "no complete Megatron iteration or validation line: the first "
+						  "iteration line (here) %s",
+						  s->first_what)
+				   : ingest_error(ig, 0,
+						  "no Megatron iteration ('iteration N/M | key: value | ...') or "
+						  "validation line in this file");
 	if (rc)
 		anchor_free(&s->as);
 	else

@@ -15,8 +15,10 @@
  *   K_md5               md5 digest on the record of K (loss_md5 on loss); checked against the value: a
  *                       mismatch is a warning; an md5 whose value is absent is a digest-only record
  *   interval_*, progress_or_epoch, cpu_*_memory, memory and every other numeric key: phase metric,
- *                       dtype fp64 (round(x, 4) or round(x, 2) -> PREC_DEC, else PREC_EXACT); keys whose
- *                       value is not a number are skipped
+ *                       dtype fp64 (round(x, 4) or round(x, 2) -> PREC_DEC, else PREC_EXACT, but a fixed
+ *                       print ending in 0 such as ERNIE's "{:.6f}" -> PREC_TEXT); keys whose value is not a
+ *                       number are skipped; timings, throughput, memory and progress (ERNIE's timestamp,
+ *                       mem_*_gb, global_runtime, tokens/TFLOPS_per_sec_per_card too): phase meta
  * Values are global (every rank prints the same mean): rank ALIGN_NO_RANK, micro ALIGN_NO_MICRO, so the
  * core keeps one copy when several ranks' logs are ingested together. Exception: mtp_K_loss without its
  * mtp_K_loss_md5 is the per-rank value of the rank's last micro-batch (PaddleFleet without LOG_LOSS_MD5):
@@ -81,6 +83,26 @@ static long shown_decimals(const char *v, size_t n)
 	return frac - (e ? strtol(e + 1, NULL, 10) : 0);
 }
 
+/* The ERNIE-kit trainer's job metadata (PaddleFormers dialect): timestamp (ms), mem_*_gb, global_runtime,
+ * tokens_per_sec_per_card[_average], TFLOPS_per_sec_per_card, tokens_trained_current_step. */
+static int is_ernie_meta(const struct paddle_kv *kv)
+{
+	return key_eq(kv, "timestamp") ||
+	       ((key_prefix(kv, "mem_") || key_prefix(kv, "max_mem_")) && key_suffix(kv, "_gb")) ||
+	       key_eq(kv, "global_runtime") || key_prefix(kv, "tokens_per_sec_per_card") ||
+	       key_eq(kv, "TFLOPS_per_sec_per_card") || key_eq(kv, "tokens_trained_current_step");
+}
+
+/* A fixed-point print that Python's repr never makes: a fraction of 2 or more digits ending in 0
+ * ("32770.000000", "0.009500": ERNIE's {:.6f} strings). */
+static int fixed_format(const char *v, size_t n)
+{
+	const char *dot = memchr(v, '.', n);
+	if (!dot || memchr(v, 'e', n) || memchr(v, 'E', n))
+		return 0;
+	return (size_t)(v + n - dot - 1) >= 2 && v[n - 1] == '0';
+}
+
 static void rule_for(const struct paddle_kv *kv, struct key_rule *r)
 {
 	*r = (struct key_rule){PREC_EXACT, 0, "fp64", "metric"};
@@ -95,7 +117,7 @@ static void rule_for(const struct paddle_kv *kv, struct key_rule *r)
 	} else if (key_eq(kv, "learning_rate")) {
 		*r = (struct key_rule){PREC_TEXT, 0, "fp64", "optim"};
 	} else if (key_prefix(kv, "eval_") && key_suffix(kv, "loss")) {
-		*r = (struct key_rule){PREC_EXACT, 0, NULL, "eval"};
+		*r = (struct key_rule){PREC_EXACT, 0, "fp32", "eval"}; /* .item() of an fp32 mean, in full */
 	} else if (key_eq(kv, "interval_hardware_tflops_per_device") || key_eq(kv, "cpu_used_memory") ||
 		   key_eq(kv, "cpu_available_memory")) {
 		r->prec = PREC_DEC, r->prec_n = 2;
@@ -108,10 +130,12 @@ static void rule_for(const struct paddle_kv *kv, struct key_rule *r)
 	if (key_prefix(kv, "interval_") || key_eq(kv, "progress_or_epoch") || key_eq(kv, "eval_runtime") ||
 	    key_suffix(kv, "_per_second") || key_suffix(kv, "_memory") || key_prefix(kv, "current_memory_") ||
 	    key_prefix(kv, "max_memory_") || key_prefix(kv, "cpu_mem") || key_prefix(kv, "gpu_max_memory_") ||
-	    key_prefix(kv, "metrics_dumper_"))
+	    key_prefix(kv, "metrics_dumper_") || is_ernie_meta(kv))
 		r->phase = "meta";
 	if (r->prec == PREC_DEC && shown_decimals(kv->val, kv->val_len) > r->prec_n)
 		r->prec = PREC_EXACT;
+	if (r->prec == PREC_EXACT && fixed_format(kv->val, kv->val_len))
+		r->prec = PREC_TEXT; /* "{:.6f}": a rounded decimal, never a repr */
 }
 
 static const struct paddle_kv *find_kv(const struct paddle_kv *kv, size_t n, const char *key, size_t key_len)
@@ -276,14 +300,26 @@ static int emit_values(struct ingest *ig, struct paddle_state *ps, const struct 
 	return ALIGN_OK;
 }
 
+void paddle_note_dict(struct paddle_state *ps, const struct paddle_kv *kv, size_t n, int64_t line)
+{
+	const struct paddle_kv *gs = find_kv(kv, n, "global_step", 11), *loss = find_kv(kv, n, "loss", 4);
+	if (ps->first_line || !(gs || loss))
+		return;
+	ps->first_line = line;
+	snprintf(ps->first_what, sizeof ps->first_what, "%s",
+		 gs ? "has 'global_step' but no 'loss'" : "has 'loss' but no 'global_step'");
+}
+
 int paddle_emit_dict(struct ingest *ig, struct paddle_state *ps, const struct paddle_kv *kv, size_t n, int64_t line)
 {
 	const struct paddle_kv *gs = find_kv(kv, n, "global_step", 11), *loss = find_kv(kv, n, "loss", 4);
 	int eval = 0;
 	for (size_t i = 0; i < n; i++)
 		eval |= key_prefix(&kv[i], "eval_") && key_suffix(&kv[i], "loss");
-	if (!(gs && loss) && !(eval && !gs))
-		return ALIGN_OK; /* neither a training nor an eval dict (e.g. global_save_step) */
+	if (!(gs && loss) && !(eval && !gs)) { /* neither a training nor an eval dict (e.g. global_save_step) */
+		paddle_note_dict(ps, kv, n, line);
+		return ALIGN_OK;
+	}
 	ps->dicts++;
 	int rc = check_md5s(ig, kv, n, line);
 	if (rc)
@@ -417,6 +453,7 @@ struct plog {
 	size_t msg_len, msg_cap;
 	int64_t msg_line;
 	int cont_lines;
+	int64_t first_prefixed; /* first line with the Paddle logger prefix (0: none) */
 };
 
 static int grow(struct ingest *ig, char **b, size_t *cap, size_t need)
@@ -449,8 +486,10 @@ static int handle_msg(struct ingest *ig, struct plog *p, const char *m, size_t n
 {
 	struct msg_pairs mp;
 	split_pairs(m, n, &mp);
-	if (!mp.n || !is_train_or_eval(&mp))
+	if (!mp.n || !is_train_or_eval(&mp)) {
+		paddle_note_dict(&p->ps, mp.kv, mp.n, line);
 		return ALIGN_OK;
+	}
 	if (mp.tensors)
 		ingest_warn(ig, line, "value of '%s' is a Tensor(...) print, not a number: skipped", mp.tensor_key);
 	if (mp.open_tensor)
@@ -488,6 +527,8 @@ static int segment(struct ingest *ig, struct plog *p, const char *s, size_t n, i
 {
 	ALIGN_TRY(ingest_err(ig), anchor_scan_line(ig, &p->as, s, n));
 	size_t pe = prefix_end(s, n);
+	if (pe && !p->first_prefixed)
+		p->first_prefixed = line;
 	if (!pe) {
 		while (pe < n && (s[pe] == ' ' || s[pe] == '\t'))
 			pe++;
@@ -590,9 +631,24 @@ static int plog_parse(struct ingest *ig, struct reader *rd)
 	p.ps.anchors = &p.as;
 	if (!rc)
 		rc = plog_lines(ig, rd, &p);
-	if (!rc && !p.ps.dicts && !p.as.n_anchors)
-		rc = ingest_error(ig, 0,
-				  "no Paddle trainer lines ('loss: ..., global_step: N') and no anchors in this file");
+	if (!rc && !p.ps.dicts && !p.as.n_anchors) {
+		if (p.ps.first_line)
+			rc = ingest_error(
+				ig, p.ps.first_line,
+				"no Paddle trainer line ('loss: ..., global_step: N') and no anchors: the first "
+				"logged dict that looks like one %s",
+				p.ps.first_what);
+		else if (p.first_prefixed)
+			rc = ingest_error(
+				ig, p.first_prefixed,
+				"no Paddle trainer line ('loss: ..., global_step: N') and no anchors: the first "
+				"Paddle logger line (here) has no 'loss' or 'global_step'");
+		else
+			rc = ingest_error(
+				ig, 0,
+				"no Paddle trainer lines ('loss: ..., global_step: N') and no anchors in this "
+				"file");
+	}
 	if (rc)
 		anchor_free(&p.as);
 	else

@@ -272,7 +272,8 @@ char *pyjson_strict(const char *s, size_t n)
 
 struct pm {
 	struct paddle_state ps;
-	char pid[32]; /* metrics_dumper_pid of the last record */
+	char pid[32];	      /* metrics_dumper_pid of the last record */
+	int64_t first_record; /* line of the first record (0: none) */
 };
 
 /* A line that does not parse: the tail of a half-written record glued to a whole one? */
@@ -338,6 +339,8 @@ static int pm_line(struct ingest *ig, struct pm *pm, const char *s, size_t n, st
 					     .is_string = m[i].kind != 0};
 	}
 	note_pid(pm, m, n_m);
+	if (!pm->first_record)
+		pm->first_record = line;
 	return paddle_emit_dict(ig, &pm->ps, kv, k, line);
 }
 
@@ -364,9 +367,15 @@ static int pm_parse(struct ingest *ig, struct reader *rd)
 		return rc;
 	if (got != 0 && got != 1)
 		return got;
+	if (!pm.ps.dicts && pm.ps.first_line)
+		return ingest_error(ig, pm.ps.first_line,
+				    "no trainer records (\"loss\" and \"global_step\", or \"eval_loss\"): the first "
+				    "record that looks like one %s",
+				    pm.ps.first_what);
 	if (!pm.ps.dicts)
-		return ingest_error(ig, 0,
-				    "no trainer records (\"loss\" and \"global_step\", or \"eval_loss\") in this file");
+		return ingest_error(ig, pm.first_record ? pm.first_record : 0,
+				    "no trainer records (\"loss\" and \"global_step\", or \"eval_loss\"): %s",
+				    pm.first_record ? "the first record (here) has neither" : "the file has no record");
 	return ALIGN_OK;
 }
 

@@ -2,10 +2,13 @@
  * (specs/formats.md §8): one "<step> <loss>" per line, 1-based steps, written by
  * scripts/loss_compare.py --export-result.
  *
- * The loss is Python repr() of the float32 TensorBoard scalar loss_metrics/global_avg_loss: PREC_EXACT,
- * dtype fp32, so the core keeps the exact float32 bits (files older than 2026-03-06 hold values rounded
- * to 5 decimals; those still parse as exact doubles, and the core stores them as fp64 when they are
- * not float32 values). Records: name "loss", phase "loss", rank ALIGN_NO_RANK (the global average),
+ * The loss is Python repr() of the float32 TensorBoard scalar loss_metrics/global_avg_loss; files older
+ * than 2026-03-06 hold round(loss, 5) instead, and a file may mix both (a baseline extended by a newer
+ * writer). Each line is read on its own: a loss that shows at most 5 decimals is round(x, 5) of an fp32
+ * (PREC_DEC 5, an interval: fp32 bits only when exactly one fp32 lies in it); one that shows more is the
+ * repr of an fp32 (PREC_EXACT, exact bits). A repr that shows at most 5 decimals (8.5, 0.03125) is read
+ * as the rounded interval too: the same value, compared as printed rather than bitwise. Records: name
+ * "loss", phase "loss", dtype fp32, rank ALIGN_NO_RANK (the global average),
  * micro ALIGN_NO_MICRO. Blank lines are skipped and trailing spaces or a '\r' are allowed; any other
  * line, a repeated step or a step that goes backwards is an input error. An unterminated last line is
  * a warning and is not kept (a file cut while written). */
@@ -37,6 +40,19 @@ static int tt_split(const char *s, size_t n, int64_t *step, const char **loss, s
 		return -1;
 	return 0;
 }
+
+/* Decimals a print shows (fraction digits minus the exponent): "8.0481" 4, "1e-05" 5, "2.5e-06" 7. */
+static long tt_decimals(const char *v, size_t n)
+{
+	const char *dot = memchr(v, '.', n), *e = memchr(v, 'e', n);
+	if (!e)
+		e = memchr(v, 'E', n);
+	const char *mant_end = e ? e : v + n;
+	long frac = dot && dot < mant_end ? (long)(mant_end - dot - 1) : 0;
+	return frac - (e ? strtol(e + 1, NULL, 10) : 0);
+}
+
+#define TT_ROUNDED_DECIMALS 5 /* round(loss, 5) of the writers before 2026-03-06 */
 
 struct tt_step {
 	int64_t step, line;
@@ -90,6 +106,8 @@ static int tt_line(struct ingest *ig, struct tt_step **seen, size_t *n, size_t *
 			.text = loss,
 			.text_len = loss_len,
 			.prec = PREC_EXACT};
+	if (tt_decimals(loss, loss_len) <= TT_ROUNDED_DECIMALS)
+		r.prec = PREC_DEC, r.prec_n = TT_ROUNDED_DECIMALS;
 	return ingest_emit(ig, &r);
 }
 

@@ -241,7 +241,8 @@ int ingest_set_header(struct ingest *ig, const char *json_text)
 	return rc;
 }
 
-/* What a record's value is: the value columns derived from text/bits. */
+/* What a record's value is: the value columns derived from text/bits. A record with an interval
+ * (lo/hi/digits) and bits means "bits inferred": the only value of its dtype inside the printed interval. */
 struct classified {
 	int has_value, has_bits, has_interval, has_digits;
 	double value, lo, hi;
@@ -250,11 +251,53 @@ struct classified {
 	const char *dtype;
 };
 
-static int is_fp32(const char *d)
+static int is_dtype(const char *d, const char *name)
 {
-	return !d || !strcmp(d, "fp32") || !strcmp(d, "float32");
+	return d && !strcmp(d, name);
+}
+static int is_f32(const char *d)
+{
+	return is_dtype(d, "fp32") || is_dtype(d, "float32");
+}
+static int is_int_dtype(const char *d)
+{
+	static const char *const ints[] = {"int64", "int32", "int16", "int8", "uint8"};
+	for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+		if (is_dtype(d, ints[i]))
+			return 1;
+	return 0;
 }
 
+/* A print the parser declared a round-trip repr (PREC_EXACT) of a value of r->dtype: the exact bits when
+ * the value is one of that dtype. Returns 0 when it is not (the print is then read as a rounded decimal). */
+static int exact_bits(const struct rec *r, double v, struct classified *c)
+{
+	if (is_f32(r->dtype)) {
+		float f = (float)v;
+		if ((double)f != v)
+			return 0;
+		uint32_t b;
+		memcpy(&b, &f, 4);
+		c->bits = b, c->dtype = "fp32";
+	} else if (is_dtype(r->dtype, "fp64")) {
+		memcpy(&c->bits, &v, 8);
+	} else if (is_int_dtype(r->dtype)) {
+		if (v != floor(v) || fabs(v) > 9007199254740992.0)
+			return 0;
+		c->bits = (uint64_t)(int64_t)v;
+	} else {
+		return 0; /* unknown dtype (or one a decimal cannot be a repr of): nothing exact is known */
+	}
+	c->has_bits = 1;
+	return 1;
+}
+
+/* The value columns of r. The parser states what the producer printed: PREC_EXACT = a round-trip repr of
+ * a value of r->dtype (fp32, fp64 or an integer type; exact bits); PREC_TEXT/PREC_DEC = a rounded decimal,
+ * an interval, with fp32 bits inferred only when r->dtype says the producer printed an fp32 and exactly
+ * one fp32 lies in the interval. A NULL dtype is unknown: an interval, never bits. A PREC_EXACT print
+ * whose value is not one of its dtype is not what the format promises: read as rounded at its last
+ * printed digit, dtype kept, no bits (warned once per file). */
 static int classify(struct ingest *ig, const struct rec *r, struct classified *c)
 {
 	memset(c, 0, sizeof *c);
@@ -281,35 +324,35 @@ static int classify(struct ingest *ig, const struct rec *r, struct classified *c
 				    r->text);
 	if (c->has_bits)
 		return ALIGN_OK; /* the exact bits win over the print */
-	if (nt.special == 1) {
-		c->dtype = r->dtype ? r->dtype : "fp32";
+	if (nt.special == 1)
 		return ALIGN_OK; /* NaN: no value, no payload bits known; compared as printed */
-	}
 	c->has_value = 1;
 	c->value = nt.value;
 	if (nt.special) { /* +-inf is exact in every float dtype */
-		c->dtype = r->dtype ? r->dtype : "fp32";
-		float f = (float)nt.value;
-		uint32_t b;
-		memcpy(&b, &f, 4);
-		c->has_bits = 1;
-		c->bits = b;
-		if (r->dtype && !strcmp(r->dtype, "fp64"))
+		if (is_f32(r->dtype)) {
+			float f = (float)nt.value;
+			uint32_t b;
+			memcpy(&b, &f, 4);
+			c->has_bits = 1, c->bits = b, c->dtype = "fp32";
+		} else if (is_dtype(r->dtype, "fp64")) {
+			c->has_bits = 1;
 			memcpy(&c->bits, &nt.value, 8);
+		}
 		return ALIGN_OK;
 	}
 	if (r->prec == PREC_EXACT) {
-		float f = (float)nt.value;
-		if (is_fp32(r->dtype) && (double)f == nt.value) {
-			uint32_t b;
-			memcpy(&b, &f, 4);
-			c->bits = b, c->dtype = "fp32";
-		} else {
-			memcpy(&c->bits, &nt.value, 8);
-			c->dtype = "fp64"; /* not a float32: a double (e.g. a mean over an interval) */
+		if (exact_bits(r, nt.value, c))
+			return ALIGN_OK;
+		if (r->dtype && ig->not_repr_warned != ig->source_id + 1) {
+			ig->not_repr_warned = ig->source_id + 1;
+			ingest_warn(ig, r->line,
+				    "field '%s': '%.*s' is not the round-trip print of an %s value: read as rounded "
+				    "at its last digit (no bits; later such values in this file are read the same way)",
+				    r->name, (int)(n > 40 ? 40 : n), r->text, r->dtype);
 		}
-		c->has_bits = 1;
-		return ALIGN_OK;
+		if (numtext_parse(r->text, n, PREC_TEXT, 0, &nt))
+			return ingest_error(ig, r->line, "field '%s': not a number: '%.*s'", r->name,
+					    (int)(n > 80 ? 80 : n), r->text);
 	}
 	c->has_digits = 1;
 	c->digits = nt.digits;
@@ -317,7 +360,7 @@ static int classify(struct ingest *ig, const struct rec *r, struct classified *c
 	c->lo = (double)nt.lo;
 	c->hi = (double)nt.hi;
 	uint32_t b;
-	if (is_fp32(r->dtype) && numtext_unique_f32(nt.lo, nt.hi, &b)) {
+	if (is_f32(r->dtype) && r->prec != PREC_EXACT && numtext_unique_f32(nt.lo, nt.hi, &b)) {
 		c->has_bits = 1;
 		c->bits = b;
 		c->dtype = "fp32";

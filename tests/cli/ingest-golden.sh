@@ -94,6 +94,35 @@ expect_eq "legacy steps" "$(q "SELECT group_concat(step) FROM (SELECT step FROM 
 	"1,6,11,16,21,26,31,36,41,46"
 expect_eq "legacy values" "$(rec legacy 1 'lm loss' text)|$(rec legacy 46 'lm loss' text)|$(rec legacy 46 num-zeros text)" "10.8401|9.82312|2324.0"
 
+# --- a resumed job's golden values: "nan" placeholders for the steps it did not run ------------------
+# (Megatron writes "nan" for every metric of steps 1..N of a job resumed at N+1): those steps are absent,
+# not NaN; a NaN among real values (lm loss at step 5) stays a NaN
+cat > resumed.json <<'J'
+{
+  "lm loss": {"start_step": 1, "end_step": 5, "step_interval": 1,
+    "values": {"1": "nan", "2": "nan", "3": "nan", "4": 10.17, "5": "nan"}},
+  "num-zeros": {"start_step": 1, "end_step": 5, "step_interval": 1,
+    "values": {"1": "nan", "2": "nan", "3": "nan", "4": 1759.0, "5": 1760.0}}
+}
+J
+cat > whole.json <<'J'
+{
+  "lm loss": {"start_step": 1, "end_step": 5, "step_interval": 1,
+    "values": {"1": 10.95659, "2": 10.8401, "3": 10.5, "4": 10.17, "5": "nan"}},
+  "num-zeros": {"start_step": 1, "end_step": 5, "step_interval": 1,
+    "values": {"1": 1700.0, "2": 1710.0, "3": 1720.0, "4": 1759.0, "5": 1760.0}}
+}
+J
+run_align 0 ingest --db r.db resumed.json whole.json
+expect_err "warning: resumed.json:3: steps 1-3: every metric is \"nan\" \(the placeholders of a resumed job's golden values\): not recorded, the run lacks those steps"
+expect_eq "resumed: steps recorded" "$(sql r.db "SELECT group_concat(step||':'||r.name||'='||text, ';') FROM (SELECT * FROM record ORDER BY seq) r JOIN run ON run.id=r.run_id WHERE run.name='resumed'")" \
+	"4:lm loss=10.17;4:num-zeros=1759.0;5:lm loss=nan;5:num-zeros=1760.0"
+run_align 1 report --db r.db --runs resumed,whole --format json --out r.json
+expect_eq "report: steps 1-3 only in the whole run, no NaN difference" "$(python3 -c "
+import json; t = json.load(open('r.json'))['totals']; print(t['only_in_b'], t['differ'], t['only_in_a'])")" "6 0 0"
+run_align 1 report --db r.db --runs resumed,whole
+if grep -q "is NaN" out.txt; then fail "a placeholder became a NaN: $OUT_TXT"; fi
+
 # --- bad input: message, exit 2, database unchanged ----------------------------------------------------
 bad() { # bad FILE PATTERN [ARGS...]
 	local before f=$1 pat=$2

@@ -173,6 +173,35 @@ for row in "1	lm loss" "20	lm loss" "20	mtp_1 loss" "10	validation lm loss"; do
 done
 
 # --- bad input: message, exit 2, database unchanged ---------------------------------------------------
+# --- cut lines: a line that ends before (or inside) its loss fields is a warning and contributes
+# nothing; only a complete line without a loss key is Megatron's omitted NaN -----------------------------
+full() { echo " iteration $(printf '%8d' "$1")/      10 | consumed samples: $(printf '%12d' $(($1 * 32))) | elapsed time per iteration (ms): 1203.4 | learning rate: 1.499212E-04 | global batch size:    32 |$2 loss scale: 1.0 | grad norm: 2.417 | number of skipped iterations:   0 | number of nan iterations:   0 |"; }
+{ full 1 ' lm loss: 1.086875E+01 |'
+  echo ' iteration        2/      10 | consumed samples:           64 | elapsed time per iteration (ms): 1198.8 | learning rate: 1.499108E-04 | global batch size:    32 | lm lo'
+  echo ' iteration        3/      10 | consumed samples:           96 | elapsed time per iteration (ms): 1198.8 | learning rate: 1.499108E-04 | global batch size:    32 |'
+  full 4 ''
+  full 5 ' lm loss: 1.080001E+01 |'; } > cutlines.log
+run_align 0 ingest --db c.db --format megatron-log cutlines.log
+expect_err "warning: cutlines.log:2: iteration 2: the line is cut before the end of its loss fields \(a truncated log or an excerpt\?\): ignored"
+expect_err "warning: cutlines.log:3: iteration 3: the line is cut before the end of its loss fields"
+expect_eq "cut lines: nothing recorded" "$(sql c.db "SELECT count(*) FROM record WHERE step IN (2, 3)")" "0"
+expect_eq "complete line without the loss: missing" "$(sql c.db "SELECT group_concat(step||':'||coalesce(text, 'missing'), ' ') FROM (SELECT * FROM record WHERE name='lm loss' ORDER BY step)")" "1:1.086875E+01 4:missing 5:1.080001E+01"
+# a file of cut lines only: the error points at the first one and says what it lacked
+{ echo ' iteration        1/      10 | consumed samples:           32 | elapsed time per iteration (ms): 1203.4 | lm loss: 1.0868'
+  echo 'some other output'
+  echo ' iteration        2/      10 | consumed samples:           64 | elapsed t'; } > allcut.log
+before=$(db_count c.db)
+run_align 2 ingest --db c.db --format megatron-log allcut.log && expect_err "error: allcut.log:1: no complete Megatron iteration or validation line: the first iteration line \(here\) is cut before the end of its loss fields"
+expect_eq "unchanged after allcut.log" "$(db_count c.db)" "$before"
+
+# --- Megatron-DeepSpeed's throughput fields are job metadata (phase meta) ----------------------------------
+# (the layout of a real Megatron-DeepSpeed line)
+echo ' iteration        5/      10 | consumed samples:         7680 | consumed tokens:     15728640 | elapsed time per iteration (ms): 344656.1 | learning rate: 2.270E-05 | global batch size:  1536 | lm loss: 1.100078E+01 | loss scale: 4294967296.0 | grad norm: 0.000 | actual seqlen:  2048 | number of skipped iterations:   0 | number of nan iterations:   0 | samples per second: 4.457 | tokens per gpu per second (tgs): 142.612 | TFLOPs: 153.38 |' > ds.log
+run_align 0 ingest --db d.db --format megatron-log ds.log
+expect_eq "DeepSpeed meta" "$(sql d.db "SELECT group_concat(name||':'||dtype, ', ') FROM (SELECT * FROM record WHERE phase='meta' AND name NOT IN ('consumed samples', 'elapsed time per iteration (ms)', 'global batch size', 'number of skipped iterations', 'number of nan iterations') ORDER BY seq)")" \
+	"consumed tokens:int64, actual seqlen:int64, samples per second:fp64, tokens per gpu per second (tgs):fp64, TFLOPs:fp64"
+expect_eq "DeepSpeed: no throughput metric" "$(sql d.db "SELECT group_concat(name, ', ') FROM record WHERE phase='metric'")" "learning rate, loss scale, grad norm"
+
 bad() { # bad FILE PATTERN [ARGS...]
 	local before f=$1 pat=$2
 	shift 2
@@ -182,7 +211,7 @@ bad() { # bad FILE PATTERN [ARGS...]
 }
 head -c 3000 /dev/urandom | base64 > garbage.txt
 bad garbage.txt "garbage.txt: cannot detect the format"
-bad garbage.txt "garbage.txt:[0-9]+: no Megatron iteration or validation line found" --format megatron-log
+bad garbage.txt "garbage.txt:[0-9]+: no Megatron iteration \\('iteration N/M \\| key: value \\| \\.\\.\\.'\\) or validation line in this file" --format megatron-log
 printf ' iteration        1/      10 | lm loss: 1.0E+01 |\n iteration        2/      10 | lm loss: abc |\n' > notnum.log
 bad notnum.log "notnum.log:2: field 'lm loss': not a number: 'abc'"
 printf ' iteration        1/      10 | lm loss: 1.0E+01 | grad norm: 1.2.3 |\n' > badnorm.log

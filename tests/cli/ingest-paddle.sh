@@ -169,6 +169,17 @@ expect_eq "reference bits" "$(sql ref.db "SELECT step||'|'||name||'|'||printf('%
 expect_eq "reference md5s" "$(sql ref.db "SELECT step||'|'||name||'|'||digest FROM record WHERE digest IS NOT NULL ORDER BY step, name")" "$(awk -F'\t' 'NR > 1 && ($2 == "loss" || $2 == "mtp_1_loss") {print $1 "|" $2 "|" $6}' "$TSV")"
 expect_eq "md5 of step 7's loss" "$(f32md5 4133b872)" "$(sql ref.db "SELECT digest FROM record WHERE name='loss' AND step=7")"
 
+# 8. the ERNIE-kit dialect (PaddleFormers): job metadata is phase meta, "{:.6f}" strings are rounded
+# (the layout of a real ERNIE-kit line, values synthetic)
+E='[2026-01-19 17:43:11,367] [    INFO] - '
+echo "${E}loss: 10.86875057220459, loss_cur_dp: 10.86875057220459, learning_rate: 1.666667e-06, global_step: 1, mem_allocated_gb: 13.636426, max_mem_allocated_gb: 19.670876, mem_reserved_gb: 33.954417, max_mem_reserved_gb: 45.060626, loss_scale: 32768.000000, global_runtime: 104.895400, global_samples_per_second: 0.610100, global_steps_per_second: 0.009500, tokens_trained_current_step: 524288, timestamp: 1768815791366, TFLOPS_per_sec_per_card: 23.853000, tokens_per_sec_per_card: 4980.700000, tokens_per_sec_per_card_average: 4980.700000, progress_or_epoch: 0.007700" > ernie.log
+run_align 0 ingest --db e.db --format paddle-log ernie.log
+expect_eq "ERNIE meta fields" "$(sql e.db "SELECT group_concat(name, ' ') FROM (SELECT name FROM record WHERE phase='meta' ORDER BY seq)")" \
+	"mem_allocated_gb max_mem_allocated_gb mem_reserved_gb max_mem_reserved_gb global_runtime global_samples_per_second global_steps_per_second tokens_trained_current_step timestamp TFLOPS_per_sec_per_card tokens_per_sec_per_card tokens_per_sec_per_card_average progress_or_epoch"
+expect_eq "ERNIE numerics" "$(sql e.db "SELECT group_concat(name||':'||phase, ' ') FROM (SELECT name, phase FROM record WHERE phase<>'meta' ORDER BY seq)")" \
+	"loss:loss loss_cur_dp:metric learning_rate:optim loss_scale:metric"
+expect_eq "{:.6f} is rounded, not a repr" "$(sql e.db "SELECT (bits IS NULL)||' '||digits||' '||printf('%.7f', hi) FROM record WHERE name='loss_scale'")" "1 11 32768.0000005"
+
 bad() { # bad FILE PATTERN [OPTIONS...]: exit 2, PATTERN on stderr, database unchanged
 	local f=$1 pat=$2 before
 	shift 2
@@ -186,8 +197,13 @@ bad badmd5.log "badmd5.log:1: field 'loss_md5': malformed md5 '36c089f8e14e6d67e
 printf '%sloss: 9.5, global_step: 1\nfinal_loss: rank=0 val=9.5 md5=xyz\n' "$P" > badanchor.log
 bad badanchor.log "badanchor.log:2: final_loss anchor: field 'md5': malformed md5"
 printf '%sThe training arguments\n%s  Num examples = 1000\n' "$P" "$P" > garbage.log
-bad garbage.log "garbage.log:2: no Paddle trainer lines"
-bad garbage.log "garbage.log:2: no Paddle trainer lines" --format paddle-log
+bad garbage.log "garbage.log:1: no Paddle trainer line \\('loss: ..., global_step: N'\\) and no anchors: the first Paddle logger line \\(here\\) has no 'loss' or 'global_step'"
+bad garbage.log "garbage.log:1: no Paddle trainer line" --format paddle-log
+# the error points at the first line that looked like a trainer line and says what it lacked, not at the
+# last line of the file
+{ printf 'plain output\n%sThe training arguments\n' "$P"; printf '%sloss: 9.5, learning_rate: 0.0001499, interval_runtime: 1.2\n' "$P"
+  printf '%sglobal_save_step: 50, progress_or_epoch: 0.01\n' "$P"; printf 'more output\n'; } > nostep.log
+bad nostep.log "nostep.log:3: no Paddle trainer line \\('loss: ..., global_step: N'\\) and no anchors: the first logged dict that looks like one has 'loss' but no 'global_step'" --format paddle-log
 { printf '%sloss: 9.5, global_step: 1\n' "$P"; head -c 1100000 /dev/zero | tr '\0' a; printf '\n'; } > huge.log
 bad huge.log "huge.log:2: line longer than 1 MiB"
 printf '%sloss: 9.5, global_step: 1\n\0\n' "$P" > nul.log
@@ -209,5 +225,7 @@ bad mdup.json "mdup.json:1: not a JSON object: duplicate object key" --format pa
 { printf '{"loss": 9.5, "global_step": 1}\n{"x": "'; head -c 1100000 /dev/zero | tr '\0' a; printf '"}\n'; } > mhuge.json
 bad mhuge.json "mhuge.json:2: line longer than 1 MiB" --format paddle-metrics
 printf '{"eval_runtime": 1.0}\n' > mnone.json
-bad mnone.json "mnone.json:1: no trainer records" --format paddle-metrics
+bad mnone.json "mnone.json:1: no trainer records \\(\"loss\" and \"global_step\", or \"eval_loss\"\\): the first record \\(here\\) has neither" --format paddle-metrics
+printf '{"eval_runtime": 1.0}\n{"global_step": 3, "learning_rate": 0.0001}\n{"progress_or_epoch": 0.1}\n' > mnoloss.json
+bad mnoloss.json "mnoloss.json:2: no trainer records .*: the first record that looks like one has 'global_step' but no 'loss'" --format paddle-metrics
 finish
