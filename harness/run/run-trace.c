@@ -14,7 +14,10 @@
 
 const char *run_trace_dtype(int dtype)
 {
-	return dtype == ALIGN_DT_BF16 ? "bf16" : dtype == ALIGN_DT_I32 ? "int32" : "fp32";
+	return dtype == ALIGN_DT_BF16  ? "bf16"
+	       : dtype == ALIGN_DT_I32 ? "int32"
+	       : dtype == ALIGN_DT_F16 ? "fp16"
+				       : "fp32";
 }
 
 /* Provenance: the build's commit and the device with its driver, runtime and vendor-library versions
