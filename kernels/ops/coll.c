@@ -194,8 +194,9 @@ static int model_reduce_scatter_tree(const struct coll_cfg *c, const struct coll
 	int n = coll_model_parts(COLL_ALLREDUCE, c->in_cols, (int)align_dtype_size(c->dtype), (int)c->N, p, parts);
 	for (int k = 0; k < n; k++)
 		for (int64_t i = parts[k].offset; i < parts[k].offset + parts[k].count; i++)
-			ops_st(y, i, coll_model_tree(x->data, c->dtype, c->in_cols, i, (int)c->N, p->nnodes,
-						     parts[k].channel)); /* y is [N,D]: element i of the whole sum */
+			ops_st(y, i,
+			       coll_model_tree(x->data, c->dtype, c->in_cols, i, (int)c->N, p->nnodes,
+					       parts[k].channel)); /* y is [N,D]: element i of the whole sum */
 	return ALIGN_OK;
 }
 
@@ -230,8 +231,8 @@ static int coll_fwd_cpu(int kind, const struct coll_params *p, const struct alig
 	return ALIGN_OK;
 }
 
-int allreduce_fwd_cpu(const struct coll_params *p, const struct align_modes *m, const struct align_tensor *in,
-		      int n_in, struct align_tensor *out, int n_out)
+int allreduce_fwd_cpu(const struct coll_params *p, const struct align_modes *m, const struct align_tensor *in, int n_in,
+		      struct align_tensor *out, int n_out)
 {
 	return coll_fwd_cpu(COLL_ALLREDUCE, p, m, in, n_in, out, n_out);
 }
@@ -250,8 +251,8 @@ int all_gather_fwd_cpu(const struct coll_params *p, const struct align_modes *m,
 
 /* ---- NCCL's environment -> the model's parameters ---- */
 
-static int env_int(const char *(*get)(const char *), const char *name, long long min, long long max,
-		   long long *v, struct align_err *err)
+static int env_int(const char *(*get)(const char *), const char *name, long long min, long long max, long long *v,
+		   struct align_err *err)
 {
 	const char *s = get(name);
 	if (!s || !*s)
@@ -282,8 +283,8 @@ static int parse_rings(struct coll_params *p, const char *s, int nranks, struct 
 				return align_fail(err, ALIGN_ERR_INPUT, "NCCL_RINGS: unexpected '%c'", *s);
 			}
 			if (n == COLL_MAX_RANKS || r < 0 || r >= nranks)
-				return align_fail(err, ALIGN_ERR_INPUT, "NCCL_RINGS: rank %ld out of range for %d ranks", r,
-						  nranks);
+				return align_fail(err, ALIGN_ERR_INPUT,
+						  "NCCL_RINGS: rank %ld out of range for %d ranks", r, nranks);
 			p->ring[p->nrings][n++] = (uint8_t)r;
 			s = end;
 		}
@@ -398,8 +399,19 @@ static int params_variant(void *params, const struct align_dims *d, int k)
 		return coll_cfg_init(&c, kind, params, m, in, 1, out, 1, device, err);                                 \
 	}                                                                                                              \
 	const struct align_op_impl name##_impl = {                                                                     \
-		1,	      in_spec,	    1,		 out_spec,	   dims,    modes_list, sizeof(struct coll_params), \
-		params_default, params_variant, name##_fwd, io_dtype,	   name##_cfg_check, io_dtype,                    \
+		1,                                                                                                     \
+		in_spec,                                                                                               \
+		1,                                                                                                     \
+		out_spec,                                                                                              \
+		dims,                                                                                                  \
+		modes_list,                                                                                            \
+		sizeof(struct coll_params),                                                                            \
+		params_default,                                                                                        \
+		params_variant,                                                                                        \
+		name##_fwd,                                                                                            \
+		io_dtype,                                                                                              \
+		name##_cfg_check,                                                                                      \
+		io_dtype,                                                                                              \
 	};
 
 static const int reduce_modes[] = {MODE_COLL_IMPL, MODE_COLL_DTYPE, -1};

@@ -52,22 +52,22 @@ enum coll_proto { COLL_PROTO_SIMPLE, COLL_PROTO_LL, COLL_PROTO_LL128 };
 
 /* the NCCL model's parameters (ignored by fixed and nccl) */
 struct coll_params {
-	int nchannels;		   /* channels the collective is split over (NCCL_MIN/MAX_NCHANNELS pin it); >= 1 */
-	int proto;		   /* enum coll_proto (NCCL_PROTO) */
-	int64_t buffsize;	   /* NCCL_BUFFSIZE of the protocol, bytes (Simple default 4 MiB) */
-	int nnodes;		   /* tree model: nodes; ranks are split into nnodes equal consecutive groups */
-	int nrings;		   /* ring orders given (0: identity); channel c uses ring c % nrings */
+	int nchannels;	  /* channels the collective is split over (NCCL_MIN/MAX_NCHANNELS pin it); >= 1 */
+	int proto;	  /* enum coll_proto (NCCL_PROTO) */
+	int64_t buffsize; /* NCCL_BUFFSIZE of the protocol, bytes (Simple default 4 MiB) */
+	int nnodes;	  /* tree model: nodes; ranks are split into nnodes equal consecutive groups */
+	int nrings;	  /* ring orders given (0: identity); channel c uses ring c % nrings */
 	uint8_t ring[4][COLL_MAX_RANKS]; /* ring[j][p] = rank at ring position p (NCCL_RINGS) */
 };
 
 /* what both twins run */
 struct coll_cfg {
-	int kind;	   /* enum coll_kind */
-	int64_t N, D;	   /* ranks, elements per rank (per output block for reduce_scatter) */
-	int64_t in_cols;   /* elements per input row: D, N*D (reduce_scatter) */
-	int64_t out_cols;  /* elements per output row: D, N*D (all_gather) */
-	int dtype;	   /* enum align_dtype of x and y */
-	int impl;	   /* ALIGN_COLL_IMPL_* value (all_gather: FIXED) */
+	int kind;	  /* enum coll_kind */
+	int64_t N, D;	  /* ranks, elements per rank (per output block for reduce_scatter) */
+	int64_t in_cols;  /* elements per input row: D, N*D (reduce_scatter) */
+	int64_t out_cols; /* elements per output row: D, N*D (all_gather) */
+	int dtype;	  /* enum align_dtype of x and y */
+	int impl;	  /* ALIGN_COLL_IMPL_* value (all_gather: FIXED) */
 };
 
 int coll_cfg_init(struct coll_cfg *c, int kind, const struct coll_params *p, const struct align_modes *m,
@@ -75,12 +75,17 @@ int coll_cfg_init(struct coll_cfg *c, int kind, const struct coll_params *p, con
 		  struct align_err *err);
 
 /* the C twins */
-int allreduce_fwd_cpu(const struct coll_params *p, const struct align_modes *m, const struct align_tensor *in,
-		      int n_in, struct align_tensor *out, int n_out);
+int allreduce_fwd_cpu(const struct coll_params *p, const struct align_modes *m, const struct align_tensor *in, int n_in,
+		      struct align_tensor *out, int n_out);
 int reduce_scatter_fwd_cpu(const struct coll_params *p, const struct align_modes *m, const struct align_tensor *in,
 			   int n_in, struct align_tensor *out, int n_out);
 int all_gather_fwd_cpu(const struct coll_params *p, const struct align_modes *m, const struct align_tensor *in,
 		       int n_in, struct align_tensor *out, int n_out);
+
+/* The fixed-order sum on the GPU (coll.cu): y[i] = R(F(x[0,i]) + ... + F(x[nrows-1,i])) for i < n, x rows
+ * row_len apart, dtype dt, enqueued on stream (a cudaStream_t). The --ranks path runs it on the blocks its
+ * all-to-all gathered. 0, or 3 with the message on stderr. */
+int coll_sum_rows_cuda(const void *x, int dt, int64_t nrows, int64_t row_len, int64_t n, void *y, void *stream);
 
 /* The model's defaults (1 channel, Simple, NCCL's default buffer sizes, identity ring, one node), then
  * NCCL's variables where set: NCCL_MAX_NCHANNELS (else NCCL_MIN_NCHANNELS), NCCL_PROTO (one of Simple, LL,
