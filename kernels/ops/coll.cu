@@ -21,11 +21,11 @@
 #include "op_cfg.h" /* after ops_cuda.h (rows_cuda.cuh), which prepares ops.h for the device pass */
 
 struct coll_sum_args {
-	const void *x;	  /* N rows of row_len elements */
-	void *y;	  /* reps copies of n elements, rep stride n */
-	int dt;		  /* enum align_dtype */
+	const void *x; /* N rows of row_len elements */
+	void *y;       /* reps copies of n elements, rep stride n */
+	int dt;	       /* enum align_dtype */
 	int64_t N, row_len, n;
-	int64_t reps;	  /* allreduce on one GPU: N (every rank's row); else 1 */
+	int64_t reps; /* allreduce on one GPU: N (every rank's row); else 1 */
 };
 
 ALIGN_HD static inline float coll_ld(const void *x, int dt, int64_t k)
@@ -47,7 +47,8 @@ ALIGN_HD static inline void coll_st(void *y, int dt, int64_t k, float v)
 
 __global__ static void coll_sum_kernel(coll_sum_args a)
 {
-	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += (int64_t)gridDim.x * blockDim.x) {
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.n;
+	     i += (int64_t)gridDim.x * blockDim.x) {
 		float acc = coll_ld(a.x, a.dt, i);
 		for (int64_t k = 1; k < a.N; k++)
 			acc = hx_add<true>(acc, coll_ld(a.x, a.dt, k * a.row_len + i));
@@ -92,8 +93,9 @@ static int coll_fwd_cuda(int kind, const char *op, const void *params, const str
 	if (launch && (launch->block < 0 || launch->rows_per_block < 0 || launch->grid_cap < 0 || launch->serial < 0))
 		return ops_cuda_bad_input(op, "negative launch knob");
 	if (c.impl == ALIGN_COLL_IMPL_NCCL) {
-		fprintf(stderr, "error: %s (cuda): ALIGN_COLL_IMPL=nccl needs one process per rank "
-				"(align run %s --ranks N); one GPU holding N rows has no NCCL communicator\n",
+		fprintf(stderr,
+			"error: %s (cuda): ALIGN_COLL_IMPL=nccl needs one process per rank "
+			"(align run %s --ranks N); one GPU holding N rows has no NCCL communicator\n",
 			op, op);
 		return ALIGN_ERR_UNSUPPORTED;
 	}
@@ -105,8 +107,8 @@ static int coll_fwd_cuda(int kind, const char *op, const void *params, const str
 						     cudaMemcpyDeviceToDevice, stream));
 		return ALIGN_OK;
 	}
-	coll_sum_args a = {in[0].data, out[0].data, c.dtype, c.N, c.in_cols, c.in_cols,
-			   kind == COLL_ALLREDUCE ? c.N : 1};
+	coll_sum_args a = {
+		in[0].data, out[0].data, c.dtype, c.N, c.in_cols, c.in_cols, kind == COLL_ALLREDUCE ? c.N : 1};
 	return coll_sum_launch(a, launch, stream);
 }
 

@@ -141,8 +141,8 @@ static void test_exact(void)
 							want += exact_val(k, i);
 						bad += ops_ld(&r.y, e) != want;
 					}
-					CHECK(rc == 0 && bad == 0, "%s impl %d dtype %d variant %d: rc %d, %d wrong", ops[o],
-					      impls[a], dtypes[t], v, rc, bad);
+					CHECK(rc == 0 && bad == 0, "%s impl %d dtype %d variant %d: rc %d, %d wrong",
+					      ops[o], impls[a], dtypes[t], v, rc, bad);
 					rig_free(&r);
 				}
 }
@@ -366,7 +366,8 @@ static void test_env(void)
 	env_vals[2][1] = "0 1 2 3";
 	env_vals[0][1] = "LL,Simple";
 	memset(&err, 0, sizeof err); /* the error record keeps its first message */
-	CHECK(coll_params_from_env(&p, 4, fake_env, &err) == ALIGN_ERR_INPUT && strstr(err.msg, "NCCL_PROTO='LL,Simple'"),
+	CHECK(coll_params_from_env(&p, 4, fake_env, &err) == ALIGN_ERR_INPUT &&
+		      strstr(err.msg, "NCCL_PROTO='LL,Simple'"),
 	      "two protocols refused: %s", err.msg);
 }
 
