@@ -10,6 +10,7 @@
  * is opened once (run-device.h), used by every op and step, and closed at the end. Modes the chosen
  * device cannot run (modes_refused_on) are refused before anything runs or is written. */
 #include "align-config.h"
+#include "coll.h"
 #include "cmd.h"
 #include "ctx.h"
 #include "err.h"
@@ -258,6 +259,11 @@ static int run_steps(struct run_state *st)
 	return ALIGN_OK;
 }
 
+static const char *run_getenv(const char *name)
+{
+	return getenv(name);
+}
+
 /* Parameters and tensors of st->op for its dims, then every step. */
 static int run_alloc_and_steps(struct run_state *st)
 {
@@ -270,6 +276,8 @@ static int run_alloc_and_steps(struct run_state *st)
 	if (!st->params)
 		return fail_internal(e, "out of memory");
 	im->params_default(st->params, &st->d);
+	if (ops_op_reads_mode(st->op, MODE_COLL_IMPL)) /* the NCCL model: NCCL's own variables (coll.h) */
+		ALIGN_TRY(e, coll_params_from_env(st->params, (int)st->d.v[ALIGN_DIM_N], run_getenv, e));
 	if (st->o->variant && (!im->params_variant || !im->params_variant(st->params, &st->d, (int)st->o->variant)))
 		return fail_input(e, "--variant %lld: op '%s' has no such parameter variant", st->o->variant, name);
 	for (int i = 0; i < im->n_in; i++)

@@ -14,7 +14,10 @@
 
 const char *run_trace_dtype(int dtype)
 {
-	return dtype == ALIGN_DT_BF16 ? "bf16" : dtype == ALIGN_DT_I32 ? "int32" : "fp32";
+	return dtype == ALIGN_DT_BF16  ? "bf16"
+	       : dtype == ALIGN_DT_I32 ? "int32"
+	       : dtype == ALIGN_DT_F16 ? "fp16"
+				       : "fp32";
 }
 
 /* Provenance: the build's commit and the device with its driver, runtime and vendor-library versions
@@ -31,6 +34,23 @@ static void put_provenance(json_t *h, const struct align_dev *dev)
 		json_object_set_new(h, "cublas_version", json_integer(dev->cublas_version));
 	if (dev->cublaslt_version)
 		json_object_set_new(h, "cublaslt_version", json_integer((json_int_t)dev->cublaslt_version));
+}
+
+extern char **environ;
+
+/* Every NCCL_* variable in force (the collectives' NCCL and its CPU model read them), as "nccl_env". */
+static void put_nccl_env(json_t *h)
+{
+	json_t *env = json_object();
+	for (char **v = environ; v && *v; v++) {
+		const char *eq = strchr(*v, '=');
+		if (strncmp(*v, "NCCL_", 5) || !eq)
+			continue;
+		char name[128];
+		snprintf(name, sizeof name, "%.*s", (int)(eq - *v), *v);
+		json_object_set_new(env, name, json_string(eq + 1));
+	}
+	json_object_set_new(h, "nccl_env", env);
 }
 
 int run_trace_open(struct run_trace *t, const char *path, const struct run_trace_head *hd, struct align_err *err)
@@ -64,6 +84,7 @@ int run_trace_open(struct run_trace *t, const char *path, const struct run_trace
 			      modes, "env", env, "dims", dims, "seed", (json_int_t)hd->seed, "steps", hd->steps,
 			      "numerics", numerics, "gpu_only", gpu, "variant", hd->variant);
 	put_provenance(h, hd->dev);
+	put_nccl_env(h);
 	int rc = json_dumpf(h, t->f, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(h);
 	fputc('\n', t->f);

@@ -68,7 +68,11 @@ int ops_check_inputs(const struct align_op *op, const struct align_dims *d, cons
 			return align_fail(err, ALIGN_ERR_INPUT,
 					  "op '%s': input '%s': shape '%s' has no value for these dims", op->name,
 					  sp->name, sp->shape);
-		if (in[i].data && ops_check(&in[i], sp->dtype, ndim, shape) == ALIGN_OK)
+		int dt = sp->dtype; /* a mode-dependent input dtype (im->in_dtype): any float dtype here */
+		if (im->in_dtype &&
+		    (in[i].dtype == ALIGN_DT_F32 || in[i].dtype == ALIGN_DT_BF16 || in[i].dtype == ALIGN_DT_F16))
+			dt = in[i].dtype;
+		if (in[i].data && ops_check(&in[i], dt, ndim, shape) == ALIGN_OK)
 			continue;
 		char want[96], got[96];
 		tensor_text(sp->dtype, shape, ndim, want, sizeof want);
@@ -82,7 +86,7 @@ int ops_check_inputs(const struct align_op *op, const struct align_dims *d, cons
 
 size_t align_dtype_size(int dtype)
 {
-	return dtype == ALIGN_DT_BF16 ? 2 : 4;
+	return dtype == ALIGN_DT_BF16 || dtype == ALIGN_DT_F16 ? 2 : 4;
 }
 
 const char *align_dtype_name(int dtype)
@@ -94,6 +98,8 @@ const char *align_dtype_name(int dtype)
 		return "bf16";
 	case ALIGN_DT_I32:
 		return "i32";
+	case ALIGN_DT_F16:
+		return "f16";
 	default:
 		return "?";
 	}
@@ -222,6 +228,8 @@ int ops_tensor_alloc(const struct align_op *op, int is_out, int idx, const struc
 	t->dtype = sp->dtype;
 	if (is_out && im->out_dtype && m)
 		t->dtype = im->out_dtype(m, idx);
+	if (!is_out && im->in_dtype && m)
+		t->dtype = im->in_dtype(m, idx);
 	t->name = sp->name;
 	t->data = calloc((size_t)align_tensor_numel(t), align_dtype_size(t->dtype));
 	return t->data ? ALIGN_OK : ALIGN_ERR_INTERNAL;

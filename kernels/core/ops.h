@@ -22,11 +22,18 @@
 #include <stdint.h>
 
 #include "modes.h"
+#include "f16.h"
 #include "numerics.h"
 
 #include "status.h"
 
-enum align_dtype { ALIGN_DT_F32, ALIGN_DT_BF16, ALIGN_DT_I32, ALIGN_DT_COUNT };
+enum align_dtype {
+	ALIGN_DT_F32,
+	ALIGN_DT_BF16,
+	ALIGN_DT_I32,
+	ALIGN_DT_F16,
+	ALIGN_DT_COUNT
+}; /* F16: collectives only */
 
 struct align_tensor {
 	void *data;	  /* dense row-major elements */
@@ -98,6 +105,9 @@ struct align_op_impl {
 	/* builds the op's config for device from modes and dims (tests: every mode value handled) */
 	int (*cfg_check)(const void *params, const struct align_modes *m, const struct align_dims *d, int device,
 			 struct align_err *err);
+	/* input dtypes that follow the modes (the collectives' COLL_DTYPE), NULL: the spec dtype; ops_tensor_alloc
+	 * applies it and ops_check_inputs then accepts any float dtype (the op's config checks the exact one) */
+	int (*in_dtype)(const struct align_modes *m, int in_index);
 };
 
 struct align_op {
@@ -155,14 +165,17 @@ int ops_check(const struct align_tensor *t, int dtype, int ndim, const int64_t *
 /* element access for f32/bf16 tensors */
 static inline float ops_ld(const struct align_tensor *t, int64_t i)
 {
-	return t->dtype == ALIGN_DT_BF16 ? align_bf16_to_f32(((const align_bf16 *)t->data)[i])
-					 : ((const float *)t->data)[i];
+	return t->dtype == ALIGN_DT_BF16  ? align_bf16_to_f32(((const align_bf16 *)t->data)[i])
+	       : t->dtype == ALIGN_DT_F16 ? align_f16_to_f32(((const align_f16 *)t->data)[i])
+					  : ((const float *)t->data)[i];
 }
 
 static inline void ops_st(struct align_tensor *t, int64_t i, float v)
 {
 	if (t->dtype == ALIGN_DT_BF16)
 		((align_bf16 *)t->data)[i] = align_f32_to_bf16(v);
+	else if (t->dtype == ALIGN_DT_F16)
+		((align_f16 *)t->data)[i] = align_f32_to_f16(v);
 	else
 		((float *)t->data)[i] = v;
 }

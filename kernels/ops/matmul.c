@@ -191,4 +191,5 @@ const struct align_op_impl matmul_impl = {
 	fwd,
 	out_dtype,
 	cfg_check,
+	NULL, /* in_dtype: the spec dtypes */
 };

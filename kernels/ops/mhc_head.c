@@ -108,4 +108,5 @@ const struct align_op_impl mhc_head_impl = {
 	fwd,
 	NULL,
 	cfg_check,
+	NULL, /* in_dtype: the spec dtypes */
 };

@@ -122,4 +122,5 @@ const struct align_op_impl mhc_post_impl = {
 	fwd,
 	NULL,
 	cfg_check,
+	NULL, /* in_dtype: the spec dtypes */
 };

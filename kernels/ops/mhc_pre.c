@@ -300,4 +300,5 @@ const struct align_op_impl mhc_pre_impl = {
 	fwd,
 	NULL,
 	cfg_check,
+	NULL, /* in_dtype: the spec dtypes */
 };

@@ -127,4 +127,5 @@ const struct align_op_impl moe_combine_impl = {
 	fwd,
 	NULL,
 	cfg_check,
+	NULL, /* in_dtype: the spec dtypes */
 };

@@ -142,6 +142,8 @@ static inline int op_cfg_tensors(const struct align_op_impl *im, const struct al
 					  is_out ? "output" : "input", sp->name, sp->shape);
 		if (is_out && im->out_dtype)
 			t->dtype = im->out_dtype(m, k);
+		if (!is_out && im->in_dtype)
+			t->dtype = im->in_dtype(m, k);
 	}
 	return ALIGN_OK;
 }

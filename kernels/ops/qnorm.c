@@ -135,4 +135,5 @@ const struct align_op_impl qnorm_impl = {
 	fwd,
 	out_dtype,
 	cfg_check,
+	NULL, /* in_dtype: the spec dtypes */
 };

@@ -151,4 +151,5 @@ const struct align_op_impl rmsnorm_impl = {
 	fwd,
 	NULL,
 	cfg_check,
+	NULL, /* in_dtype: the spec dtypes */
 };

@@ -333,4 +333,5 @@ const struct align_op_impl router_impl = {
 	fwd,
 	NULL,
 	cfg_check,
+	NULL, /* in_dtype: the spec dtypes */
 };

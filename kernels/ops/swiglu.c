@@ -137,4 +137,5 @@ const struct align_op_impl swiglu_impl = {
 	fwd,
 	NULL,
 	cfg_check,
+	NULL, /* in_dtype: the spec dtypes */
 };
