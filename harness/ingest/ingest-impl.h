@@ -50,6 +50,10 @@ struct ingest {
 	int64_t n_records, n_deduped;
 	int64_t file_rank;
 	double progress_at;
+	char framework[64];   /* the file's own framework (parser's names hook), "" for the format's */
+	int name_from_header; /* the run name is the one the file's header gives (no --as) */
+	int64_t *made;	      /* runs this invocation created under names from headers: later files of */
+	size_t n_made;	      /* the same name extend them without --append */
 };
 
 /* Rank from a file name (workerlog.N, rankN, _RANK_N_, globalrank-N), or -1. */
