@@ -138,10 +138,15 @@ static int check_existing(struct ingest *ig, const char *path, const char *name,
 		*done = 1;
 		return ALIGN_OK;
 	}
+	if (!append && ig->name_from_header)
+		return fail_input(ig->e,
+				  "run '%s' (the name its header gives) already exists (pass --as '%s' --append to add "
+				  "'%s' to it, or --as another name)",
+				  name, name, path);
 	if (!append)
 		return fail_input(ig->e,
-				  "run '%s'%s already exists (pass --append to add '%s' to it, or --as another name)",
-				  name, ig->name_from_header ? " (the name its header gives)" : "", path);
+				  "run '%s' already exists (pass --append to add '%s' to it, or --as another name)",
+				  name, path);
 	return ALIGN_OK;
 }
 
