@@ -22,6 +22,13 @@ rec() { # rec FILE RECORD...: a trace with the plain header and these record lin
 }
 col() { sql c.db "SELECT $2 FROM (SELECT record.* FROM record JOIN run ON run.id=run_id WHERE run.name='$1' ORDER BY seq)"; }
 
+# README's example trace is a valid trace: each record lands, under the header's run and framework
+awk '/<!-- atf:begin -->/{f=1;next}/<!-- atf:end -->/{f=0}f' "$SRCROOT/README.md" | grep -v '^```' >readme.atf
+run_align 0 ingest --db r.db readme.atf && expect_out "readme.atf: atf, 6 records into run 'torch-ref'"
+expect_eq "README example" "$(sql r.db "SELECT group_concat(step||':'||name||':'||coalesce(dtype, '-')||':'||coalesce(call||'/'||io, '-')||':'||coalesce(CASE WHEN bits IS NOT NULL THEN printf('%x', bits) END, digest, text, missing), ' ') FROM (SELECT * FROM record ORDER BY step, seq)")" \
+	"0:layers.0.mlp.w1:bf16:-:$(sql r.db "SELECT digest FROM record WHERE step=0") 1:layers.0.mlp.in:bf16:layers.0.mlp#0/in:0b6e2a8c3f3f0d5c 1:layers.0.mlp.out:bf16:layers.0.mlp#0/out:5d41402abc4b2a76b9719d911017c592 1:loss:fp32:-:412de666 1:grad_norm:-:-:1.234E+00 2:loss:-:-:skipped iteration (nan)"
+expect_eq "README example run" "$(sql r.db "SELECT name||':'||framework||':'||format FROM run")" "torch-ref:torch:atf"
+
 rec base.atf '{"step":1,"name":"loss","value":1}'
 run_align 0 ingest --db c.db --quiet base.atf
 
