@@ -187,7 +187,7 @@ int dtype_value_matches(const char *name, uint64_t bits, double v)
 	if (isnan(d) || isnan(v))
 		return isnan(d) && isnan(v);
 	if (d == v)
-		return d != 0 || signbit(d) == signbit(v);
+		return d != 0 || !signbit(d) == !signbit(v);
 	if (r->kind == KIND_INT || r->kind == KIND_UINT || r->size == 8 || isinf(d))
 		return 0;
 	/* a narrower float: v must lie within half the gap to the pattern's neighbour on v's side (a tie
