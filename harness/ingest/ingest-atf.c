@@ -464,7 +464,7 @@ static int header_names_of(struct ingest *ig, json_t *h, const char **run, const
 }
 
 /* The names hook: the header line, read from the first bytes before the run is created. A header
- * that is not a JSON object names nothing here (atf_parse reports it with its column). */
+ * that is not a JSON object of version 1 names nothing here (atf_parse reports it with its line). */
 static int atf_names(struct ingest *ig, const char *head, size_t len, char *run, size_t run_size, char *framework,
 		     size_t framework_size)
 {
@@ -478,7 +478,9 @@ static int atf_names(struct ingest *ig, const char *head, size_t len, char *run,
 		return ALIGN_OK;
 	json_t *h = json_loadb(head, (size_t)(nl - head), 0, NULL);
 	const char *r = NULL, *f = NULL;
-	int rc = json_is_object(h) ? header_names_of(ig, h, &r, &f) : ALIGN_OK;
+	json_t *ver = json_object_get(h, "align_trace"); /* another version names nothing: parse refuses it */
+	int ours = json_is_integer(ver) && json_integer_value(ver) == ATF_VERSION;
+	int rc = ours ? header_names_of(ig, h, &r, &f) : ALIGN_OK;
 	if (!rc && r && strlen(r) >= run_size)
 		rc = ingest_error(ig, 1, "field 'run': longer than %zu bytes", run_size - 1);
 	if (!rc && f && strlen(f) >= framework_size)

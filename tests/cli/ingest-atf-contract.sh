@@ -60,6 +60,9 @@ printf '{"align_trace":1,"run":7}\n{"step":1,"name":"loss","value":1}\n' >runint
 bad runint.atf "runint.atf:1: field 'run': expected the run's name \\(a non-empty string\\)"
 printf '{"align_trace":1,"framework":""}\n{"step":1,"name":"loss","value":1}\n' >fwempty.atf
 bad fwempty.atf "fwempty.atf:1: field 'framework': expected a non-empty string"
+# a header of another version names no run: the version is what is refused (not "run 'base' exists")
+printf '{"align_trace":2,"run":"base"}\n{"step":1,"name":"loss","value":1}\n' >v2.atf
+bad v2.atf "v2.atf:1: unsupported ATF version 2"
 python3 -c 'import json; print(json.dumps({"align_trace": 1, "run": "big", "env": {"X": "y" * 70000}})); print("{\"step\":1,\"name\":\"a\",\"value\":1}")' >bighead.atf
 bad bighead.atf "bighead.atf:1: header line longer than 65536 bytes"
 

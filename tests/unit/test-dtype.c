@@ -32,13 +32,26 @@ static double dec(const char *dtype, uint64_t bits)
 static void spellings(void)
 {
 	static const char *const pairs[][2] = {
-		{"float32", "fp32"},	     {"torch.float32", "fp32"},	  {"paddle.float32", "fp32"},
-		{"VarType.FP32", "fp32"},    {"torch.bfloat16", "bf16"},  {"paddle.bfloat16", "bf16"},
-		{"bfloat16", "bf16"},	     {"float16", "fp16"},	  {"half", "fp16"},
-		{"torch.half", "fp16"},	     {"float64", "fp64"},	  {"double", "fp64"},
-		{"float8_e4m3fn", "fp8_e4m3"}, {"torch.float8_e5m2", "fp8_e5m2"}, {"int64", "int64"},
-		{"torch.int64", "int64"},    {"torch.long", "int64"},	  {"bool", "bool"},
-		{"paddle.bool", "bool"},     {"fp32", "fp32"},
+		{"float32", "fp32"},
+		{"torch.float32", "fp32"},
+		{"paddle.float32", "fp32"},
+		{"VarType.FP32", "fp32"},
+		{"torch.bfloat16", "bf16"},
+		{"paddle.bfloat16", "bf16"},
+		{"bfloat16", "bf16"},
+		{"float16", "fp16"},
+		{"half", "fp16"},
+		{"torch.half", "fp16"},
+		{"float64", "fp64"},
+		{"double", "fp64"},
+		{"float8_e4m3fn", "fp8_e4m3"},
+		{"torch.float8_e5m2", "fp8_e5m2"},
+		{"int64", "int64"},
+		{"torch.int64", "int64"},
+		{"torch.long", "int64"},
+		{"bool", "bool"},
+		{"paddle.bool", "bool"},
+		{"fp32", "fp32"},
 	};
 	for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
 		const char *c = dtype_canonical(pairs[i][0]);
@@ -46,7 +59,8 @@ static void spellings(void)
 	}
 	CHECK(!dtype_canonical("torch.float8_e4m3fnuz") && !dtype_canonical("float") && !dtype_canonical("FP32"),
 	      "unknown spellings refused");
-	CHECK(dtype_size("torch.bfloat16") == 2 && dtype_size("paddle.float64") == 8 && dtype_size("nope") == 0, "sizes");
+	CHECK(dtype_size("torch.bfloat16") == 2 && dtype_size("paddle.float64") == 8 && dtype_size("nope") == 0,
+	      "sizes");
 	CHECK(dtype_is_float("half") && !dtype_is_float("torch.int64"), "is_float");
 }
 
@@ -65,9 +79,11 @@ static void decoding(void)
 	CHECK(dec("fp8_e4m3", 0x7e) == 448.0 && isnan(dec("fp8_e4m3", 0x7f)) && dec("fp8_e4m3", 0x78) == 256.0,
 	      "e4m3: 0x78 is 256 (no inf), 0x7e the largest, 0x7f NaN");
 	CHECK(dec("fp8_e4m3", 0x01) == ldexp(1, -9) && dec("fp8_e4m3", 0x08) == ldexp(1, -6), "e4m3 subnormal, normal");
-	CHECK(dec("fp8_e5m2", 0x7b) == 57344.0 && isinf(dec("fp8_e5m2", 0x7c)) && dec("fp8_e5m2", 0x01) == ldexp(1, -16),
+	CHECK(dec("fp8_e5m2", 0x7b) == 57344.0 && isinf(dec("fp8_e5m2", 0x7c)) &&
+		      dec("fp8_e5m2", 0x01) == ldexp(1, -16),
 	      "e5m2");
-	CHECK(dec("int8", 0xff) == -1 && dec("uint8", 0xff) == 255 && dec("int64", ~0ull) == -1 && dec("int32", 0x80000000u) == -2147483648.0,
+	CHECK(dec("int8", 0xff) == -1 && dec("uint8", 0xff) == 255 && dec("int64", ~0ull) == -1 &&
+		      dec("int32", 0x80000000u) == -2147483648.0,
 	      "integers");
 	double one = 1.0;
 	uint64_t b64;
@@ -79,10 +95,13 @@ static void rounding(void)
 {
 	for (uint32_t b = 0; b < 0x7f7f; b++) { /* every positive finite bf16 and its upper neighbour */
 		double d = dec("bf16", b), n = dec("bf16", b + 1), mid = d + (n - d) / 2, q = d + (n - d) / 4;
-		CHECK(dtype_value_matches("bf16", b, d) && !dtype_value_matches("bf16", b + 1, d), "bf16 0x%04x exact", b);
-		CHECK(dtype_value_matches("bf16", b, mid) == !(b & 1) && dtype_value_matches("bf16", b + 1, mid) == (int)(b & 1),
+		CHECK(dtype_value_matches("bf16", b, d) && !dtype_value_matches("bf16", b + 1, d), "bf16 0x%04x exact",
+		      b);
+		CHECK(dtype_value_matches("bf16", b, mid) == !(b & 1) &&
+			      dtype_value_matches("bf16", b + 1, mid) == (int)(b & 1),
 		      "bf16 0x%04x tie to even", b);
-		CHECK(dtype_value_matches("bf16", b, q) && !dtype_value_matches("bf16", b + 1, q), "bf16 0x%04x quarter", b);
+		CHECK(dtype_value_matches("bf16", b, q) && !dtype_value_matches("bf16", b + 1, q),
+		      "bf16 0x%04x quarter", b);
 		CHECK(dtype_value_matches("bf16", b | 0x8000, -q) && !dtype_value_matches("bf16", (b + 1) | 0x8000, -q),
 		      "bf16 -0x%04x quarter", b);
 	}
