@@ -78,7 +78,9 @@ rec s3.atf '{"step":2,"rank":1,"name":"b","seq":5,"value":2}'
 run_align 0 ingest --db s.db --as seqrun s1.atf s3.atf && expect_out "s3.atf: atf, 1 records"
 
 # --- the phase vocabulary ------------------------------------------------------------------------------
-rec phases.atf $(for p in fwd bwd grad param optim loss metric eval input meta; do printf '{"step":1,"name":"v_%s","phase":"%s","value":1} ' "$p" "$p"; done)
+lines=()
+for p in fwd bwd grad param optim loss metric eval input meta; do lines+=("{\"step\":1,\"name\":\"v_$p\",\"phase\":\"$p\",\"value\":1}"); done
+rec phases.atf "${lines[@]}"
 run_align 0 ingest --db c.db --quiet phases.atf
 expect_eq "every phase" "$(col phases "group_concat(phase, ' ')")" "fwd bwd grad param optim loss metric eval input meta"
 expect_eq "default phase" "$(col base phase)" "fwd"
@@ -145,7 +147,9 @@ bad pcrc.atf "pcrc.atf:2: field 'digest': crc32 00000000 does not match the payl
 
 # --- framework dtype spellings: stored under align's names ------------------------------------------
 sp="float32 torch.float32 paddle.float32 VarType.FP32 bfloat16 torch.bfloat16 paddle.bfloat16 float16 half float64 double float8_e4m3fn torch.float8_e5m2 int64 torch.int64 paddle.int32 bool torch.bool"
-rec dtypes.atf $(for d in $sp; do printf '{"step":1,"name":"%s","dtype":"%s","bits":"0x0"} ' "$d" "$d"; done)
+lines=()
+for d in $sp; do lines+=("{\"step\":1,\"name\":\"$d\",\"dtype\":\"$d\",\"bits\":\"0x0\"}"); done
+rec dtypes.atf "${lines[@]}"
 run_align 0 ingest --db c.db --quiet dtypes.atf
 expect_eq "aliases" "$(col dtypes "group_concat(dtype, ' ')")" \
 	"fp32 fp32 fp32 fp32 bf16 bf16 bf16 fp16 fp16 fp64 fp64 fp8_e4m3 fp8_e5m2 int64 int64 int32 bool bool"
