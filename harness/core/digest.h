@@ -19,4 +19,13 @@ uint64_t digest_xxh3t64(const void *data, size_t bytes);
 uint64_t digest_xxh3t64_root(const uint64_t *leaves, size_t n_leaves, uint64_t total_bytes);
 void digest_hex(uint64_t d, char out[17]);
 
+/* The digest algorithms a record may name (ATF digest_alg), with the hex length of their digests:
+ * xxh3t64 16, md5 32, crc32 8 (zlib's CRC-32), sha256 64. 0 for an algorithm align does not know. */
+size_t digest_alg_hex_len(const char *alg);
+/* The known algorithms, comma separated (for messages). */
+const char *digest_alg_names(void);
+/* The digest of bytes under alg as lower-case hex (NUL-terminated, at most 64 digits); -1 for an
+ * unknown algorithm or a failing hash library. */
+int digest_compute_hex(const char *alg, const void *data, size_t bytes, char out[65]);
+
 #endif

@@ -138,6 +138,11 @@ static int check_existing(struct ingest *ig, const char *path, const char *name,
 		*done = 1;
 		return ALIGN_OK;
 	}
+	if (!append && ig->name_from_header)
+		return fail_input(ig->e,
+				  "run '%s' (the name its header gives) already exists (pass --as '%s' --append to add "
+				  "'%s' to it, or --as another name)",
+				  name, name, path);
 	if (!append)
 		return fail_input(ig->e,
 				  "run '%s' already exists (pass --append to add '%s' to it, or --as another name)",
@@ -154,8 +159,8 @@ static int parse_into_run(struct ingest *ig, const char *path, const char *name,
 	*dup = 0;
 	ig->run_preexisted = existing != 0;
 	if (!existing)
-		ALIGN_TRY(ig->e,
-			  store_insert_run(ig->db, name, ig->fmt->framework, ig->fmt->name, now, &ig->run_id, ig->e));
+		ALIGN_TRY(ig->e, store_insert_run(ig->db, name, ig->framework[0] ? ig->framework : ig->fmt->framework,
+						  ig->fmt->name, now, &ig->run_id, ig->e));
 	ALIGN_TRY(ig->e, store_insert_source(ig->db, ig->run_id, path, ig->fmt->name, now, &ig->source_id, ig->e));
 	ALIGN_TRY(ig->e, store_ingest_open(&ig->st, ig->db, ig->e));
 	ALIGN_TRY(ig->e, ig->fmt->parser->parse(ig, ig->r));
@@ -218,16 +223,47 @@ static int transact(struct ingest *ig, const char *path, const char *name, int64
 	return ALIGN_OK;
 }
 
+/* The run name and framework the file's own header gives (formats with a names hook): the name
+ * replaces the one derived from the file name unless --as named the run (named). */
+static int header_names(struct ingest *ig, const char *path, char *name, size_t name_size, int named)
+{
+	char run[256] = "";
+	const char *head;
+	size_t len;
+	ig->framework[0] = '\0';
+	ig->name_from_header = 0;
+	if (!ig->fmt->parser->names)
+		return ALIGN_OK;
+	ALIGN_TRY(ig->e, reader_peek(ig->r, &head, &len));
+	ALIGN_TRY(ig->e, ig->fmt->parser->names(ig, head, len, run, sizeof run, ig->framework, sizeof ig->framework));
+	if (run[0] && !named) {
+		snprintf(name, name_size, "%s", run);
+		ig->name_from_header = 1;
+	}
+	return ALIGN_OK;
+}
+
+static int made_here(const struct ingest *ig, int64_t run_id)
+{
+	for (size_t i = 0; i < ig->n_made; i++)
+		if (ig->made[i] == run_id)
+			return 1;
+	return 0;
+}
+
 /* One file in one transaction. ig->run_id carries the run between files of one invocation. */
-static int ingest_one(struct ingest *ig, const char *path, const char *name, int append, const char *format)
+static int ingest_one(struct ingest *ig, const char *path, char *name, size_t name_size, int named, int append,
+		      const char *format)
 {
 	int64_t existing = ig->run_id;
-	if (!existing)
-		ALIGN_TRY(ig->e, store_find_run(ig->db, name, &existing, ig->e));
 	ALIGN_TRY(ig->e, reader_open_err(path, ig->e, &ig->r));
 	int done = 0, rc = resolve_format(ig, path, format);
+	if (!rc)
+		rc = header_names(ig, path, name, name_size, named);
+	if (!rc && !existing)
+		rc = store_find_run(ig->db, name, &existing, ig->e);
 	if (!rc && existing && !ig->run_id)
-		rc = check_existing(ig, path, name, append, &done);
+		rc = check_existing(ig, path, name, append || (ig->name_from_header && made_here(ig, existing)), &done);
 	if (!rc && !done) {
 		ig->warnings = json_array();
 		rc = transact(ig, path, name, existing);
@@ -253,9 +289,14 @@ int ingest_files_err(sqlite3 *db, const char *db_path, const char *as, int appen
 		} else {
 			snprintf(name, sizeof name, "%s", as);
 		}
-		int rc = ingest_one(&ig, files[i], name, append || (as && ig.run_id), format);
+		int rc = ingest_one(&ig, files[i], name, sizeof name, as != NULL, append || (as && ig.run_id), format);
 		if (rc > worst)
 			worst = rc;
+		if (!rc && ig.name_from_header && ig.run_id && !made_here(&ig, ig.run_id)) {
+			int64_t *grown = realloc(ig.made, (ig.n_made + 1) * sizeof *grown);
+			if (grown)
+				grown[ig.n_made++] = ig.run_id, ig.made = grown;
+		}
 		if (rc && i + 1 < n_files && e) { /* the files are independent: report this one, go on */
 			err_print(e);
 			align_err_clear(e);
@@ -263,6 +304,7 @@ int ingest_files_err(sqlite3 *db, const char *db_path, const char *as, int appen
 	}
 	free(ig.occ);
 	free(ig.seq);
+	free(ig.made);
 	return worst;
 }
 

@@ -539,9 +539,16 @@ int ingest_emit(struct ingest *ig, const struct rec *r)
 	store_rec_text(st, STORE_REC_phase, r->phase ? r->phase : "loss", 0);
 	int duplicate;
 	ALIGN_TRY(ig->e, store_rec_insert(st, &duplicate));
-	if (duplicate)
-		return ingest_error(ig, r->line, "duplicate record: rank %lld seq %lld appears twice ('%s')",
-				    (long long)r->rank, (long long)seq, r->name);
+	if (duplicate) { /* seq orders a rank's records across the whole run: name the record that has it */
+		char *where = NULL;
+		ALIGN_TRY(ig->e, store_describe_seq(ig->db, ig->run_id, r->rank, seq, &where, ig->e));
+		int rc = ingest_error(ig, r->line,
+				      "duplicate record: rank %lld seq %lld ('%s') was already given to %s (seq is "
+				      "unique per rank across the whole run)",
+				      (long long)r->rank, (long long)seq, r->name, where ? where : "another record");
+		free(where);
+		return rc;
+	}
 	step_add(ig, r, canon, occ, vh, c.has_bits || r->digest);
 	if (r->phase && !strcmp(r->phase, "meta"))
 		ALIGN_TRY(ig->e, note_meta(ig, canon));

@@ -80,6 +80,12 @@ int64_t ingest_current_line(const struct ingest *ig);
 struct ingest_parser {
 	int (*detect)(const char *head, size_t len, const char *path);
 	int (*parse)(struct ingest *ig, struct reader *r);
+	/* Optional: the run name and framework the file's first bytes name (an ATF header's "run" and
+	 * "framework"), "" each when it names none. Called before the run is created: the name is the
+	 * default of --as, the framework that of the run's framework column (else the format's). Returns
+	 * an exit-code class (message through ingest_error). */
+	int (*names)(struct ingest *ig, const char *head, size_t len, char *run, size_t run_size, char *framework,
+		     size_t framework_size);
 };
 
 /* How a format reads its file (formats.def column "reads"). */

@@ -147,6 +147,23 @@ int store_next_seq(struct store_ingest *s, int64_t run_id, int64_t rank, int64_t
 	return step_int64(s->db, s->next_seq, 0, seq, s->e);
 }
 
+int store_describe_seq(sqlite3 *db, int64_t run_id, int64_t rank, int64_t seq, char **where, struct align_err *e)
+{
+	sqlite3_stmt *st;
+	ALIGN_TRY(e,
+		  store_prepare(
+			  db, "describe seq",
+			  "SELECT '''' || r.name || ''' at ' || s.path || ':' || r.line FROM record r "
+			  "JOIN source s ON s.id = r.source_id WHERE r.run_id=:run_id AND r.rank=:rank AND r.seq=:seq",
+			  &st, e));
+	store_bind_int64(st, ":run_id", run_id);
+	store_bind_int64(st, ":rank", rank);
+	store_bind_int64(st, ":seq", seq);
+	int rc = step_text(db, st, where, e);
+	sqlite3_finalize(st);
+	return rc;
+}
+
 int store_add_stepsum(struct store_ingest *s, int64_t run_id, int64_t rank, int64_t step, int64_t n, int64_t n_exact,
 		      int64_t h)
 {

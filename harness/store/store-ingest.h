@@ -65,6 +65,9 @@ int store_count_key(struct store_ingest *s, int64_t run_id, const char *canon, i
 		    int64_t micro, int64_t *n);
 /* The next free seq of rank in the run (0 when it has none). */
 int store_next_seq(struct store_ingest *s, int64_t run_id, int64_t rank, int64_t *seq);
+/* The record that holds (rank, seq) in the run, as "'NAME' at PATH:LINE" (malloc'd, caller frees), or
+ * NULL when there is none (for the message of a duplicate seq). */
+int store_describe_seq(sqlite3 *db, int64_t run_id, int64_t rank, int64_t seq, char **where, struct align_err *e);
 /* Add n records, n_exact of them exact, and hash term h (62 bits) to the summary of (rank, step). */
 int store_add_stepsum(struct store_ingest *s, int64_t run_id, int64_t rank, int64_t step, int64_t n, int64_t n_exact,
 		      int64_t h);

@@ -9,7 +9,8 @@ cat > good.atf <<'T'
 {"rank":0,"step":1,"micro":0,"seq":1,"name":"x","phase":"fwd","dtype":"fp32","shape":[2],"payload":"AACAPwAAAEA=","custom":{"k":1}}
 {"rank":0,"step":2,"micro":0,"seq":2,"name":"loss","phase":"loss","value":"nan"}
 T
-run_align 0 ingest --db a.db good.atf && expect_out "3 records into run 'good'"
+# the header's run names the run (no --as), its framework fills the run's framework column
+run_align 0 ingest --db a.db good.atf && expect_out "3 records into run 'demo'"
 expect_eq "records" "$(db_count a.db)" "1 1 3"
 # the payload [1.0, 2.0] as fp32 little-endian hashes to the xxh3t64 tree digest
 expect_eq "digest" "$(sql a.db "SELECT digest_alg||':'||length(digest) FROM record WHERE name='x'")" "xxh3t64:16"
@@ -19,7 +20,7 @@ expect_eq "header" "$(sql a.db "SELECT json_extract(header,'$.env.ALIGN_SWIGLU_R
 
 # re-ingesting identical content (even gzip-compressed) is a no-op that says so
 gzip -k good.atf
-run_align 0 ingest --db a.db good.atf.gz && expect_out "already ingested as run 'good'"
+run_align 0 ingest --db a.db good.atf.gz && expect_out "already ingested as run 'demo'"
 expect_eq "no-op" "$(db_count a.db)" "1 1 3"
 
 bad() { # bad NAME PATTERN: ingest NAME must fail with exit 2, PATTERN on stderr, database unchanged
@@ -35,7 +36,7 @@ bad dtype.atf "dtype.atf:2: field 'dtype': unknown dtype 'fp33'"
 printf '{"align_trace":1}\n{"step":1,"name":"a","dtype":"fp32","shape":[3],"payload":"AACAPwAAAEA="}\n' > shape.atf
 bad shape.atf "shape.atf:2: field 'payload': 8 bytes, but dtype and shape give 12"
 printf '{"align_trace":1}\n{"step":1,"name":"a","dtype":"fp32","shape":[2],"payload":"AACAPwAAAEA=","digest":"0000000000000000"}\n' > dig.atf
-bad dig.atf "dig.atf:2: field 'digest': 0000000000000000 does not match"
+bad dig.atf "dig.atf:2: field 'digest': xxh3t64 0000000000000000 does not match the payload \\(whose xxh3t64 is 7a93986416134615\\)"
 printf '{"align_trace":1}\n{"step":1,"name":"a","seq":0,"value":1}\n{"step":1,"name":"b","seq":0,"value":2}\n' > dup.atf
 bad dup.atf "dup.atf:3: duplicate record: rank 0 seq 0"
 printf '{"align_trace":1}\n{"step":1,"name":"a","value":1}\n{"step":1,"name":' > trunc.atf
@@ -52,10 +53,10 @@ bad cut.atf.gz "cut.atf.gz: truncated gzip file"
 { gzip -c good.atf | head -c 30; head -c 200 /dev/urandom; } > corrupt.atf.gz
 bad corrupt.atf.gz "corrupt.atf.gz: (corrupt gzip data|truncated gzip)"
 printf '{"align_trace":1}\n{"step":1,"name":"a","value":"zzz"}\n' > nan.atf
-bad nan.atf "nan.atf:2: field 'a': not a number: 'zzz'"
+bad nan.atf "nan.atf:2: field 'value': not a number: 'zzz'"
 # a second run under an existing name is refused, not merged
 printf '{"align_trace":1}\n{"step":1,"name":"a","value":1}\n' > other.atf
-run_align 2 ingest --db a.db --as good other.atf && expect_err "run 'good' already exists"
+run_align 2 ingest --db a.db --as demo other.atf && expect_err "run 'demo' already exists"
 # a database that is not align's is refused and not modified
 sqlite3 foreign.db "CREATE TABLE t(x); INSERT INTO t VALUES (1)"
 sum_before=$(sha256sum foreign.db)
