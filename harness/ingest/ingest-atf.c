@@ -29,9 +29,9 @@ static int atf_detect(const char *head, size_t len, const char *path)
 	return 0;
 }
 
-static const char *const known[] = {"rank",   "step",	    "micro", "seq",   "name",	 "phase",
-				    "dtype",  "shape",	    "bits",  "value", "text",	 "digits",
-				    "digest", "digest_alg", "stats", "head",  "payload", NULL};
+static const char *const known[] = {"rank",  "step", "micro",	"seq",	"name",	  "phase",  "dtype",
+				    "shape", "bits", "value",	"text", "digits", "digest", "digest_alg",
+				    "stats", "head", "payload", "call", "io",	  NULL};
 
 static int is_known(const char *key)
 {
@@ -139,6 +139,13 @@ static int atf_record(struct ingest *ig, struct atf_state *s, json_t *o)
 	    (rc = get_str(ig, o, "dtype", 0, &r.dtype)) || (rc = get_str(ig, o, "digest", 0, &r.digest)) ||
 	    (rc = get_str(ig, o, "digest_alg", 0, &r.digest_alg)))
 		return rc;
+	if ((rc = get_str(ig, o, "call", 0, &r.call)) || (rc = get_str(ig, o, "io", 0, &r.io)))
+		return rc;
+	if (r.io && strcmp(r.io, "in") && strcmp(r.io, "out"))
+		return ingest_error(ig, 0, "field 'io': '%s' (expected \"in\" or \"out\")", r.io);
+	if (!r.call != !r.io)
+		return ingest_error(ig, 0, "field '%s' without field '%s' (the input/output link needs both)",
+				    r.call ? "call" : "io", r.call ? "io" : "call");
 	if (r.seq != ALIGN_NO_SEQ && r.seq < 0)
 		return ingest_error(ig, 0, "field 'seq': negative (%lld)", (long long)r.seq);
 	if (!r.phase)

@@ -92,6 +92,8 @@ struct report_side {
 	uint64_t bits;
 	int digits; /* significant digits printed (0: exact or not printed) */
 	int64_t line, micro, seq;
+	int64_t pos;	 /* position in its run: ordinal among the records in scope of its (step, rank, micro) */
+	char *call, *io; /* the input/output link (NULL: not linked) */
 };
 
 /* A reported record: first_diff, first_only_in, first_unproven, or one of the listed differences. */
@@ -122,6 +124,14 @@ struct report_metric {
 	int64_t first_diff_step;
 	struct report_point *points; /* opts.series: by step, the steps read */
 	size_t n_points, cap_points;
+};
+
+/* The records of one canonical name that one run has and the other lacks, grouped (only-in-a or
+ * only-in-b), in order of their first record in execution order. */
+struct report_only_in {
+	char *canon;
+	int side; /* 0: only in run a, 1: only in run b */
+	int64_t count, first_step, last_step;
 };
 
 /* Provenance: the header fields 'align run' writes into its traces (ATF header, kept in run.header),
@@ -157,8 +167,15 @@ struct report {
 	int64_t proven_through;
 	struct report_item *diffs; /* the first `limit` differing records in execution order */
 	size_t n_diffs;
-	int64_t n_diff_total; /* differing records found (listed or not) */
+	int64_t n_diff_total; /* differing records found (listed or not), only-in records included */
 	long limit;
+	int64_t n_value_diffs;		/* differ or incomparable records found (diffs lists the first) */
+	struct report_only_in *only_in; /* every only-in group found, in execution order of its first */
+	size_t n_only_in;		/* record (with --first-diff: through the first differing step) */
+	struct report_item *root_cause; /* the root-cause candidate (rule above), or NULL */
+	int64_t root_cause_inputs;	/* its call's input records (all bitwise-equal) */
+	int has_links;			/* some record read carries a call link */
+	char root_cause_none[96];	/* root_cause NULL: why ("" while not decided) */
 };
 
 /* Compare the two runs; fills *out (report_free it). Returns ALIGN_OK or an error status, its message
