@@ -18,11 +18,17 @@
  *    "first_unproven": null | ITEM, "proven_equal_through_step": N | null,
  *    "searched_through_step": N | null (--first-diff without --metric: metrics[].first_diff_step is
  *                             known through step N only; null: searched to the end),
- *    "diffs": [ITEM, ...], "diffs_total": N, "limit": N, "warnings": ["..."]}
+ *    "diffs": [ITEM, ...] (the first `limit` value differences: differ, incomparable),
+ *    "diffs_total": N (value differences found), "limit": N, "warnings": ["..."],
+ *    "root_cause": null | ITEM + {inputs (its call's input records, all bitwise-equal), is_first_diff},
+ *    "root_cause_reason": null (found) | why none (report.h),
+ *    "only_in": [{name, run, count, first_step, last_step}] (records of a name one run lacks, per
+ *               (name, run), in execution order of their first record)}
  *   ITEM = {step, micro, rank, name, verdict, reason, ulp, ulp_dtype, rel_diff, digits, a: SIDE, b: SIDE}
  *   SIDE = null | {name, text, digits (significant digits printed; null: exact or no text),
  *                  bits ("0x" + hex of the dtype's width), dtype, digest, digest_alg, missing, file,
- *                  line, seq}
+ *                  line, seq, pos (position in its step: report.h), call, io (the input/output link;
+ *                  null: none)}
  *   compared = bitwise_equal + equal_as_printed + differ + incomparable (the matched pairs). */
 #include "report-render.h"
 
@@ -513,27 +519,29 @@ static void text_diffs(const struct report *r, FILE *out, int nw)
 	if (!r->n_only_in)
 		return;
 	int64_t records = 0;
-	int rw = 3;
+	int rw = 3, cw = 7;
 	for (size_t i = 0; i < r->n_only_in; i++) {
+		char n[24];
 		records += r->only_in[i].count;
 		rw = fit(rw, strlen(rr_only_in_run(r, &r->only_in[i])) + 2);
+		cw = fit(cw, (size_t)snprintf(n, sizeof n, "%lld", (long long)r->only_in[i].count));
 	}
 	size_t shown = (long)r->n_only_in > r->limit ? (size_t)(r->limit > 0 ? r->limit : 0) : r->n_only_in;
 	fprintf(out, "only in one run (%zu name%s, %lld records%s):\n", r->n_only_in, r->n_only_in == 1 ? "" : "s",
 		(long long)records, through);
 	if (shown)
-		fprintf(out, "  %-*s %-*s records, steps\n", nw, "name", rw, "run");
+		fprintf(out, "  %-*s %-*s %-*s steps\n", nw, "name", rw, "run", cw, "records");
 	for (size_t i = 0; i < shown; i++) {
 		const struct report_only_in *o = &r->only_in[i];
 		char run[300], a[24], b[24];
 		snprintf(run, sizeof run, "'%s'", rr_only_in_run(r, o));
 		fputs("  ", out);
 		name_cell(out, o->canon, nw, 2);
-		fprintf(out, " %-*s %lld, ", rw, run, (long long)o->count);
+		fprintf(out, " %-*s %-*lld ", rw, run, cw, (long long)o->count);
 		if (o->first_step == o->last_step)
-			fprintf(out, "step %s\n", key_cell(o->first_step, a));
+			fprintf(out, "%s\n", key_cell(o->first_step, a));
 		else
-			fprintf(out, "steps %s..%s\n", key_cell(o->first_step, a), key_cell(o->last_step, b));
+			fprintf(out, "%s..%s\n", key_cell(o->first_step, a), key_cell(o->last_step, b));
 	}
 	if (shown < r->n_only_in)
 		fprintf(out, "  ... %zu more (--limit)\n", r->n_only_in - shown);

@@ -62,7 +62,8 @@ expect_eq "diffs: the values" "$(pyj g.json '[(x["step"], x["name"], x["verdict"
 run_align 1 report --db g.db --runs m,n
 expect_out "^differing values \(first 6 of 6\):$"
 expect_out "^only in one run \(1 name, 15 records\):$"
-expect_out "^  loss_scale +'m' +15, steps 1\.\.15$"
+expect_out "^  name +run +records +steps$"
+expect_out "^  loss_scale +'m' +15 +1\.\.15$"
 expect_eq "one line for loss_scale" "$(grep -c 'loss_scale' out.txt)" "4" # metrics, summary, first only-in, group
 # the values come before the names in one run only
 expect_eq "values first" "$(grep -n -e '^differing values' -e '^only in one run' out.txt | cut -d: -f2 | tr '\n' ,)" \
