@@ -40,6 +40,8 @@ expect_out "^first difference: x at step 1, micro 0, rank 0: differ"
 expect_out "^  position in its step \(rank, micro\): q 2 \(seq 3\), p 1 \(seq 2\)$"
 run_align 1 report --db s.db --runs p,q --first-diff --format json --out pqf.json
 expect_eq "--first-diff alike" "$(pyj pqf.json "$FIRST")" "[1, 0, 'x']"
+run_align 1 report --db s.db --runs q,p --no-stepsum --format json --out qps.json
+expect_eq "every record read alike" "$(pyj qps.json "$FIRST")" "[1, 0, 'x']"
 
 # --- (2) a name in one run only: one line, after the differing values -----------------------------------
 trace() { # trace RUN LOSS_AT_10 WITH_SCALE
@@ -68,6 +70,10 @@ expect_eq "one line for loss_scale" "$(grep -c 'loss_scale' out.txt)" "4" # metr
 # the values come before the names in one run only
 expect_eq "values first" "$(grep -n -e '^differing values' -e '^only in one run' out.txt | cut -d: -f2 | tr '\n' ,)" \
 	"differing values (first 6 of 6),only in one run (1 name, 15 records),"
+run_align 1 report --db g.db --runs m,n --format html --out g.html
+grep -q '<h3>Only in one run</h3>' g.html || fail "html: only-in table"
+grep -q '<td class="mono">loss_scale</td><td>m</td><td class="num">15</td><td class="num">1</td><td class="num">15</td>' g.html || fail "html: loss_scale row"
+expect_eq "html: one row for loss_scale in the records" "$(grep -c "<td class=\"mono\">loss_scale</td>" g.html)" "1"
 run_align 1 report --db g.db --runs m,n --format md
 expect_out "^## Only in one run$"
 expect_out "^\| loss_scale \| m \| 15 \| 1 \| 15 \|$"

@@ -45,6 +45,8 @@ run_align 1 report --db r.db --runs g,h
 expect_out "^first difference: loss at step 2, micro -, rank 0: differ"
 expect_out "^root cause candidate: attn.out \(inputs equal, output differs\) at step 2, micro 0, rank 0: call 'attn#0', 2 inputs bitwise-equal$"
 expect_out "^  g: xxh3t64:0000000000000004 \(bf16\)  'attn.out' at g.atf:"
+run_align 1 report --db r.db --runs g,h --no-stepsum --format json --out ghs.json
+expect_eq "root cause, every record read" "$(pyj ghs.json "$RC")" "$(pyj gh.json "$RC")"
 # --first-diff reads the first differing step: the candidate is in it
 run_align 1 report --db r.db --runs g,h --first-diff --format json --out ghf.json
 expect_eq "--first-diff root cause" "$(pyj ghf.json "$RC")" "[2, 0, 0, 'attn.out', 'differ', 2, False, 'attn#0', 'out', 'attn#0', 'out', None]"
