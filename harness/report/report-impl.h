@@ -44,6 +44,9 @@ struct rp_row {
 	double value, lo, hi;
 	int digits;
 	struct rp_unit *unit;
+	int64_t pos;	 /* ordinal in its (rank, micro) of the step, in seq order (report.h) */
+	size_t call, io; /* arena offsets of the input/output link, 0 = NULL */
+	int32_t pair;	 /* its pair in c->pairs (set by the root-cause search) */
 };
 
 /* A key of the step: indexes into rows[0] / rows[1] (-1: absent) and its execution-order key. */
@@ -51,6 +54,11 @@ struct rp_pair {
 	int32_t ia, ib;
 	int64_t micro, seq, rank;
 	int side;
+	int64_t pos_hi, pos_lo; /* the larger and the smaller of the two sides' positions */
+	int64_t seq_hi, seq_lo; /* the same for seq */
+	int64_t occ;
+	const char *canon; /* its canonical name (valid for the step) */
+	int verdict;	   /* set by judge */
 };
 
 struct rp_source {
@@ -59,6 +67,13 @@ struct rp_source {
 };
 
 struct store_step_reader;
+
+/* An input record of one side (io 'in'), for the root-cause search. */
+struct rp_input {
+	int64_t rank, micro;
+	const char *call;
+	int32_t row;
+};
 
 struct rp_ctx {
 	sqlite3 *db;
@@ -96,6 +111,11 @@ struct rp_ctx {
 	int have_bad;		 /* a record that is not bitwise-equal has been seen */
 	int64_t step_records;	 /* records of the current step in scope (for proven_through) */
 	int step_all_exact;
+	int step_links;		 /* a record of the current step carries a call link */
+	int32_t *only_group[2];	 /* per side, per name id: index + 1 of its r->only_in group */
+	size_t only_group_cap;	 /* entries of each */
+	struct rp_input *inputs; /* root-cause search: the step's input records of one side */
+	size_t cap_inputs;
 };
 
 /* report-map.c */
@@ -113,6 +133,13 @@ struct rp_unit *rp_unit_find(const struct rp_ctx *c, int64_t rank, int64_t step)
 /* report-prov.c: run->prov from the run's header (JSON object text, NULL: none). */
 int rp_prov_load(struct report_run *run, const char *header, struct align_err *e);
 
+/* report-rootcause.c */
+/* The root-cause search in the step just judged (pairs in execution order, their verdicts set):
+ * sets r->root_cause when a pair qualifies (report.h). */
+int rp_root_cause_step(struct rp_ctx *c, int64_t step);
+/* After the walk: r->root_cause_none when no candidate was found. */
+void rp_root_cause_finish(struct rp_ctx *c);
+
 /* report-scan.c */
 /* Read, match and judge one step: units[u0, u1) of that step whose `read` flag is set (all of them
  * in read_all mode). canons_json: the SQL canon filter. */
@@ -122,5 +149,11 @@ void rp_scan_free(struct rp_ctx *c);
 const char *rp_source_path(const struct rp_ctx *c, int64_t id);
 /* Count a verdict for a name (totals, metric, bad-step tracking). */
 void rp_count(struct rp_ctx *c, int32_t canon, enum verdict v, int64_t n);
+/* The verdict of a pair (compare_values, or only-in-a / only-in-b). */
+void rp_pair_result(const struct rp_ctx *c, const struct rp_pair *p, struct cmp_result *res);
+/* A new report item for a pair of the current step (NULL: out of memory). */
+struct report_item *rp_pair_item(const struct rp_ctx *c, const struct rp_pair *p, int64_t step);
+/* A string of the step arena (NULL for offset 0). */
+const char *rp_str(const struct rp_ctx *c, size_t off);
 
 #endif

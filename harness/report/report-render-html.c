@@ -284,6 +284,37 @@ static void first_item(FILE *out, const char *label, const struct report_item *i
 	fputs("</table>\n", out);
 }
 
+/* The root-cause candidate (report.h): its record unless it is the first difference, and why. */
+static void root_cause(const struct report *r, FILE *out)
+{
+	const struct report_item *it = r->root_cause;
+	char buf[600];
+	if (!rr_root_cause_text(r, buf, sizeof buf))
+		return;
+	if (!it) {
+		fputs("<p class=\"note\">Root cause candidate: ", out);
+		esc(out, buf);
+		fputs("</p>\n", out);
+		return;
+	}
+	int first = rr_root_cause_is_first_diff(r);
+	if (!first)
+		first_item(out, "Root cause candidate", it, r);
+	fputs("<p class=\"note\">", out);
+	if (first) {
+		fputs("Root cause candidate: the first difference, <code>", out);
+		esc(out, it->canon);
+		fputs("</code>: ", out);
+	}
+	fputs("inputs equal, output differs: call <code>", out);
+	esc(out, it->a.call ? it->a.call : "?");
+	fprintf(out, "</code>, %lld input%s bitwise-equal", (long long)r->root_cause_inputs,
+		r->root_cause_inputs == 1 ? "" : "s");
+	if (!first)
+		fputs("; the first difference may be its downstream consequence", out);
+	fputs(".</p>\n", out);
+}
+
 static void fill_firsts(const struct report *r, FILE *out)
 {
 	if (r->first_unproven)
@@ -292,19 +323,49 @@ static void fill_firsts(const struct report *r, FILE *out)
 		first_item(out, "First difference", r->first_diff, r);
 	else
 		note(out, "No value differs in the records compared.");
+	root_cause(r, out);
 	if (r->first_only_in)
 		first_item(out, "First only in one run", r->first_only_in, r);
+}
+
+/* The names in one run only: one row per (name, run). */
+static void only_in_table(const struct report *r, FILE *out)
+{
+	if (!r->n_only_in)
+		return;
+	fputs("<h3>Only in one run</h3>\n<table>\n<tr><th>name</th><th>run</th><th class=\"num\">records</th>"
+	      "<th class=\"num\">first step</th><th class=\"num\">last step</th></tr>\n",
+	      out);
+	for (size_t i = 0; i < r->n_only_in && (long)i < r->limit; i++) {
+		const struct report_only_in *o = &r->only_in[i];
+		char n[24], a[24], b[24];
+		snprintf(n, sizeof n, "%lld", (long long)o->count);
+		fputs("<tr>", out);
+		td(out, "mono", o->canon);
+		td(out, NULL, rr_only_in_run(r, o));
+		td(out, "num", n);
+		td(out, "num", key_str(o->first_step, a));
+		td(out, "num", key_str(o->last_step, b));
+		fputs("</tr>\n", out);
+	}
+	fputs("</table>\n", out);
+	if ((long)r->n_only_in > r->limit) {
+		char buf[96];
+		snprintf(buf, sizeof buf, "%zu more (--limit).", r->n_only_in - (size_t)(r->limit > 0 ? r->limit : 0));
+		note(out, buf);
+	}
 }
 
 static void fill_diffs(const struct report *r, FILE *out)
 {
 	if (!r->n_diffs) {
-		note(out, "None.");
+		note(out, r->n_only_in ? "No value differs." : "None.");
+		only_in_table(r, out);
 		return;
 	}
 	char buf[160];
-	snprintf(buf, sizeof buf, "The first %zu of %lld%s, in execution order.", r->n_diffs,
-		 (long long)r->n_diff_total,
+	snprintf(buf, sizeof buf, "Differing values: the first %zu of %lld%s, in execution order.", r->n_diffs,
+		 (long long)r->n_value_diffs,
 		 r->first_diff_mode && !r->metrics_cover_skipped ? " through the first differing step" : "");
 	note(out, buf);
 	fputs("<table>\n<tr><th class=\"num\">step</th><th class=\"num\">micro</th><th "
@@ -336,6 +397,7 @@ static void fill_diffs(const struct report *r, FILE *out)
 		fputs("</tr>\n", out);
 	}
 	fputs("</table>\n", out);
+	only_in_table(r, out);
 }
 
 /* ---- charts ---- */

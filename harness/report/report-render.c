@@ -18,11 +18,17 @@
  *    "first_unproven": null | ITEM, "proven_equal_through_step": N | null,
  *    "searched_through_step": N | null (--first-diff without --metric: metrics[].first_diff_step is
  *                             known through step N only; null: searched to the end),
- *    "diffs": [ITEM, ...], "diffs_total": N, "limit": N, "warnings": ["..."]}
+ *    "diffs": [ITEM, ...] (the first `limit` value differences: differ, incomparable),
+ *    "diffs_total": N (value differences found), "limit": N, "warnings": ["..."],
+ *    "root_cause": null | ITEM + {inputs (its call's input records, all bitwise-equal), is_first_diff},
+ *    "root_cause_reason": null (found) | why none (report.h),
+ *    "only_in": [{name, run, count, first_step, last_step}] (records of a name one run lacks, per
+ *               (name, run), in execution order of their first record)}
  *   ITEM = {step, micro, rank, name, verdict, reason, ulp, ulp_dtype, rel_diff, digits, a: SIDE, b: SIDE}
  *   SIDE = null | {name, text, digits (significant digits printed; null: exact or no text),
  *                  bits ("0x" + hex of the dtype's width), dtype, digest, digest_alg, missing, file,
- *                  line, seq}
+ *                  line, seq, pos (position in its step: report.h), call, io (the input/output link;
+ *                  null: none)}
  *   compared = bitwise_equal + equal_as_printed + differ + incomparable (the matched pairs). */
 #include "report-render.h"
 
@@ -85,6 +91,32 @@ const char *rr_left_out_note(const struct report *r, char *buf, size_t len)
 	return buf;
 }
 
+int rr_root_cause_text(const struct report *r, char *buf, size_t len)
+{
+	const struct report_item *it = r->root_cause;
+	buf[0] = '\0';
+	if (!it) {
+		if (!r->first_diff || !r->has_links)
+			return 0;
+		snprintf(buf, len, "none (%s)", r->root_cause_none);
+		return 1;
+	}
+	char key[96];
+	rr_key_text(it, key, sizeof key);
+	const char *call = it->a.call ? it->a.call : "?", *call_b = it->b.call ? it->b.call : "?";
+	int same_call = !strcmp(call, call_b);
+	snprintf(buf, len, "%s (inputs equal, output differs) at %s: call '%s'%s%s%s, %lld input%s bitwise-equal%s",
+		 it->canon, key, call, same_call ? "" : " ('", same_call ? "" : call_b, same_call ? "" : "' in b)",
+		 (long long)r->root_cause_inputs, r->root_cause_inputs == 1 ? "" : "s",
+		 rr_root_cause_is_first_diff(r) ? "; it is the first difference" : "");
+	return 1;
+}
+
+const char *rr_only_in_run(const struct report *r, const struct report_only_in *o)
+{
+	return o->side ? r->b.name : r->a.name;
+}
+
 /* ---- JSON ---- */
 
 static json_t *jstr(const char *s)
@@ -96,6 +128,16 @@ static json_t *jkey(int64_t v)
 	return v < 0 ? json_null() : json_integer(v);
 }
 
+static json_t *json_side_link(const struct report_side *s, json_t *o)
+{
+	if (o) {
+		json_object_set_new(o, "pos", json_integer(s->pos));
+		json_object_set_new(o, "call", jstr(s->call));
+		json_object_set_new(o, "io", jstr(s->io));
+	}
+	return o;
+}
+
 static json_t *json_side(const struct report_side *s)
 {
 	if (!s->present)
@@ -103,11 +145,12 @@ static json_t *json_side(const struct report_side *s)
 	char hex[24];
 	if (s->has_bits)
 		rr_bits_hex(s->dtype, s->bits, hex);
-	return json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:I}", "name", jstr(s->name), "text", jstr(s->text),
-			 "digits", s->digits ? json_integer(s->digits) : json_null(), "bits",
-			 s->has_bits ? json_string(hex) : json_null(), "dtype", jstr(s->dtype), "digest",
-			 jstr(s->digest), "digest_alg", jstr(s->digest_alg), "missing", jstr(s->missing), "file",
-			 jstr(s->file), "line", (json_int_t)s->line, "seq", (json_int_t)s->seq);
+	return json_side_link(
+		s, json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:I}", "name", jstr(s->name), "text",
+			     jstr(s->text), "digits", s->digits ? json_integer(s->digits) : json_null(), "bits",
+			     s->has_bits ? json_string(hex) : json_null(), "dtype", jstr(s->dtype), "digest",
+			     jstr(s->digest), "digest_alg", jstr(s->digest_alg), "missing", jstr(s->missing), "file",
+			     jstr(s->file), "line", (json_int_t)s->line, "seq", (json_int_t)s->seq));
 }
 
 json_t *report_item_json(const struct report_item *it)
@@ -139,6 +182,39 @@ static json_t *json_run(const struct report_run *run)
 {
 	return json_pack("{s:s,s:s,s:s,s:I,s:b}", "name", run->name, "framework", run->framework, "format", run->format,
 			 "records", (json_int_t)run->records, "resumed", run->resumed);
+}
+
+/* only_in: [{name, run, count, first_step, last_step}] */
+static json_t *json_only_in(const struct report *r)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; i < r->n_only_in; i++) {
+		const struct report_only_in *o = &r->only_in[i];
+		json_array_append_new(a, json_pack("{s:s,s:s,s:I,s:o,s:o}", "name", o->canon, "run",
+						   rr_only_in_run(r, o), "count", (json_int_t)o->count, "first_step",
+						   jkey(o->first_step), "last_step", jkey(o->last_step)));
+	}
+	return a;
+}
+
+/* root_cause: null | ITEM + {inputs, is_first_diff}; root_cause_reason: why null (null when found). */
+static void json_root_cause(const struct report *r, json_t *doc)
+{
+	json_t *rc = report_item_json(r->root_cause);
+	if (r->root_cause) {
+		json_object_set_new(rc, "inputs", json_integer(r->root_cause_inputs));
+		json_object_set_new(rc, "is_first_diff", json_boolean(rr_root_cause_is_first_diff(r)));
+	}
+	json_object_set_new(doc, "root_cause", rc);
+	json_object_set_new(doc, "root_cause_reason", r->root_cause ? json_null() : json_string(r->root_cause_none));
+	json_object_set_new(doc, "only_in", json_only_in(r));
+}
+
+int rr_root_cause_is_first_diff(const struct report *r)
+{
+	const struct report_item *a = r->root_cause, *b = r->first_diff;
+	return a && b && a->step == b->step && a->micro == b->micro && a->rank == b->rank &&
+	       !strcmp(a->canon, b->canon) && a->a.seq == b->a.seq && a->b.seq == b->b.seq;
 }
 
 static int render_json(const struct report *r, FILE *out, struct align_err *e)
@@ -177,10 +253,11 @@ static int render_json(const struct report *r, FILE *out, struct align_err *e)
 				"first_unproven", report_item_json(r->first_unproven), "proven_equal_through_step",
 				r->has_proven ? json_integer(r->proven_through) : json_null(), "searched_through_step",
 				r->has_searched_through ? json_integer(r->searched_through) : json_null(), "diffs",
-				diffs, "diffs_total", (json_int_t)r->n_diff_total, "limit", (json_int_t)r->limit,
+				diffs, "diffs_total", (json_int_t)r->n_value_diffs, "limit", (json_int_t)r->limit,
 				"warnings", warnings);
 	if (!doc)
 		return -1;
+	json_root_cause(r, doc);
 	int rc = json_dumpf(doc, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
 	json_decref(doc);
 	fputc('\n', out);
@@ -298,6 +375,20 @@ static void side_text(FILE *out, const char *label, const struct report_side *s)
 	fputc('\n', out);
 }
 
+/* "  position in its step: a 0 (seq 12), b 1 (seq 40)": where each run recorded it (report.h) */
+static void position_text(FILE *out, const struct report_item *it, const struct report *r)
+{
+	const struct report_side *s[2] = {&it->a, &it->b};
+	const char *names[2] = {r->a.name, r->b.name};
+	int n = 0;
+	fputs("  position in its step (rank, micro):", out);
+	for (int i = 0; i < 2; i++)
+		if (s[i]->present)
+			fprintf(out, "%s %s %lld (seq %lld)", n++ ? "," : "", names[i], (long long)s[i]->pos,
+				(long long)s[i]->seq);
+	fputc('\n', out);
+}
+
 static void item_text(FILE *out, const char *title, const struct report_item *it, const struct report *r)
 {
 	char key[96];
@@ -305,6 +396,7 @@ static void item_text(FILE *out, const char *title, const struct report_item *it
 	fprintf(out, "%s: %s at %s: %s: %s\n", title, it->canon, key, verdict_name(it->cmp.verdict), it->cmp.reason);
 	side_text(out, r->a.name, &it->a);
 	side_text(out, r->b.name, &it->b);
+	position_text(out, it, r);
 	if (it->cmp.has_ulp || it->cmp.has_rel) {
 		fprintf(out, "  ");
 		if (it->cmp.has_ulp)
@@ -314,6 +406,145 @@ static void item_text(FILE *out, const char *title, const struct report_item *it
 			fprintf(out, "relative difference %.3g", it->cmp.rel_diff);
 		fputc('\n', out);
 	}
+}
+
+/* ---- text tables: columns sized from the data ---- */
+
+#define NAME_COL_MIN 24 /* the name column: as wide as the longest name within [NAME_COL_MIN, NAME_COL_MAX]; */
+#define NAME_COL_MAX 48 /* a longer name takes its own line and the row goes on below, in its columns */
+
+static int fit(int w, size_t n)
+{
+	return n > (size_t)w ? (int)n : w;
+}
+
+/* The name column's width with one more name: names past NAME_COL_MAX get lines of their own. */
+static int fit_name(int w, const char *name)
+{
+	size_t n = strlen(name);
+	return n <= NAME_COL_MAX ? fit(w, n) : w;
+}
+
+static int name_width(const struct report *r)
+{
+	int w = NAME_COL_MIN;
+	for (size_t i = 0; i < r->n_metrics; i++)
+		w = fit_name(w, r->metrics[i].name);
+	for (size_t i = 0; i < r->n_diffs; i++)
+		w = fit_name(w, r->diffs[i].canon);
+	for (size_t i = 0; i < r->n_only_in && (long)i < r->limit; i++)
+		w = fit_name(w, r->only_in[i].canon);
+	return w;
+}
+
+/* A name cell of width w starting at column col; a longer name is written whole and the row goes on
+ * at the next column on the line below. */
+static void name_cell(FILE *out, const char *name, int w, int col)
+{
+	if (strlen(name) <= (size_t)w)
+		fprintf(out, "%-*s", w, name);
+	else
+		fprintf(out, "%s\n%*s", name, col + w, "");
+}
+
+static const char *key_cell(int64_t v, char buf[24])
+{
+	if (v < 0)
+		return "-";
+	snprintf(buf, 24, "%lld", (long long)v);
+	return buf;
+}
+
+/* Widths of the step, micro and rank columns of the differing values and the only-in groups. */
+struct key_widths {
+	int step, micro, rank;
+};
+
+static void key_widths(const struct report *r, struct key_widths *k)
+{
+	char b[24];
+	*k = (struct key_widths){4, 5, 4};
+	for (size_t i = 0; i < r->n_diffs; i++) {
+		k->step = fit(k->step, strlen(key_cell(r->diffs[i].step, b)));
+		k->micro = fit(k->micro, strlen(key_cell(r->diffs[i].micro, b)));
+		k->rank = fit(k->rank, strlen(key_cell(r->diffs[i].rank, b)));
+	}
+}
+
+static void text_metrics(const struct report *r, FILE *out, int nw)
+{
+	char buf[1024];
+	fprintf(out, "metrics%s:\n",
+		r->metrics_cover_skipped ? "" : " (counts cover the steps read; skipped steps are in the totals)");
+	for (size_t i = 0; i < r->n_metrics; i++) {
+		const struct report_metric *m = &r->metrics[i];
+		rr_counts_text(&m->c, buf, sizeof buf);
+		fputs("  ", out);
+		name_cell(out, m->name, nw, 2);
+		fprintf(out, " %s", buf);
+		if (m->has_first_diff)
+			fprintf(out, " (first difference at step %lld)", (long long)m->first_diff_step);
+		fputc('\n', out);
+	}
+}
+
+/* The differing values first (in execution order), then the names in one run only, one line each. */
+static void text_diffs(const struct report *r, FILE *out, int nw)
+{
+	const char *through =
+		r->first_diff_mode && !r->metrics_cover_skipped ? " through the first differing step" : "";
+	struct key_widths k;
+	key_widths(r, &k);
+	if (r->n_diffs) {
+		fprintf(out, "differing values (first %zu of %lld%s):\n", r->n_diffs, (long long)r->n_value_diffs,
+			through);
+		fprintf(out, "  %-*s %-*s %-*s %-*s verdict\n", k.step, "step", k.micro, "micro", k.rank, "rank", nw,
+			"name");
+	}
+	int col = 2 + k.step + 1 + k.micro + 1 + k.rank + 1;
+	for (size_t i = 0; i < r->n_diffs; i++) {
+		const struct report_item *it = &r->diffs[i];
+		char s[24], m[24], rk[24], va[96], vb[96];
+		fprintf(out, "  %-*s %-*s %-*s ", k.step, key_cell(it->step, s), k.micro, key_cell(it->micro, m),
+			k.rank, key_cell(it->rank, rk));
+		name_cell(out, it->canon, nw, col);
+		fprintf(out, " %s: %s vs %s", verdict_name(it->cmp.verdict), rr_side_value(&it->a, va, sizeof va),
+			rr_side_value(&it->b, vb, sizeof vb));
+		if (it->cmp.has_ulp)
+			fprintf(out, ", %llu ulp", (unsigned long long)it->cmp.ulp);
+		if (it->cmp.has_rel)
+			fprintf(out, ", rel %.3g", it->cmp.rel_diff);
+		fputc('\n', out);
+	}
+	if (!r->n_only_in)
+		return;
+	int64_t records = 0;
+	int rw = 3, cw = 7;
+	for (size_t i = 0; i < r->n_only_in; i++) {
+		char n[24];
+		records += r->only_in[i].count;
+		rw = fit(rw, strlen(rr_only_in_run(r, &r->only_in[i])) + 2);
+		cw = fit(cw, (size_t)snprintf(n, sizeof n, "%lld", (long long)r->only_in[i].count));
+	}
+	size_t shown = (long)r->n_only_in > r->limit ? (size_t)(r->limit > 0 ? r->limit : 0) : r->n_only_in;
+	fprintf(out, "only in one run (%zu name%s, %lld records%s):\n", r->n_only_in, r->n_only_in == 1 ? "" : "s",
+		(long long)records, through);
+	if (shown)
+		fprintf(out, "  %-*s %-*s %-*s steps\n", nw, "name", rw, "run", cw, "records");
+	for (size_t i = 0; i < shown; i++) {
+		const struct report_only_in *o = &r->only_in[i];
+		char run[300], a[24], b[24];
+		snprintf(run, sizeof run, "'%s'", rr_only_in_run(r, o));
+		fputs("  ", out);
+		name_cell(out, o->canon, nw, 2);
+		fprintf(out, " %-*s %-*lld ", rw, run, cw, (long long)o->count);
+		if (o->first_step == o->last_step)
+			fprintf(out, "%s\n", key_cell(o->first_step, a));
+		else
+			fprintf(out, "%s..%s\n", key_cell(o->first_step, a), key_cell(o->last_step, b));
+	}
+	if (shown < r->n_only_in)
+		fprintf(out, "  ... %zu more (--limit)\n", r->n_only_in - shown);
 }
 
 static int render_text(const struct report *r, FILE *out, struct align_err *e)
@@ -347,40 +578,25 @@ static int render_text(const struct report *r, FILE *out, struct align_err *e)
 			"  --first-diff stopped after step %lld: later first differences per metric need --metric or a "
 			"full report\n",
 			(long long)r->searched_through);
-	fprintf(out, "metrics%s:\n",
-		r->metrics_cover_skipped ? "" : " (counts cover the steps read; skipped steps are in the totals)");
-	for (size_t i = 0; i < r->n_metrics; i++) {
-		const struct report_metric *m = &r->metrics[i];
-		rr_counts_text(&m->c, buf, sizeof buf);
-		fprintf(out, "  %-24s %s", m->name, buf);
-		if (m->has_first_diff)
-			fprintf(out, " (first difference at step %lld)", (long long)m->first_diff_step);
-		fputc('\n', out);
-	}
+	int nw = name_width(r);
+	text_metrics(r, out, nw);
 	rr_summary(r, buf, sizeof buf);
 	fprintf(out, "%s\n", buf);
 	if (r->first_unproven)
 		item_text(out, "first unproven", r->first_unproven, r);
 	if (r->first_diff)
 		item_text(out, "first difference", r->first_diff, r);
-	if (r->first_only_in)
-		item_text(out, "first only in one run", r->first_only_in, r);
-	if (r->n_diffs) {
-		fprintf(out, "differing records (first %zu of %lld%s):\n", r->n_diffs, (long long)r->n_diff_total,
-			r->first_diff_mode && !r->metrics_cover_skipped ? " through the first differing step" : "");
-		for (size_t i = 0; i < r->n_diffs; i++) {
-			const struct report_item *it = &r->diffs[i];
-			char key[96], va[96], vb[96];
-			rr_key_text(it, key, sizeof key);
-			fprintf(out, "  %s %s: %s: %s vs %s", key, it->canon, verdict_name(it->cmp.verdict),
-				rr_side_value(&it->a, va, sizeof va), rr_side_value(&it->b, vb, sizeof vb));
-			if (it->cmp.has_ulp)
-				fprintf(out, ", %llu ulp", (unsigned long long)it->cmp.ulp);
-			if (it->cmp.has_rel)
-				fprintf(out, ", rel %.3g", it->cmp.rel_diff);
-			fputc('\n', out);
+	if (rr_root_cause_text(r, buf, sizeof buf)) {
+		fprintf(out, "root cause candidate: %s\n", buf);
+		if (r->root_cause && !rr_root_cause_is_first_diff(r)) {
+			side_text(out, r->a.name, &r->root_cause->a);
+			side_text(out, r->b.name, &r->root_cause->b);
+			position_text(out, r->root_cause, r);
 		}
 	}
+	if (r->first_only_in)
+		item_text(out, "first only in one run", r->first_only_in, r);
+	text_diffs(r, out, nw);
 	return ferror(out) ? -1 : 0;
 }
 
@@ -435,6 +651,7 @@ static void md_firsts(FILE *out, const struct report *r)
 		{"first unproven", r->first_unproven},
 		{"first difference", r->first_diff},
 		{"first only in one run", r->first_only_in},
+		{"root cause candidate", rr_root_cause_is_first_diff(r) ? NULL : r->root_cause},
 	};
 	int any = 0;
 	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
@@ -449,6 +666,33 @@ static void md_firsts(FILE *out, const struct report *r)
 	}
 	if (any)
 		fputc('\n', out);
+	char buf[600];
+	if (rr_root_cause_text(r, buf, sizeof buf)) {
+		fputs("**Root cause candidate:** ", out);
+		for (const char *p = buf; *p; p++) /* names and calls are code: keep '*' and '_' literal */
+			fputs(*p == '*' || *p == '_' ? (char[3]){'\\', *p, 0} : (char[2]){*p, 0}, out);
+		fputs("\n\n", out);
+	}
+}
+
+/* The names in one run only, one row per (name, run). */
+static void md_only_in(FILE *out, const struct report *r)
+{
+	if (!r->n_only_in)
+		return;
+	fprintf(out, "\n## Only in one run\n\n| name | run | records | first step | last step "
+		     "|\n|---|---|---:|---:|---:|\n");
+	for (size_t i = 0; i < r->n_only_in && (long)i < r->limit; i++) {
+		const struct report_only_in *o = &r->only_in[i];
+		char a[24], b[24];
+		fputs("|", out);
+		md_cell(out, o->canon);
+		md_cell(out, rr_only_in_run(r, o));
+		fprintf(out, " %lld | %s | %s |\n", (long long)o->count, key_cell(o->first_step, a),
+			key_cell(o->last_step, b));
+	}
+	if ((long)r->n_only_in > r->limit)
+		fprintf(out, "\n%zu more (`--limit`).\n", r->n_only_in - (size_t)(r->limit > 0 ? r->limit : 0));
 }
 
 static int render_md(const struct report *r, FILE *out, struct align_err *e)
@@ -502,7 +746,7 @@ static int render_md(const struct report *r, FILE *out, struct align_err *e)
 		fprintf(out, "\nPer-metric first differences are known through step %lld.\n",
 			(long long)r->searched_through);
 	if (r->n_diffs) {
-		fprintf(out, "\n## Differing records (first %zu of %lld)\n\n", r->n_diffs, (long long)r->n_diff_total);
+		fprintf(out, "\n## Differing values (first %zu of %lld)\n\n", r->n_diffs, (long long)r->n_value_diffs);
 		fprintf(out,
 			"| step | micro | rank | name | verdict | %s | %s | ulp | rel. diff | reason |\n"
 			"|---:|---:|---:|---|---|---|---|---:|---:|---|\n",
@@ -510,6 +754,7 @@ static int render_md(const struct report *r, FILE *out, struct align_err *e)
 		for (size_t i = 0; i < r->n_diffs; i++)
 			md_item_row(out, NULL, &r->diffs[i]);
 	}
+	md_only_in(out, r);
 	return ferror(out) ? -1 : 0;
 }
 

@@ -25,6 +25,15 @@ void rr_summary(const struct report *r, char *buf, size_t len);
 /* "N/M bitwise-equal, K equal as printed, ..." */
 void rr_counts_text(const struct report_counts *c, char *buf, size_t len);
 
+/* The root-cause candidate is the first difference itself. */
+int rr_root_cause_is_first_diff(const struct report *r);
+/* "NAME (inputs equal, output differs) at step S, micro M, rank R: call 'C', N inputs bitwise-equal"
+ * (with "; it is the first difference" when it is), or "none (WHY)" when a search found none; returns
+ * 0 (and "") when nothing is to be said (no value differs, or no record read has a call link). */
+int rr_root_cause_text(const struct report *r, char *buf, size_t len);
+/* "only in 'RUN'" of an only-in group */
+const char *rr_only_in_run(const struct report *r, const struct report_only_in *o);
+
 /* report-prov.c: "cublas_version 130000 vs 120900; device 'A' vs 'B'" of the provenance fields that
  * differ; returns 0 (and "") when none does. */
 int rr_prov_text(const struct report *r, char *buf, size_t len);

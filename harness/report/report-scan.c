@@ -24,6 +24,9 @@ void rp_scan_free(struct rp_ctx *c)
 	free(c->rows[0]);
 	free(c->rows[1]);
 	free(c->pairs);
+	free(c->only_group[0]);
+	free(c->only_group[1]);
+	free(c->inputs);
 }
 
 const char *rp_source_path(const struct rp_ctx *c, int64_t id)
@@ -68,6 +71,20 @@ static size_t keep(struct rp_ctx *c, const char *s)
 static const char *str(const struct rp_ctx *c, size_t off)
 {
 	return off ? c->arena + off : NULL;
+}
+
+const char *rp_str(const struct rp_ctx *c, size_t off)
+{
+	return str(c, off);
+}
+
+/* The input/output link of a row (kept only when both call and io are set). */
+static void row_link(struct rp_ctx *c, const struct store_record_row *q, struct rp_row *w)
+{
+	int linked = q->call && q->io;
+	w->call = linked ? keep(c, q->call) : 0;
+	w->io = linked ? keep(c, q->io) : 0;
+	c->step_links |= linked;
 }
 
 static void row_value(struct rp_ctx *c, const struct store_record_row *q, struct rp_row *w)
@@ -127,6 +144,7 @@ static int add_row(void *u, const struct store_record_row *q)
 	w->source = (int32_t)q->source_id;
 	w->name = keep(c, q->name), w->dtype = keep(c, q->dtype), w->text = keep(c, q->text);
 	w->digest = keep(c, q->digest), w->digest_alg = keep(c, q->digest_alg), w->missing = keep(c, q->missing);
+	row_link(c, q, w);
 	if (c->oom)
 		return fail_internal(c->e, "out of memory");
 	row_value(c, q, w);
@@ -163,13 +181,40 @@ static int by_key_seq(const void *pa, const void *pb)
 	return d ? d : CMP(a->seq, b->seq);
 }
 
+/* A run's own order within a step: (rank, micro, seq). */
+static int by_run_order(const void *pa, const void *pb)
+{
+	const struct rp_row *a = pa, *b = pb;
+	int d = CMP(a->rank, b->rank);
+	d = d ? d : CMP(a->micro, b->micro);
+	return d ? d : CMP(a->seq, b->seq);
+}
+
+/* Execution order of the pairs (report.h): symmetric in the two runs. */
 static int by_exec(const void *pa, const void *pb)
 {
 	const struct rp_pair *a = pa, *b = pb;
 	int d = CMP(a->micro, b->micro);
-	d = d ? d : CMP(a->seq, b->seq);
+	d = d ? d : CMP(a->pos_hi, b->pos_hi);
+	d = d ? d : CMP(a->pos_lo, b->pos_lo);
+	d = d ? d : CMP(a->seq_hi, b->seq_hi);
+	d = d ? d : CMP(a->seq_lo, b->seq_lo);
 	d = d ? d : CMP(a->rank, b->rank);
-	return d ? d : CMP(a->side, b->side);
+	d = d ? d : strcmp(a->canon, b->canon);
+	return d ? d : CMP(a->occ, b->occ);
+}
+
+/* Each row's position: its ordinal among the side's rows of its (rank, micro) in seq order. A unit
+ * (rank, step) is read whole or not at all, so positions do not depend on which units were read. */
+static void number_side(struct rp_ctx *c, int side)
+{
+	struct rp_row *w = c->rows[side];
+	size_t n = c->n_rows[side];
+	qsort(w, n, sizeof *w, by_run_order);
+	for (size_t i = 0; i < n; i++) {
+		int same = i && w[i].rank == w[i - 1].rank && w[i].micro == w[i - 1].micro;
+		w[i].pos = same ? w[i - 1].pos + 1 : 0;
+	}
 }
 
 /* Sort a side by key; with a map the names changed, so occurrences are recounted in seq order. */
@@ -177,6 +222,7 @@ static void order_side(struct rp_ctx *c, int side)
 {
 	struct rp_row *w = c->rows[side];
 	size_t n = c->n_rows[side];
+	number_side(c, side);
 	if (!c->n_rules) {
 		qsort(w, n, sizeof *w, by_key);
 		return;
@@ -199,7 +245,19 @@ static int add_pair(struct rp_ctx *c, int32_t ia, int32_t ib)
 		c->pairs = grown, c->cap_pairs = cap;
 	}
 	const struct rp_row *w = ia >= 0 ? &c->rows[0][ia] : &c->rows[1][ib];
-	c->pairs[c->n_pairs++] = (struct rp_pair){ia, ib, w->micro, w->seq, w->rank, ia >= 0 ? 0 : 1};
+	const struct rp_row *v = ib >= 0 ? &c->rows[1][ib] : w; /* the other side, or w itself */
+	c->pairs[c->n_pairs++] = (struct rp_pair){.ia = ia,
+						  .ib = ib,
+						  .micro = w->micro,
+						  .seq = w->seq,
+						  .rank = w->rank,
+						  .side = ia >= 0 ? 0 : 1,
+						  .pos_hi = w->pos > v->pos ? w->pos : v->pos,
+						  .pos_lo = w->pos < v->pos ? w->pos : v->pos,
+						  .seq_hi = w->seq > v->seq ? w->seq : v->seq,
+						  .seq_lo = w->seq < v->seq ? w->seq : v->seq,
+						  .occ = w->occ,
+						  .canon = c->names.s[w->canon]};
 	return ALIGN_OK;
 }
 
@@ -261,6 +319,9 @@ static void side_of(const struct rp_ctx *c, const struct rp_row *w, struct repor
 	s->file = dup_or_null(rp_source_path(c, w->source));
 	s->has_bits = w->has_bits, s->bits = w->bits, s->digits = w->text ? w->digits : 0;
 	s->line = w->line, s->micro = w->micro, s->seq = w->seq;
+	s->pos = w->pos;
+	s->call = dup_or_null(str(c, w->call));
+	s->io = dup_or_null(str(c, w->io));
 }
 
 static void make_item(const struct rp_ctx *c, const struct rp_pair *p, int64_t step, const struct cmp_result *res,
@@ -333,21 +394,74 @@ static int add_point(struct rp_ctx *c, struct report_metric *m, const struct rp_
 	return ALIGN_OK;
 }
 
-static int judge(struct rp_ctx *c, const struct rp_pair *p, int64_t step)
+void rp_pair_result(const struct rp_ctx *c, const struct rp_pair *p, struct cmp_result *res)
 {
-	struct report *r = c->r;
-	struct cmp_result res;
 	const struct rp_row *a = p->ia >= 0 ? &c->rows[0][p->ia] : NULL, *b = p->ib >= 0 ? &c->rows[1][p->ib] : NULL;
 	if (a && b) {
 		struct cmp_value va, vb;
 		to_value(c, a, &va);
 		to_value(c, b, &vb);
-		compare_values(&va, &vb, &res);
+		compare_values(&va, &vb, res);
 	} else {
-		memset(&res, 0, sizeof res);
-		res.verdict = a ? VERDICT_ONLY_A : VERDICT_ONLY_B;
-		snprintf(res.reason, sizeof res.reason, "only in run '%s'", a ? r->a.name : r->b.name);
+		memset(res, 0, sizeof *res);
+		res->verdict = a ? VERDICT_ONLY_A : VERDICT_ONLY_B;
+		snprintf(res->reason, sizeof res->reason, "only in run '%s'", a ? c->r->a.name : c->r->b.name);
 	}
+}
+
+struct report_item *rp_pair_item(const struct rp_ctx *c, const struct rp_pair *p, int64_t step)
+{
+	struct report_item *it = new_item();
+	if (it) {
+		struct cmp_result res;
+		rp_pair_result(c, p, &res);
+		make_item(c, p, step, &res, it);
+	}
+	return it;
+}
+
+/* Fold an only-in record into its (name, run) group. */
+static int add_only_in(struct rp_ctx *c, int32_t canon, int side, int64_t step)
+{
+	struct report *r = c->r;
+	if ((size_t)canon >= c->only_group_cap) {
+		size_t cap = c->only_group_cap ? c->only_group_cap : 64;
+		while (cap <= (size_t)canon)
+			cap *= 2;
+		for (int s = 0; s < 2; s++) {
+			int32_t *grown = realloc(c->only_group[s], cap * sizeof *grown);
+			if (!grown)
+				return fail_internal(c->e, "out of memory");
+			memset(grown + c->only_group_cap, 0, (cap - c->only_group_cap) * sizeof *grown);
+			c->only_group[s] = grown;
+		}
+		c->only_group_cap = cap;
+	}
+	int32_t g = c->only_group[side][canon];
+	if (!g) {
+		struct report_only_in *grown = realloc(r->only_in, (r->n_only_in + 1) * sizeof *grown);
+		if (!grown)
+			return fail_internal(c->e, "out of memory");
+		r->only_in = grown;
+		grown[r->n_only_in] = (struct report_only_in){
+			.canon = strdup(c->names.s[canon]), .side = side, .first_step = step, .last_step = step};
+		if (!grown[r->n_only_in++].canon)
+			return fail_internal(c->e, "out of memory");
+		g = c->only_group[side][canon] = (int32_t)r->n_only_in;
+	}
+	struct report_only_in *o = &r->only_in[g - 1];
+	o->count++;
+	o->last_step = step; /* steps come in increasing order */
+	return ALIGN_OK;
+}
+
+static int judge(struct rp_ctx *c, struct rp_pair *p, int64_t step)
+{
+	struct report *r = c->r;
+	struct cmp_result res;
+	const struct rp_row *a = p->ia >= 0 ? &c->rows[0][p->ia] : NULL, *b = p->ib >= 0 ? &c->rows[1][p->ib] : NULL;
+	rp_pair_result(c, p, &res);
+	p->verdict = res.verdict;
 	int32_t canon = (a ? a : b)->canon;
 	const struct rp_unit *u = (a ? a : b)->unit;
 	rp_count(c, u && u->metrics_counted ? -1 : canon, res.verdict, 1); /* a skipped unit read for first_unproven */
@@ -369,10 +483,13 @@ static int judge(struct rp_ctx *c, const struct rp_pair *p, int64_t step)
 			if (!only)
 				c->first_diff_step = step;
 		}
-		if (!c->phase2) {
+		if (!c->phase2) { /* the list: value differences; only-in records are grouped by name */
 			r->n_diff_total++;
-			if ((long)r->n_diffs < r->limit)
+			if (only && (rc = add_only_in(c, canon, a ? 0 : 1, step)))
+				return rc;
+			if (!only && (long)r->n_diffs < r->limit)
 				make_item(c, p, step, &res, &r->diffs[r->n_diffs++]);
+			r->n_value_diffs += !only;
 		}
 		if (!m->has_first_diff) {
 			m->has_first_diff = 1;
@@ -412,6 +529,7 @@ int rp_scan_step(struct rp_ctx *c, size_t u0, size_t u1)
 	int64_t step = c->units[u0].step;
 	c->arena_len = 0;
 	c->n_rows[0] = c->n_rows[1] = 0;
+	c->step_links = 0;
 	if ((rc = read_side(c, 0, step, ranks)) || (rc = read_side(c, 1, step, ranks))) {
 		free(ranks);
 		return rc;
@@ -423,5 +541,9 @@ int rp_scan_step(struct rp_ctx *c, size_t u0, size_t u1)
 		return rc;
 	for (size_t i = 0; i < c->n_pairs && rc == ALIGN_OK; i++)
 		rc = judge(c, &c->pairs[i], step);
+	if (c->step_links)
+		c->r->has_links = 1;
+	if (rc == ALIGN_OK && c->step_links && !c->phase2 && !c->r->root_cause)
+		rc = rp_root_cause_step(c, step);
 	return rc;
 }

@@ -512,8 +512,10 @@ int report_compute(sqlite3 *db, const struct report_opts *o, struct report *r, s
 				rc = fail_input(e, "metric '%s' (canonical '%s') matches no record of run '%s' or '%s'",
 						o->metrics[i], c.filter[i], r->a.name, r->b.name);
 		}
-	if (rc == ALIGN_OK)
+	if (rc == ALIGN_OK) {
+		rp_root_cause_finish(&c);
 		finish(&c);
+	}
 	ctx_free(&c);
 	if (rc)
 		report_free(r);
@@ -531,9 +533,9 @@ void report_free(struct report *r)
 	for (size_t i = 0; i < r->n_meta_left_out; i++)
 		free(r->meta_left_out[i]);
 	free(r->meta_left_out);
-	struct report_item *items[3] = {r->first_diff, r->first_only_in, r->first_unproven};
-	for (size_t i = 0; i < 3 + r->n_diffs; i++) {
-		struct report_item *it = i < 3 ? items[i] : &r->diffs[i - 3];
+	struct report_item *items[4] = {r->first_diff, r->first_only_in, r->first_unproven, r->root_cause};
+	for (size_t i = 0; i < 4 + r->n_diffs; i++) {
+		struct report_item *it = i < 4 ? items[i] : &r->diffs[i - 4];
 		if (!it)
 			continue;
 		free(it->canon);
@@ -541,12 +543,17 @@ void report_free(struct report *r)
 		for (int k = 0; k < 2; k++) {
 			free(s[k]->name), free(s[k]->text), free(s[k]->dtype), free(s[k]->digest);
 			free(s[k]->digest_alg), free(s[k]->missing), free(s[k]->file);
+			free(s[k]->call), free(s[k]->io);
 		}
 	}
 	free(r->first_diff);
 	free(r->first_only_in);
 	free(r->first_unproven);
+	free(r->root_cause);
 	free(r->diffs);
+	for (size_t i = 0; i < r->n_only_in; i++)
+		free(r->only_in[i].canon);
+	free(r->only_in);
 	memset(r, 0, sizeof *r);
 }
 

@@ -5,11 +5,20 @@
  * record.name (occ is then recounted per (canon, rank, step, micro) in seq order). Each pair gets one
  * verdict from compare_values (compare.h); a key on one side only is only-in-a / only-in-b.
  *
- * Execution order (what "first" means): records are ordered by (step, micro, seq, rank) of run A;
- * records only in run B use B's values, and sort after A's on ties. Step comes before seq because some
- * formats (Megatron golden JSON) emit all steps of one metric before the next metric, so their seq
- * is print order, not execution order. Step -1 (no step) sorts first, micro -1 (step-level) before
- * micro 0.
+ * Execution order (what "first" means), the same whichever run is named first:
+ *   position   a record's ordinal among its own run's records in scope of the same (step, rank, micro),
+ *              in seq order (0 = recorded first). A (rank, step) is read whole or not at all, so a
+ *              position does not depend on which steps the fast path skipped.
+ *   order      pairs by (step, micro, the larger of the two runs' positions, the smaller, the larger
+ *              seq, the smaller seq, rank, canonical name, occ). A record in one run only has one
+ *              position (and seq): it is both the larger and the smaller. When the runs record in
+ *              different orders, the earliest divergent record is the one both runs have reached
+ *              soonest: the maximum of its two positions is the smallest. Both positions (and seqs)
+ *              are reported (side pos / seq).
+ * Step comes before position because some formats (Megatron golden JSON) emit all steps of one metric
+ * before the next metric, so their seq is print order, not execution order. Step -1 (no step) sorts
+ * first, micro -1 (step-level) before micro 0. seq before rank: rank 1's record at seq 0 ran before
+ * rank 0's at seq 4 even when both are at position 0 of their rank.
  *
  * Scope (which canonical names are compared):
  *   numerics (default)  every name of both runs except job metadata: the names that either run holds
@@ -23,7 +32,16 @@
  *
  * Results:
  *   first_diff      the earliest record whose verdict is differ or incomparable (a value missing on
- *                   one side is differ): the first divergent record
+ *                   one side is differ): the first divergent record. It may be a downstream
+ *                   consequence (a step-level loss sorts before the step's tensors): see root_cause
+ *   root_cause      the root-cause candidate (DESIGN: inputs matched, output differs): the earliest
+ *                   record that is the output of a call (record.io 'out', record.call set) whose verdict
+ *                   is differ or incomparable, and whose call's input records (io 'in', the same rank,
+ *                   step, micro and call; the call's name on each side) are present in both runs, matched
+ *                   to each other and all bitwise-equal (at least one). NULL, with root_cause_none saying
+ *                   why: no value differs; no record read carries a link; none qualifies; or, with
+ *                   --first-diff, "not found through step S" (searched through the first differing
+ *                   step). With --metric (or the numerics scope) only records in scope are inputs.
  *   first_only_in   the earliest only-in-a / only-in-b record: a name (or key) one run does not have,
  *                   such as a framework-specific metric. A difference (exit 1, counted in totals and
  *                   metrics), but not a divergence of values: it never is first_diff
@@ -33,6 +51,11 @@
  *                   the last step S >= 0 such that every record at steps <= S is bitwise-equal
  *                   (none: the first step already holds a record that is not)
  *   metrics[]       per canonical name: counts by verdict and the step of its own first difference.
+ *   diffs[]         the first `limit` value differences (differ, incomparable) in execution order;
+ *                   n_value_diffs counts them all (n_diff_total: with the only-in records)
+ *   only_in[]       only-in records grouped per (canonical name, run): count, first and last step, in
+ *                   execution order of each group's first record (listed after the values: one name
+ *                   present in one run only must not bury the value differences)
  *
  * Speed: the stepsum table summarises each (run, rank, step). A (rank, step) whose (n, n_exact, h)
  * are equal in both runs holds the same keys with identical value representations, so its records are
@@ -92,6 +115,8 @@ struct report_side {
 	uint64_t bits;
 	int digits; /* significant digits printed (0: exact or not printed) */
 	int64_t line, micro, seq;
+	int64_t pos;	 /* position in its run: ordinal among the records in scope of its (step, rank, micro) */
+	char *call, *io; /* the input/output link (NULL: not linked) */
 };
 
 /* A reported record: first_diff, first_only_in, first_unproven, or one of the listed differences. */
@@ -122,6 +147,14 @@ struct report_metric {
 	int64_t first_diff_step;
 	struct report_point *points; /* opts.series: by step, the steps read */
 	size_t n_points, cap_points;
+};
+
+/* The records of one canonical name that one run has and the other lacks, grouped (only-in-a or
+ * only-in-b), in order of their first record in execution order. */
+struct report_only_in {
+	char *canon;
+	int side; /* 0: only in run a, 1: only in run b */
+	int64_t count, first_step, last_step;
 };
 
 /* Provenance: the header fields 'align run' writes into its traces (ATF header, kept in run.header),
@@ -155,10 +188,17 @@ struct report {
 	int64_t searched_through; /* differences are known through this step only */
 	int has_proven;
 	int64_t proven_through;
-	struct report_item *diffs; /* the first `limit` differing records in execution order */
+	struct report_item *diffs; /* the first `limit` value differences in execution order */
 	size_t n_diffs;
-	int64_t n_diff_total; /* differing records found (listed or not) */
+	int64_t n_diff_total; /* differing records found (listed or not), only-in records included */
 	long limit;
+	int64_t n_value_diffs;		/* differ or incomparable records found (diffs lists the first) */
+	struct report_only_in *only_in; /* every only-in group found, in execution order of its first */
+	size_t n_only_in;		/* record (with --first-diff: through the first differing step) */
+	struct report_item *root_cause; /* the root-cause candidate (rule above), or NULL */
+	int64_t root_cause_inputs;	/* its call's input records (all bitwise-equal) */
+	int has_links;			/* some record read carries a call link */
+	char root_cause_none[96];	/* root_cause NULL: why ("" while not decided) */
 };
 
 /* Compare the two runs; fills *out (report_free it). Returns ALIGN_OK or an error status, its message

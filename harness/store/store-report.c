@@ -274,7 +274,7 @@ int store_report_reader_open(sqlite3 *db, struct store_step_reader **out, struct
 {
 	static const char sql[] =
 		"SELECT canon, name, rank, micro, seq, occ, line, source_id, dtype, bits, value, text, digits, lo, hi, "
-		"digest, digest_alg, missing FROM record WHERE run_id=:run AND step=:step AND superseded=0 "
+		"digest, digest_alg, missing, call, io FROM record WHERE run_id=:run AND step=:step AND superseded=0 "
 		"AND rank IN (SELECT value FROM json_each(:ranks)) AND canon IN (SELECT value FROM json_each(:canons))";
 	if (!(*out = calloc(1, sizeof **out)))
 		return fail_internal(e, "out of memory");
@@ -316,6 +316,8 @@ static int record_row(void *u, sqlite3_stmt *q)
 		.has_interval = sqlite3_column_type(q, 13) != SQLITE_NULL && sqlite3_column_type(q, 14) != SQLITE_NULL,
 		.lo = sqlite3_column_double(q, 13),
 		.hi = sqlite3_column_double(q, 14),
+		.call = col_text(q, 18),
+		.io = col_text(q, 19),
 	};
 	return s->fn.record(s->u, &w);
 }

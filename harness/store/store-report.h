@@ -46,6 +46,7 @@ struct store_record_row {
 	uint64_t bits;
 	double value, lo, hi;
 	int digits;
+	const char *call, *io; /* the input/output link (record.call, record.io); NULL: not linked */
 };
 
 typedef int (*store_text_fn)(void *u, const char *text);

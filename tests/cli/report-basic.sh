@@ -71,7 +71,9 @@ run_align 1 report --db o.db --format json --out o.json
 expect_eq "only in" "$(pyj o.json '[d["totals"][k] for k in ("compared", "bitwise_equal", "only_in_a", "only_in_b")]')" "[29, 29, 1, 1]"
 # a name in one run only is a difference (exit 1) but not the first divergent record
 expect_eq "first only-in" "$(pyj o.json '[d["first_only_in"][k] for k in ("step", "rank", "name", "verdict")] + [d["first_only_in"]["b"], d["first_diff"]]')" "[2, 0, 'grad_norm', 'only-in-a', None, None]"
-expect_eq "only-in-b listed" "$(pyj o.json '[(x["step"], x["name"], x["verdict"], x["a"]) for x in d["diffs"]][1]')" "(5, 'extra', 'only-in-b', None)"
+# records of names in one run only are grouped per (name, run), not listed one by one with the values
+expect_eq "only-in grouped" "$(pyj o.json '[d["diffs"], d["only_in"]]')" \
+	"[[], [{'name': 'grad_norm', 'run': 'a', 'count': 1, 'first_step': 2, 'last_step': 2}, {'name': 'extra', 'run': 'e', 'count': 1, 'first_step': 5, 'last_step': 5}]]"
 run_align 1 report --db o.db
 expect_out "^bitwise-equal through step 1; no difference in values; first name in one run only: grad_norm at step 2 \(only in 'a'\)$"
 expect_out "^first only in one run: grad_norm at step 2, micro 0, rank 0: only-in-a: only in run 'a'$"

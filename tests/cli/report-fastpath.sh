@@ -47,7 +47,7 @@ run_align 1 report --db f.db --format json --limit 100 --no-stepsum --out slow.j
 same fast.json slow.json '{k: v for k, v in d["totals"].items() if not k.startswith("skipped")}' "totals"
 same fast.json slow.json 'd["metrics"]' "metrics"
 same fast.json slow.json "$ANSWERS" "answers"
-same fast.json slow.json '[d["diffs"], d["diffs_total"]]' "listed records"
+same fast.json slow.json '[d["diffs"], d["diffs_total"], d["only_in"], d["root_cause"], d["root_cause_reason"]]' "listed records"
 expect_eq "fast path used" "$(pyj fast.json '[d["fast_path"], d["totals"]["skipped_units"] > 0]')" "[True, True]"
 expect_eq "slow path read all" "$(pyj slow.json '[d["fast_path"], d["totals"]["skipped_units"]]')" "[False, 0]"
 # and the answers themselves
@@ -59,8 +59,8 @@ expect_eq "proven" "$(pyj fast.json 'd["proven_equal_through_step"]')" "2"
 expect_eq "metrics" "$(pyj fast.json '[(m["name"], m["bitwise_equal"], m["equal_as_printed"], m["differ"], m["only_in_b"], m["first_diff_step"]) for m in d["metrics"]]')" \
 	"[('loss', 32, 5, 1, 0, 7), ('num_zeros', 6, 0, 0, 0, None), ('x', 32, 0, 0, 0, None), ('y', 31, 0, 1, 0, 6), ('z', 0, 0, 0, 1, 7)]"
 # step 7: the golden loss (micro -1, step-level) runs before run B's extra record at micro 0
-expect_eq "listed in execution order" "$(pyj fast.json '[(x["step"], x["name"], x["verdict"]) for x in d["diffs"]]')" \
-	"[(6, 'y', 'differ'), (7, 'loss', 'differ'), (7, 'z', 'only-in-b')]"
+expect_eq "listed in execution order" "$(pyj fast.json '[(x["step"], x["name"], x["verdict"]) for x in d["diffs"]] + [(o["name"], o["run"], o["count"]) for o in d["only_in"]]')" \
+	"[(6, 'y', 'differ'), (7, 'loss', 'differ'), ('z', 'b', 1)]"
 expect_eq "nan as printed" "$(pyj slow.json '[m["equal_as_printed"] for m in d["metrics"] if m["name"] == "loss"]')" "[5]"
 
 # --first-diff: same answers, each metric's first difference too
