@@ -2,7 +2,7 @@
 # report-rootcause: the root-cause candidate (DESIGN: a record whose inputs matched but whose output
 # differs). ATF records carry the input/output link ("call", "io"). In step 2 the attention call's two
 # inputs are bitwise-equal and its output differs (the candidate); the MLP downstream of it differs in
-# input and output, and the step's loss (step-level, micro -1: first in execution order) differs too:
+# input and output, and the step's loss (recorded first in the step, so first in execution order) differs too:
 # the first difference is a downstream consequence, the candidate is reported apart from it (text,
 # JSON root_cause with its inputs' count, Markdown, HTML), in either order of the runs. Also: the
 # candidate that is the first difference itself (said once); an input missing in one run (no
@@ -17,10 +17,10 @@ rec() {
 	printf '{"step":%d,"name":"%s","dtype":"bf16","shape":[4],"digest":"00000000000000%s","call":"%s","io":"%s"}\n' \
 		"$1" "$2" "$5" "$3" "$4"
 }
-# step RUN STEP LOSS ATTN_OUT MLP_IN MLP_OUT [WITH_W]: one step of the model, the loss first (step-level);
+# step RUN STEP LOSS ATTN_OUT MLP_IN MLP_OUT [WITH_W]: one step of the model, the loss first;
 # WITH_W 0: the attention's second input is not recorded
 step() {
-	printf '{"step":%d,"micro":-1,"name":"lm loss","phase":"loss","value":%s}\n' "$2" "$3"
+	printf '{"step":%d,"name":"lm loss","phase":"loss","value":%s}\n' "$2" "$3"
 	rec "$2" embed.in "embed#0" in 01
 	rec "$2" embed.out "embed#0" out 02
 	rec "$2" attn.in "attn#0" in 02
@@ -37,12 +37,12 @@ header() { printf '{"align_trace":1,"run":"%s","framework":"align","rank":0}\n' 
 run_align 0 ingest --db r.db --quiet g.atf h.atf
 run_align 1 report --db r.db --runs g,h --format json --out gh.json
 run_align 1 report --db r.db --runs h,g --format json --out hg.json
-expect_eq "first difference: the loss" "$(pyj gh.json '[d["first_diff"][k] for k in ("step", "micro", "name")]')" "[2, None, 'loss']"
+expect_eq "first difference: the loss" "$(pyj gh.json '[d["first_diff"][k] for k in ("step", "micro", "name")]')" "[2, 0, 'loss']"
 RC='[d["root_cause"][k] for k in ("step", "micro", "rank", "name", "verdict", "inputs", "is_first_diff")] + [d["root_cause"][s][k] for s in ("a", "b") for k in ("call", "io")] + [d["root_cause_reason"]]'
 expect_eq "root cause" "$(pyj gh.json "$RC")" "[2, 0, 0, 'attn.out', 'differ', 2, False, 'attn#0', 'out', 'attn#0', 'out', None]"
 expect_eq "root cause, runs swapped" "$(pyj hg.json "$RC")" "[2, 0, 0, 'attn.out', 'differ', 2, False, 'attn#0', 'out', 'attn#0', 'out', None]"
 run_align 1 report --db r.db --runs g,h
-expect_out "^first difference: loss at step 2, micro -, rank 0: differ"
+expect_out "^first difference: loss at step 2, micro 0, rank 0: differ"
 expect_out "^root cause candidate: attn.out \(inputs equal, output differs\) at step 2, micro 0, rank 0: call 'attn#0', 2 inputs bitwise-equal$"
 expect_out "^  g: xxh3t64:0000000000000004 \(bf16\)  'attn.out' at g.atf:"
 run_align 1 report --db r.db --runs g,h --no-stepsum --format json --out ghs.json
@@ -103,9 +103,9 @@ grep -q "root cause" out.txt && fail "text says something about a root cause wit
 before=$(sqlite3 n.db .dump | sha256sum)
 { header o; printf '{"step":1,"name":"attn.out","dtype":"bf16","shape":[4],"digest":"0000000000000001","call":"attn#0","io":"sideways"}\n'; } > o.atf
 run_align 2 ingest --db n.db --quiet o.atf
-expect_err "o.atf:2: .*field 'io': 'sideways' \(expected \"in\" or \"out\"\)"
+expect_err "o.atf:2: .*field 'io': 'sideways' is not \"in\" or \"out\""
 { header o; printf '{"step":1,"name":"attn.out","dtype":"bf16","shape":[4],"digest":"0000000000000001","io":"out"}\n'; } > o.atf
 run_align 2 ingest --db n.db --quiet o.atf
-expect_err "o.atf:2: .*field 'io' without field 'call'"
+expect_err "o.atf:2: .*field 'io': needs 'call'"
 expect_eq "database unchanged" "$(sqlite3 n.db .dump | sha256sum)" "$before"
 finish
