@@ -244,15 +244,17 @@ void cmp_summaries(const struct cmp_value *a, const struct cmp_value *b, struct 
 	char hh[128] = "", hs[128] = "", eh[200] = "", es[200] = "";
 	if (h.n_diff) {
 		how(&h, hh, sizeof hh);
-		snprintf(eh, sizeof eh, "%ld of the first %ld elements differ, first element %ld (flat index): %.*s vs %.*s, %s",
+		snprintf(eh, sizeof eh,
+			 "%ld of the first %ld elements differ, first element %ld (flat index): %.*s vs %.*s, %s",
 			 h.n_diff, h.n, h.index, (int)(h.x.n > 24 ? 24 : h.x.n), h.x.p, (int)(h.y.n > 24 ? 24 : h.y.n),
 			 h.y.p, hh);
 		take_ulp(r, &h);
 	}
 	if (s.n_diff) {
 		how(&s, hs, sizeof hs);
-		snprintf(es, sizeof es, "%s%.*s: %.*s vs %.*s, %s", h.n_diff ? "; " : "", (int)(s.key.n > 24 ? 24 : s.key.n),
-			 s.key.p, (int)(s.x.n > 24 ? 24 : s.x.n), s.x.p, (int)(s.y.n > 24 ? 24 : s.y.n), s.y.p, hs);
+		snprintf(es, sizeof es, "%s%.*s: %.*s vs %.*s, %s", h.n_diff ? "; " : "",
+			 (int)(s.key.n > 24 ? 24 : s.key.n), s.key.p, (int)(s.x.n > 24 ? 24 : s.x.n), s.x.p,
+			 (int)(s.y.n > 24 ? 24 : s.y.n), s.y.p, hs);
 		if (s.n_diff > 1) {
 			size_t n = strlen(es);
 			snprintf(es + n, sizeof es - n, " (%ld statistics differ)", s.n_diff);

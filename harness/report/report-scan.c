@@ -127,6 +127,7 @@ static int add_row(void *u, const struct store_record_row *q)
 	w->source = (int32_t)q->source_id;
 	w->name = keep(c, q->name), w->dtype = keep(c, q->dtype), w->text = keep(c, q->text);
 	w->digest = keep(c, q->digest), w->digest_alg = keep(c, q->digest_alg), w->missing = keep(c, q->missing);
+	w->stats = keep(c, q->stats), w->head = keep(c, q->head), w->id = q->id;
 	if (c->oom)
 		return fail_internal(c->e, "out of memory");
 	row_value(c, q, w);
@@ -238,6 +239,8 @@ static void to_value(const struct rp_ctx *c, const struct rp_row *w, struct cmp_
 		.digest = str(c, w->digest),
 		.digest_alg = str(c, w->digest_alg),
 		.missing = str(c, w->missing),
+		.stats = str(c, w->stats),
+		.head = str(c, w->head),
 	};
 }
 

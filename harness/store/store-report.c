@@ -274,7 +274,8 @@ int store_report_reader_open(sqlite3 *db, struct store_step_reader **out, struct
 {
 	static const char sql[] =
 		"SELECT canon, name, rank, micro, seq, occ, line, source_id, dtype, bits, value, text, digits, lo, hi, "
-		"digest, digest_alg, missing FROM record WHERE run_id=:run AND step=:step AND superseded=0 "
+		"digest, digest_alg, missing, id, stats, head FROM record WHERE run_id=:run AND step=:step AND "
+		"superseded=0 "
 		"AND rank IN (SELECT value FROM json_each(:ranks)) AND canon IN (SELECT value FROM json_each(:canons))";
 	if (!(*out = calloc(1, sizeof **out)))
 		return fail_internal(e, "out of memory");
@@ -302,6 +303,9 @@ static int record_row(void *u, sqlite3_stmt *q)
 		.digest = col_text(q, 15),
 		.digest_alg = col_text(q, 16),
 		.missing = col_text(q, 17),
+		.stats = col_text(q, 19),
+		.head = col_text(q, 20),
+		.id = sqlite3_column_int64(q, 18),
 		.rank = sqlite3_column_int64(q, 2),
 		.micro = sqlite3_column_int64(q, 3),
 		.seq = sqlite3_column_int64(q, 4),

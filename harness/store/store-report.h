@@ -41,7 +41,8 @@ struct store_canon_count {
  * callback only. */
 struct store_record_row {
 	const char *canon, *name, *dtype, *text, *digest, *digest_alg, *missing;
-	int64_t rank, micro, seq, occ, line, source_id;
+	const char *stats, *head; /* JSON texts of the shown statistics and first elements */
+	int64_t id, rank, micro, seq, occ, line, source_id;
 	int has_bits, has_value, has_interval; /* has_interval: lo and hi both set */
 	uint64_t bits;
 	double value, lo, hi;
