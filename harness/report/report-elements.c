@@ -7,7 +7,8 @@
 #include <string.h>
 
 /* An element format: width in bytes; floats: exponent and mantissa bits, e4m3fn's NaN-only encoding;
- * integers: signed or not; digits: significant digits that print a value of it unambiguously. */
+ * integers: signed or not; digits: significant digits printed (fp32: 9, the shortest that identifies
+ * every value; fp64 17; the 16- and 8-bit floats 17, which prints their values exactly). */
 struct el_fmt {
 	const char *name;
 	unsigned size;
@@ -15,10 +16,10 @@ struct el_fmt {
 };
 
 static const struct el_fmt fmts[] = {
-	{"fp64", 8, 1, 11, 52, 0, 1, 17},  {"fp32", 4, 1, 8, 23, 0, 1, 9},    {"bf16", 2, 1, 8, 7, 0, 1, 4},
-	{"fp16", 2, 1, 5, 10, 0, 1, 5},	   {"fp8_e4m3", 1, 1, 4, 3, 1, 1, 3}, {"fp8_e5m2", 1, 1, 5, 2, 0, 1, 3},
-	{"int64", 8, 0, 0, 0, 0, 1, 0},	   {"int32", 4, 0, 0, 0, 0, 1, 0},    {"int16", 2, 0, 0, 0, 0, 1, 0},
-	{"int8", 1, 0, 0, 0, 0, 1, 0},	   {"uint8", 1, 0, 0, 0, 0, 0, 0},    {"bool", 1, 0, 0, 0, 0, 0, 0},
+	{"fp64", 8, 1, 11, 52, 0, 1, 17}, {"fp32", 4, 1, 8, 23, 0, 1, 9},     {"bf16", 2, 1, 8, 7, 0, 1, 17},
+	{"fp16", 2, 1, 5, 10, 0, 1, 17},  {"fp8_e4m3", 1, 1, 4, 3, 1, 1, 17}, {"fp8_e5m2", 1, 1, 5, 2, 0, 1, 17},
+	{"int64", 8, 0, 0, 0, 0, 1, 0},	  {"int32", 4, 0, 0, 0, 0, 1, 0},     {"int16", 2, 0, 0, 0, 0, 1, 0},
+	{"int8", 1, 0, 0, 0, 0, 1, 0},	  {"uint8", 1, 0, 0, 0, 0, 0, 0},     {"bool", 1, 0, 0, 0, 0, 0, 0},
 };
 
 static const struct el_fmt *fmt_of(const char *dtype)

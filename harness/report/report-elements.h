@@ -36,21 +36,21 @@ enum report_el_source {
 struct report_elements {
 	enum report_el_source source;
 	char dtype[16];
-	int ndim;			      /* dimensions of shape; -1 when unknown */
-	int64_t shape[REPORT_EL_MAX_DIMS];    /* the tensor's logical shape */
-	uint64_t n;			      /* elements compared */
-	int has_total;			      /* total: elements of the tensor (product of shape) */
+	int ndim;			   /* dimensions of shape; -1 when unknown */
+	int64_t shape[REPORT_EL_MAX_DIMS]; /* the tensor's logical shape */
+	uint64_t n;			   /* elements compared */
+	int has_total;			   /* total: elements of the tensor (product of shape) */
 	uint64_t total;
-	uint64_t n_differ;		      /* elements whose bits differ */
-	int has_ulp;			      /* max_ulp, median_ulp over the differing non-NaN elements */
+	uint64_t n_differ; /* elements whose bits differ */
+	int has_ulp;	   /* max_ulp, median_ulp over the differing non-NaN elements */
 	uint64_t max_ulp, median_ulp;
-	int has_first;			      /* the first differing element: */
-	uint64_t first_flat;		      /* its row-major index, */
+	int has_first;				 /* the first differing element: */
+	uint64_t first_flat;			 /* its row-major index, */
 	int64_t first_index[REPORT_EL_MAX_DIMS]; /* per dimension (ndim of them; ndim -1: flat only) */
-	uint64_t first_bits[2];		      /* its bit patterns (a, b) */
-	char first_text[2][40];		      /* and values as text ("0.5", "nan", "-3") */
-	uint64_t nan[2], inf[2];	      /* per side (a, b) */
-	char note[200];			      /* REPORT_EL_NONE: why; else "" */
+	uint64_t first_bits[2];			 /* its bit patterns (a, b) */
+	char first_text[2][40];			 /* and values as text ("0.5", "nan", "-3") */
+	uint64_t nan[2], inf[2];		 /* per side (a, b) */
+	char note[200];				 /* REPORT_EL_NONE: why; else "" */
 };
 
 /* Compare n elements of dtype at a and b. shape (ndim >= 0 entries; ndim -1: unknown) is the tensor's:

@@ -282,6 +282,7 @@ static void first_item(FILE *out, const char *label, const struct report_item *i
 	side_row(out, "missing", a->missing, b->missing);
 	side_row(out, "source", *fa ? fa : NULL, *fb ? fb : NULL);
 	fputs("</table>\n", out);
+	rr_elements_html(out, it);
 }
 
 static void fill_firsts(const struct report *r, FILE *out)
@@ -336,6 +337,7 @@ static void fill_diffs(const struct report *r, FILE *out)
 		fputs("</tr>\n", out);
 	}
 	fputs("</table>\n", out);
+	rr_elements_html_list(out, r);
 }
 
 /* ---- charts ---- */

@@ -263,7 +263,7 @@ static void side_of(const struct rp_ctx *c, const struct rp_row *w, struct repor
 	s->missing = dup_or_null(str(c, w->missing));
 	s->file = dup_or_null(rp_source_path(c, w->source));
 	s->has_bits = w->has_bits, s->bits = w->bits, s->digits = w->text ? w->digits : 0;
-	s->line = w->line, s->micro = w->micro, s->seq = w->seq;
+	s->line = w->line, s->micro = w->micro, s->seq = w->seq, s->id = w->id;
 }
 
 static void make_item(const struct rp_ctx *c, const struct rp_pair *p, int64_t step, const struct cmp_result *res,

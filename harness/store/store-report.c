@@ -343,6 +343,44 @@ void store_report_reader_close(struct store_step_reader *r)
 	free(r);
 }
 
+/* ---- one record's tensor ---- */
+
+static int tensor_row(void *u, sqlite3_stmt *q)
+{
+	struct store_tensor_row *t = u;
+	int oom = 0;
+	t->shape = store_sql_dup(q, 0, &oom), t->dtype = store_sql_dup(q, 2, &oom), t->head = store_sql_dup(q, 3, &oom);
+	const void *blob = sqlite3_column_blob(q, 1);
+	int n = sqlite3_column_bytes(q, 1);
+	if (blob && n > 0) {
+		if (!(t->payload = malloc((size_t)n)))
+			oom = 1;
+		else
+			memcpy(t->payload, blob, (size_t)n), t->payload_len = (size_t)n;
+	}
+	if (oom) {
+		store_report_tensor_free(t);
+		return ALIGN_ERR_INTERNAL;
+	}
+	return 1;
+}
+
+int store_report_tensor(sqlite3 *db, int64_t id, struct store_tensor_row *out, int *found, struct align_err *e)
+{
+	sqlite3_stmt *q;
+	memset(out, 0, sizeof *out);
+	ALIGN_TRY(e, store_prepare(db, "the payload lookup",
+				   "SELECT shape, payload, dtype, head FROM record WHERE id=:id", &q, e));
+	store_bind_int64(q, ":id", id);
+	return store_sql_one(q, "the payload lookup", tensor_row, out, found, e);
+}
+
+void store_report_tensor_free(struct store_tensor_row *t)
+{
+	free(t->shape), free(t->payload), free(t->dtype), free(t->head);
+	memset(t, 0, sizeof *t);
+}
+
 int store_report_cache_size(sqlite3 *db, struct align_err *e)
 {
 	return store_exec_err(db, "PRAGMA cache_size=-65536", e);

@@ -105,7 +105,8 @@ static void test_ints_and_heads(void)
 	double x = 1.5, y = 1.5000000000000002;
 	report_elements_compare((const unsigned char *)&x, (const unsigned char *)&y, 1, "fp64", NULL, 0, &e);
 	CHECK(e.n_differ == 1 && e.max_ulp == 1 && e.ndim == 0 && e.total == 1, "fp64 scalar");
-	CHECK(report_elements_compare((const unsigned char *)&x, (const unsigned char *)&y, 1, "fp4", NULL, 0, &e) == 1 &&
+	CHECK(report_elements_compare((const unsigned char *)&x, (const unsigned char *)&y, 1, "fp4", NULL, 0, &e) ==
+			      1 &&
 		      e.source == REPORT_EL_NONE && strstr(e.note, "fp4"),
 	      "unknown dtype: %s", e.note);
 }
