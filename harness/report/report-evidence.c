@@ -122,8 +122,8 @@ static int compare_heads(const struct store_tensor_row *ta, const struct store_t
 	if (!rc && (rc = report_elements_compare(a, b, n, dtype, shape, nd, el)) == 0) {
 		el->source = REPORT_EL_HEAD;
 		if (strcmp(dtype, ta->dtype))
-			snprintf(el->note, sizeof el->note, "the heads are not all %s values: compared as %s", ta->dtype,
-				 dtype);
+			snprintf(el->note, sizeof el->note, "the heads are not all %s values: compared as %s",
+				 ta->dtype, dtype);
 	}
 	free(a), free(b);
 	json_decref(ha), json_decref(hb);

@@ -52,8 +52,9 @@ const char *rr_elements_line(const struct report_elements *el, char *buf, size_t
 		return buf;
 	}
 	if (el->source == REPORT_EL_HEAD && el->has_total)
-		n = add(buf, len, n, "elements (the first %" PRIu64 " of %" PRIu64 " only, from the printed heads): ",
-			el->n, el->total);
+		n = add(buf, len, n,
+			"elements (the first %" PRIu64 " of %" PRIu64 " only, from the printed heads): ", el->n,
+			el->total);
 	else if (el->source == REPORT_EL_HEAD)
 		n = add(buf, len, n, "elements (the first %" PRIu64 " only, from the printed heads): ", el->n);
 	else
@@ -140,7 +141,11 @@ json_t *rr_elements_json(const struct report_elements *el)
 static void html_text(FILE *out, const char *s)
 {
 	for (; *s; s++)
-		fputs(*s == '<' ? "&lt;" : *s == '>' ? "&gt;" : *s == '&' ? "&amp;" : *s == '"' ? "&quot;" : (char[2]){*s, 0},
+		fputs(*s == '<'	  ? "&lt;"
+		      : *s == '>' ? "&gt;"
+		      : *s == '&' ? "&amp;"
+		      : *s == '"' ? "&quot;"
+				  : (char[2]){*s, 0},
 		      out);
 }
 

@@ -19,7 +19,8 @@
  *    "searched_through_step": N | null (--first-diff without --metric: metrics[].first_diff_step is
  *                             known through step N only; null: searched to the end),
  *    "diffs": [ITEM, ...], "diffs_total": N, "limit": N, "warnings": ["..."]}
- *   ITEM = {step, micro, rank, name, verdict, reason, ulp, ulp_dtype, rel_diff, digits, a: SIDE, b: SIDE}
+ *   ITEM = {step, micro, rank, name, verdict, reason, ulp, ulp_dtype, rel_diff, digits, a: SIDE, b: SIDE,
+ *           elements: null | ELEMENTS (the element-level detail: report-render-elements.c)}
  *   SIDE = null | {name, text, digits (significant digits printed; null: exact or no text),
  *                  bits ("0x" + hex of the dtype's width), dtype, digest, digest_alg, missing, file,
  *                  line, seq}
