@@ -193,6 +193,8 @@ static int report_main(struct report_args *a)
 	struct report r;
 	if (!rc)
 		rc = report_compute(a->ctx->db, &a->o, &r, e);
+	if (!rc && (rc = report_load_elements(a->ctx->db, &r, e)))
+		report_free(&r);
 	if (a->ctx->db)
 		store_close(a->ctx->db);
 	a->ctx->db = NULL;

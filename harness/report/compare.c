@@ -1,6 +1,7 @@
 /* compare: the per-pair verdict (rules in compare.h), exact dtype widening and the md5 of a float32. */
 #include "compare.h"
 
+#include "compare-impl.h"
 #include "numtext.h"
 
 #include <float.h>
@@ -102,6 +103,63 @@ int compare_bits_to_double(const char *dtype, uint64_t bits, double *out)
 	return 1;
 }
 
+/* fp16 bits of a double that is exactly an fp16 (finite or inf): 1, else 0. */
+static int half_bits(double v, uint64_t *out)
+{
+	uint64_t sign = signbit(v) ? 0x8000 : 0;
+	double a = fabs(v);
+	int e;
+	if (isinf(a) || a == 0) {
+		*out = sign | (isinf(a) ? 0x7c00 : 0);
+		return 1;
+	}
+	frexp(a, &e); /* a in [2^(e-1), 2^e) */
+	if (e - 1 < -14) {
+		double k = ldexp(a, 24); /* subnormal: a = k 2^-24 */
+		if (k != floor(k))
+			return 0;
+		*out = sign | (uint64_t)k;
+		return 1;
+	}
+	double m = ldexp(a, 11 - e); /* in [1024, 2048) */
+	if (e - 1 > 15 || m != floor(m))
+		return 0;
+	*out = sign | (uint64_t)(e - 1 + 15) << 10 | ((uint64_t)m - 1024);
+	return 1;
+}
+
+int compare_double_to_bits(const char *dtype, double v, uint64_t *bits)
+{
+	if (isnan(v))
+		return 0;
+	if (is(dtype, "fp64")) {
+		memcpy(bits, &v, 8);
+		return 1;
+	}
+	if (is(dtype, "fp32") || is(dtype, "bf16")) {
+		float f = (float)v;
+		uint32_t b;
+		memcpy(&b, &f, 4);
+		if ((double)f != v || (is(dtype, "bf16") && (b & 0xffff)))
+			return 0;
+		*bits = is(dtype, "bf16") ? b >> 16 : b;
+		return 1;
+	}
+	if (is(dtype, "fp16"))
+		return half_bits(v, bits);
+	int w = int_width(dtype);
+	if (!w || v != floor(v))
+		return 0;
+	double lo = w < 0 ? 0 : -ldexp(1, w - 1), hi = w < 0 ? ldexp(1, -w) : ldexp(1, w - 1);
+	if (is(dtype, "bool"))
+		hi = 2;
+	if (v < lo || v >= hi)
+		return 0;
+	uint64_t x = (uint64_t)(int64_t)v;
+	*bits = w == 64 || w == -64 ? x : x & ((1ull << (w < 0 ? -w : w)) - 1);
+	return 1;
+}
+
 int compare_md5_fp32(uint32_t bits, char hex[33])
 {
 	unsigned char le[4] = {bits & 0xff, (bits >> 8) & 0xff, (bits >> 16) & 0xff, bits >> 24};
@@ -114,9 +172,7 @@ int compare_md5_fp32(uint32_t bits, char hex[33])
 	return 0;
 }
 
-static void set(struct cmp_result *r, enum verdict v, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void set(struct cmp_result *r, enum verdict v, const char *fmt, ...)
+void cmp_set(struct cmp_result *r, enum verdict v, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -155,9 +211,9 @@ static void bits_same_dtype(const struct cmp_value *a, const struct cmp_value *b
 	int exact = compare_bits_to_double(a->dtype, a->bits, &va) && compare_bits_to_double(b->dtype, b->bits, &vb);
 	if (a->bits == b->bits) {
 		if (exact && isnan(va))
-			set(r, VERDICT_BITWISE_EQUAL, "both NaN with identical bits (%s)", dt);
+			cmp_set(r, VERDICT_BITWISE_EQUAL, "both NaN with identical bits (%s)", dt);
 		else
-			set(r, VERDICT_BITWISE_EQUAL, "identical bits (%s)", dt);
+			cmp_set(r, VERDICT_BITWISE_EQUAL, "identical bits (%s)", dt);
 		return;
 	}
 	int w = int_width(a->dtype);
@@ -166,15 +222,15 @@ static void bits_same_dtype(const struct cmp_value *a, const struct cmp_value *b
 		r->has_ulp = 1, r->ulp_dtype = static_dtype(a->dtype);
 		r->ulp = x > y ? (uint64_t)x - (uint64_t)y : (uint64_t)y - (uint64_t)x;
 		rel_diff(r, (double)x, (double)y);
-		set(r, VERDICT_DIFFER, "integers differ: %lld vs %lld", (long long)x, (long long)y);
+		cmp_set(r, VERDICT_DIFFER, "integers differ: %lld vs %lld", (long long)x, (long long)y);
 		return;
 	}
 	if (exact && (isnan(va) || isnan(vb))) {
 		if (isnan(va) && isnan(vb))
-			set(r, VERDICT_DIFFER, "both NaN, with different bits (%s)", dt);
+			cmp_set(r, VERDICT_DIFFER, "both NaN, with different bits (%s)", dt);
 		else
-			set(r, VERDICT_DIFFER, "%s is NaN and %s is not (%s)", isnan(va) ? "a" : "b",
-			    isnan(va) ? "b" : "a", dt);
+			cmp_set(r, VERDICT_DIFFER, "%s is NaN and %s is not (%s)", isnan(va) ? "a" : "b",
+				isnan(va) ? "b" : "a", dt);
 		return;
 	}
 	r->has_ulp = ulp_same(a->dtype, a->bits, b->bits, &r->ulp);
@@ -182,62 +238,127 @@ static void bits_same_dtype(const struct cmp_value *a, const struct cmp_value *b
 	if (exact)
 		rel_diff(r, va, vb);
 	if (exact && va == vb) /* only +0 and -0 */
-		set(r, VERDICT_DIFFER, "+0 and -0: equal as numbers, different bits (%s)", dt);
+		cmp_set(r, VERDICT_DIFFER, "+0 and -0: equal as numbers, different bits (%s)", dt);
 	else if (r->has_ulp)
-		set(r, VERDICT_DIFFER, "bits differ by %llu ulp (%s)", (unsigned long long)r->ulp, dt);
+		cmp_set(r, VERDICT_DIFFER, "bits differ by %llu ulp (%s)", (unsigned long long)r->ulp, dt);
 	else
-		set(r, VERDICT_DIFFER, "bits differ (%s)", dt);
+		cmp_set(r, VERDICT_DIFFER, "bits differ (%s)", dt);
 }
 
-/* The dtype in which two different dtypes are measured: fp32 holds every 16-bit float exactly. */
-static const char *wider(const char *x, const char *y)
+/* A float dtype's precision: significant bits, least normal exponent, largest finite value; rank orders
+ * them by precision (0: not a float dtype compared across dtypes). bf16 (8 bits) is coarser than fp16
+ * (11 bits) although its range is wider: every fp16 value rounds to a bf16 (the reverse may overflow). */
+struct fmt {
+	const char *name;
+	int p, emin;
+	double max;
+	int rank;
+};
+
+static const struct fmt *fmt_of(const char *dtype)
 {
-	int small_x = is(x, "fp32") || is(x, "bf16") || is(x, "fp16");
-	int small_y = is(y, "fp32") || is(y, "bf16") || is(y, "fp16");
-	return small_x && small_y ? "fp32" : "fp64";
+	static const struct fmt fmts[] = {
+		{"fp64", 53, -1022, DBL_MAX, 4},
+		{"fp32", 24, -126, FLT_MAX, 3},
+		{"fp16", 11, -14, 65504.0, 2},
+		{"bf16", 8, -126, 0x1.fep127, 1},
+	};
+	for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++)
+		if (is(dtype, fmts[i].name))
+			return &fmts[i];
+	return NULL;
 }
 
-static uint64_t bits_in(const char *dtype, double v)
+/* v rounded to the format, to nearest, ties to even (one rounding from the exact double); +-inf past the
+ * largest finite value as IEEE overflow gives. */
+static double round_to(const struct fmt *f, double v)
 {
-	uint64_t out = 0;
-	if (is(dtype, "fp32")) {
-		float f = (float)v; /* exact: v came from a dtype that fp32 holds */
-		uint32_t b;
-		memcpy(&b, &f, 4);
-		out = b;
-	} else {
-		memcpy(&out, &v, 8);
-	}
-	return out;
+	if (v == 0 || !isfinite(v))
+		return v;
+	int e;
+	frexp(v, &e);
+	int E = e - 1 < f->emin ? f->emin : e - 1; /* exponent of the ulp's binade */
+	double r = ldexp(nearbyint(ldexp(v, f->p - 1 - E)), E - (f->p - 1));
+	return fabs(r) > f->max ? copysign(INFINITY, v) : r;
+}
+
+/* The reals that round to the finite value c of the format: [lo, hi] (half the gap to each neighbour). */
+static void rounding_interval(const struct fmt *f, double c, double *lo, double *hi)
+{
+	int e;
+	frexp(c, &e);
+	int E = c == 0 || e - 1 < f->emin ? f->emin : e - 1;
+	double ulp = ldexp(1, E - (f->p - 1)), m = fabs(c);
+	double up = ulp, down = (c != 0 && E > f->emin && m == ldexp(1, E)) ? ulp / 2 : ulp;
+	*lo = c < 0 ? c - up / 2 : c - down / 2;
+	*hi = c < 0 ? c + down / 2 : c + up / 2;
 }
 
 static void bits_cross_dtype(const struct cmp_value *a, const struct cmp_value *b, struct cmp_result *r)
 {
 	double va, vb;
 	if (!compare_bits_to_double(a->dtype, a->bits, &va) || !compare_bits_to_double(b->dtype, b->bits, &vb)) {
-		set(r, VERDICT_INCOMPARABLE, "bits in %s and %s cannot be compared",
-		    a->dtype ? a->dtype : "an unknown dtype", b->dtype ? b->dtype : "an unknown dtype");
+		cmp_set(r, VERDICT_INCOMPARABLE, "bits in %s and %s cannot be compared",
+			a->dtype ? a->dtype : "an unknown dtype", b->dtype ? b->dtype : "an unknown dtype");
 		return;
 	}
 	if (isnan(va) || isnan(vb)) {
 		if (isnan(va) && isnan(vb))
-			set(r, VERDICT_EQUAL_AS_PRINTED, "both NaN (%s and %s: payloads not comparable across dtypes)",
-			    a->dtype, b->dtype);
+			cmp_set(r, VERDICT_EQUAL_AS_PRINTED,
+				"both NaN (%s and %s: payloads not comparable across dtypes)", a->dtype, b->dtype);
 		else
-			set(r, VERDICT_DIFFER, "%s is NaN and %s is not", isnan(va) ? "a" : "b", isnan(va) ? "b" : "a");
+			cmp_set(r, VERDICT_DIFFER, "%s is NaN and %s is not", isnan(va) ? "a" : "b",
+				isnan(va) ? "b" : "a");
 		return;
 	}
-	const char *w = wider(a->dtype, b->dtype);
 	if (va == vb && signbit(va) == signbit(vb)) {
-		set(r, VERDICT_BITWISE_EQUAL, "the %s value is exactly the %s value (%s vs %s)", a->dtype, b->dtype,
-		    a->dtype, b->dtype);
+		cmp_set(r, VERDICT_BITWISE_EQUAL, "the %s value is exactly the %s value (%s vs %s)", a->dtype, b->dtype,
+			a->dtype, b->dtype);
 		return;
 	}
-	r->has_ulp = ulp_same(w, bits_in(w, va), bits_in(w, vb), &r->ulp);
-	r->ulp_dtype = w;
 	rel_diff(r, va, vb);
-	set(r, VERDICT_DIFFER, "%s vs %s: values differ by %llu ulp of %s", a->dtype, b->dtype,
-	    (unsigned long long)r->ulp, w);
+	if (va == vb) { /* +0 and -0 */
+		r->has_ulp = 1, r->ulp = 1, r->ulp_dtype = static_dtype(signbit(va) ? a->dtype : b->dtype);
+		cmp_set(r, VERDICT_DIFFER, "+0 and -0: equal as numbers, different signs (%s vs %s)", a->dtype,
+			b->dtype);
+		return;
+	}
+	const struct fmt *fa = fmt_of(a->dtype), *fb = fmt_of(b->dtype);
+	if (!fa || !fb) { /* an integer against a float */
+		cmp_set(r, VERDICT_DIFFER, "values differ: %.17g (%s) vs %.17g (%s)", va, a->dtype, vb, b->dtype);
+		return;
+	}
+	/* c: the coarser side, kept exact; f: the finer side, rounded to c's dtype */
+	int a_coarse = fa->rank < fb->rank;
+	const struct fmt *fc = a_coarse ? fa : fb;
+	const struct cmp_value *c = a_coarse ? a : b, *f = a_coarse ? b : a;
+	double vc = a_coarse ? va : vb, vf = a_coarse ? vb : va, rounded = round_to(fc, vf);
+	const char *cn = a_coarse ? "a" : "b", *fname = a_coarse ? "b" : "a";
+	uint64_t rb = 0;
+	compare_double_to_bits(fc->name, rounded, &rb); /* exact: rounded is a value of the format */
+	if (rb == c->bits) {
+		cmp_set(r, VERDICT_EQUAL_AS_PRINTED,
+			"equal at %s precision (%s vs %s, compared at the coarser dtype): %s's %s value %.17g rounds "
+			"(to nearest even) to %s's %s value %.9g; not bitwise",
+			fc->name, a->dtype, b->dtype, fname, f->dtype, vf, cn, c->dtype, vc);
+		return;
+	}
+	r->has_ulp = ulp_same(fc->name, c->bits, rb, &r->ulp);
+	r->ulp_dtype = fc->name;
+	if (!isfinite(vc)) {
+		cmp_set(r, VERDICT_DIFFER,
+			"differ at %s precision (%s vs %s, compared at the coarser dtype): %s is %g, %s's %s value "
+			"%.17g rounds to %.9g",
+			fc->name, a->dtype, b->dtype, cn, vc, fname, f->dtype, vf, rounded);
+		return;
+	}
+	double lo, hi;
+	rounding_interval(fc, vc, &lo, &hi);
+	cmp_set(r, VERDICT_DIFFER,
+		"differ at %s precision (%s vs %s, compared at the coarser dtype): %s's %s value %.17g is outside "
+		"[%.17g, %.17g], the reals that round to %s's %s value %.9g; it rounds to %.9g, %llu ulp of %s away",
+		fc->name, a->dtype, b->dtype, fname, f->dtype, vf, lo, hi, cn, c->dtype, vc, rounded,
+		(unsigned long long)r->ulp, fc->name);
 }
 
 /* Side x has an md5 digest only, side y exact bits. */
@@ -246,8 +367,8 @@ static void md5_vs_bits(const struct cmp_value *x, const struct cmp_value *y, co
 {
 	double v;
 	if (!compare_bits_to_double(y->dtype, y->bits, &v) || int_width(y->dtype)) {
-		set(r, VERDICT_INCOMPARABLE, "%s has an md5 digest, %s has %s bits", xn, yn,
-		    y->dtype ? y->dtype : "untyped");
+		cmp_set(r, VERDICT_INCOMPARABLE, "%s has an md5 digest, %s has %s bits", xn, yn,
+			y->dtype ? y->dtype : "untyped");
 		return;
 	}
 	float f = (float)v;
@@ -258,19 +379,20 @@ static void md5_vs_bits(const struct cmp_value *x, const struct cmp_value *y, co
 		fb = (uint32_t)y->bits;
 	char hex[33];
 	if (compare_md5_fp32(fb, hex)) {
-		set(r, VERDICT_INCOMPARABLE, "md5 is not available");
+		cmp_set(r, VERDICT_INCOMPARABLE, "md5 is not available");
 		return;
 	}
 	int same = !strcasecmp(hex, x->digest);
 	const char *how = is(y->dtype, "fp32") ? "" : exact ? " (widened exactly to fp32)" : " (rounded to fp32)";
 	if (same && exact)
-		set(r, VERDICT_BITWISE_EQUAL, "md5 of %s's fp32 bits 0x%08x%s equals %s's md5 digest", yn, fb, how, xn);
+		cmp_set(r, VERDICT_BITWISE_EQUAL, "md5 of %s's fp32 bits 0x%08x%s equals %s's md5 digest", yn, fb, how,
+			xn);
 	else if (same)
-		set(r, VERDICT_EQUAL_AS_PRINTED,
-		    "md5 of %s's value%s 0x%08x equals %s's md5 digest; %s is not a float32", yn, how, fb, xn, yn);
+		cmp_set(r, VERDICT_EQUAL_AS_PRINTED,
+			"md5 of %s's value%s 0x%08x equals %s's md5 digest; %s is not a float32", yn, how, fb, xn, yn);
 	else
-		set(r, VERDICT_DIFFER, "md5 of %s's fp32 bits 0x%08x%s is %s, %s's md5 digest is %.40s", yn, fb, how,
-		    hex, xn, x->digest);
+		cmp_set(r, VERDICT_DIFFER, "md5 of %s's fp32 bits 0x%08x%s is %s, %s's md5 digest is %.40s", yn, fb,
+			how, hex, xn, x->digest);
 }
 
 static int has_number(const struct cmp_value *v)
@@ -325,14 +447,15 @@ static void values(const struct cmp_value *a, const struct cmp_value *b, struct 
 {
 	if (a->is_nan || b->is_nan) {
 		if (a->is_nan && b->is_nan)
-			set(r, VERDICT_EQUAL_AS_PRINTED, "both NaN as printed");
+			cmp_set(r, VERDICT_EQUAL_AS_PRINTED, "both NaN as printed");
 		else
-			set(r, VERDICT_DIFFER, "%s is NaN and %s is not", a->is_nan ? "a" : "b", a->is_nan ? "b" : "a");
+			cmp_set(r, VERDICT_DIFFER, "%s is NaN and %s is not", a->is_nan ? "a" : "b",
+				a->is_nan ? "b" : "a");
 		return;
 	}
 	double la, ha, ma, lb, hb, mb;
 	if (!interval_of(a, &la, &ha, &ma) || !interval_of(b, &lb, &hb, &mb)) {
-		set(r, VERDICT_INCOMPARABLE, "a value of unknown dtype cannot be compared");
+		cmp_set(r, VERDICT_INCOMPARABLE, "a value of unknown dtype cannot be compared");
 		return;
 	}
 	int da = a->has_bits ? 0 : a->digits, db = b->has_bits ? 0 : b->digits;
@@ -340,17 +463,17 @@ static void values(const struct cmp_value *a, const struct cmp_value *b, struct 
 	if (overlap(a, b, la, ha, lb, hb)) {
 		r->digits = digits;
 		if (digits)
-			set(r, VERDICT_EQUAL_AS_PRINTED, "equal as printed (%d digits)", digits);
+			cmp_set(r, VERDICT_EQUAL_AS_PRINTED, "equal as printed (%d digits)", digits);
 		else
-			set(r, VERDICT_EQUAL_AS_PRINTED, "equal values, bits not recorded");
+			cmp_set(r, VERDICT_EQUAL_AS_PRINTED, "equal values, bits not recorded");
 		return;
 	}
 	rel_diff(r, ma, mb);
 	if (la == ha && lb == hb)
-		set(r, VERDICT_DIFFER, "values differ: %.17g vs %.17g", ma, mb);
+		cmp_set(r, VERDICT_DIFFER, "values differ: %.17g vs %.17g", ma, mb);
 	else
-		set(r, VERDICT_DIFFER, "printed values do not overlap: a in [%.10g, %.10g], b in [%.10g, %.10g]", la,
-		    ha, lb, hb);
+		cmp_set(r, VERDICT_DIFFER, "printed values do not overlap: a in [%.10g, %.10g], b in [%.10g, %.10g]",
+			la, ha, lb, hb);
 }
 
 static int is_md5(const struct cmp_value *v)
@@ -358,58 +481,87 @@ static int is_md5(const struct cmp_value *v)
 	return v->digest && v->digest_alg && !strcasecmp(v->digest_alg, "md5");
 }
 
+/* Bits that ingest inferred from a print (bits and an interval [lo, hi]) and that decided the verdict
+ * are named: "a's bits inferred: the only fp32 in [lo, hi]". */
+static void note_inferred(const struct cmp_value *v, const char *side, struct cmp_result *r)
+{
+	if (!v->has_bits || !v->has_interval)
+		return;
+	size_t n = strlen(r->reason);
+	snprintf(r->reason + n, sizeof r->reason - n, "; %s's bits inferred: the only %s in [%.12g, %.12g]", side,
+		 v->dtype ? v->dtype : "value", v->lo, v->hi);
+}
+
+void cmp_bits(const struct cmp_value *a, const struct cmp_value *b, struct cmp_result *r)
+{
+	if ((!a->dtype && !b->dtype) || (a->dtype && b->dtype && !strcmp(a->dtype, b->dtype)))
+		bits_same_dtype(a, b, r);
+	else
+		bits_cross_dtype(a, b, r);
+}
+
+static int has_summary(const struct cmp_value *v)
+{
+	return v->head || v->stats;
+}
+
 void compare_values(const struct cmp_value *a, const struct cmp_value *b, struct cmp_result *r)
 {
 	memset(r, 0, sizeof *r);
 	if (a->missing || b->missing) {
 		if (a->missing && b->missing)
-			set(r, VERDICT_EQUAL_AS_PRINTED, "missing on both sides (a: %.100s; b: %.100s)", a->missing,
-			    b->missing);
+			cmp_set(r, VERDICT_EQUAL_AS_PRINTED, "missing on both sides (a: %.100s; b: %.100s)", a->missing,
+				b->missing);
 		else
-			set(r, VERDICT_DIFFER, "missing in %s: %.200s", a->missing ? "a" : "b",
-			    a->missing ? a->missing : b->missing);
+			cmp_set(r, VERDICT_DIFFER, "missing in %s: %.200s", a->missing ? "a" : "b",
+				a->missing ? a->missing : b->missing);
 		return;
 	}
 	if (a->has_bits && b->has_bits) {
-		if ((!a->dtype && !b->dtype) || (a->dtype && b->dtype && !strcmp(a->dtype, b->dtype)))
-			bits_same_dtype(a, b, r);
-		else
-			bits_cross_dtype(a, b, r);
+		cmp_bits(a, b, r);
+		note_inferred(a, "a", r);
+		note_inferred(b, "b", r);
 		return;
 	}
 	if (a->digest && b->digest && a->digest_alg && b->digest_alg && !strcasecmp(a->digest_alg, b->digest_alg)) {
 		if (!strcasecmp(a->digest, b->digest))
-			set(r, VERDICT_BITWISE_EQUAL, "identical %s digests", a->digest_alg);
+			cmp_set(r, VERDICT_BITWISE_EQUAL, "identical %s digests", a->digest_alg);
 		else
-			set(r, VERDICT_DIFFER, "%s digests differ", a->digest_alg);
+			cmp_set(r, VERDICT_DIFFER, "%s digests differ", a->digest_alg);
 		return;
 	}
 	if (is_md5(a) && !a->has_bits && b->has_bits) {
 		md5_vs_bits(a, b, "a", "b", r);
+		note_inferred(b, "b", r);
 		return;
 	}
 	if (is_md5(b) && !b->has_bits && a->has_bits) {
 		md5_vs_bits(b, a, "b", "a", r);
+		note_inferred(a, "a", r);
 		return;
 	}
 	if (has_number(a) && has_number(b)) {
 		values(a, b, r);
 		return;
 	}
+	if (has_summary(a) && has_summary(b)) {
+		cmp_summaries(a, b, r);
+		return;
+	}
 	if (!has_number(a) && !has_number(b) && !a->digest && !b->digest) {
-		set(r, VERDICT_EQUAL_AS_PRINTED, "no value on either side");
+		cmp_set(r, VERDICT_EQUAL_AS_PRINTED, "no value on either side");
 		return;
 	}
 	if (a->digest && b->digest)
-		set(r, VERDICT_INCOMPARABLE, "digests of different algorithms (%s vs %s)",
-		    a->digest_alg ? a->digest_alg : "?", b->digest_alg ? b->digest_alg : "?");
+		cmp_set(r, VERDICT_INCOMPARABLE, "digests of different algorithms (%s vs %s)",
+			a->digest_alg ? a->digest_alg : "?", b->digest_alg ? b->digest_alg : "?");
 	else
-		set(r, VERDICT_INCOMPARABLE, "%s has %s, %s has %s", "a",
-		    a->digest	    ? "only a digest"
-		    : has_number(a) ? "only a value"
-				    : "no value",
-		    "b",
-		    b->digest	    ? "only a digest"
-		    : has_number(b) ? "only a value"
-				    : "no value");
+		cmp_set(r, VERDICT_INCOMPARABLE, "%s has %s, %s has %s", "a",
+			a->digest	? "only a digest"
+			: has_number(a) ? "only a value"
+					: "no value",
+			"b",
+			b->digest	? "only a digest"
+			: has_number(b) ? "only a value"
+					: "no value");
 }

@@ -38,7 +38,8 @@ struct rp_unit {
 struct rp_row {
 	int32_t canon, source;
 	int64_t rank, micro, seq, occ, line;
-	size_t name, dtype, text, digest, digest_alg, missing; /* arena offsets, 0 = NULL */
+	size_t name, dtype, text, digest, digest_alg, missing, stats, head; /* arena offsets, 0 = NULL */
+	int64_t id; /* record.id: the payload is loaded by it for a reported record (report-evidence.c) */
 	int has_bits, has_value, has_interval, is_nan;
 	uint64_t bits;
 	double value, lo, hi;

@@ -282,6 +282,7 @@ static void first_item(FILE *out, const char *label, const struct report_item *i
 	side_row(out, "missing", a->missing, b->missing);
 	side_row(out, "source", *fa ? fa : NULL, *fb ? fb : NULL);
 	fputs("</table>\n", out);
+	rr_elements_html(out, it);
 }
 
 /* The root-cause candidate (report.h): its record unless it is the first difference, and why. */
@@ -397,6 +398,7 @@ static void fill_diffs(const struct report *r, FILE *out)
 		fputs("</tr>\n", out);
 	}
 	fputs("</table>\n", out);
+	rr_elements_html_list(out, r);
 	only_in_table(r, out);
 }
 

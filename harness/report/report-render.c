@@ -24,7 +24,8 @@
  *    "root_cause_reason": null (found) | why none (report.h),
  *    "only_in": [{name, run, count, first_step, last_step}] (records of a name one run lacks, per
  *               (name, run), in execution order of their first record)}
- *   ITEM = {step, micro, rank, name, verdict, reason, ulp, ulp_dtype, rel_diff, digits, a: SIDE, b: SIDE}
+ *   ITEM = {step, micro, rank, name, verdict, reason, ulp, ulp_dtype, rel_diff, digits, a: SIDE, b: SIDE,
+ *           elements: null | ELEMENTS (the element-level detail: report-render-elements.c)}
  *   SIDE = null | {name, text, digits (significant digits printed; null: exact or no text),
  *                  bits ("0x" + hex of the dtype's width), dtype, digest, digest_alg, missing, file,
  *                  line, seq, pos (position in its step: report.h), call, io (the input/output link;
@@ -161,12 +162,13 @@ json_t *report_item_json(const struct report_item *it)
 	json_t *ulp = !c->has_ulp	    ? json_null()
 		      : c->ulp <= INT64_MAX ? json_integer((json_int_t)c->ulp)
 					    : json_real((double)c->ulp);
-	return json_pack(
-		"{s:o,s:o,s:o,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "step", jkey(it->step), "micro", jkey(it->micro),
-		"rank", jkey(it->rank), "name", it->canon, "verdict", verdict_name(c->verdict), "reason", c->reason,
-		"ulp", ulp, "ulp_dtype", jstr(c->has_ulp ? c->ulp_dtype : NULL), "rel_diff",
-		c->has_rel ? json_real(c->rel_diff) : json_null(), "digits",
-		c->digits ? json_integer(c->digits) : json_null(), "a", json_side(&it->a), "b", json_side(&it->b));
+	return json_pack("{s:o,s:o,s:o,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "step", jkey(it->step), "micro",
+			 jkey(it->micro), "rank", jkey(it->rank), "name", it->canon, "verdict",
+			 verdict_name(c->verdict), "reason", c->reason, "ulp", ulp, "ulp_dtype",
+			 jstr(c->has_ulp ? c->ulp_dtype : NULL), "rel_diff",
+			 c->has_rel ? json_real(c->rel_diff) : json_null(), "digits",
+			 c->digits ? json_integer(c->digits) : json_null(), "a", json_side(&it->a), "b",
+			 json_side(&it->b), "elements", rr_elements_json(it->elements));
 }
 
 static json_t *json_counts(const struct report_counts *c)
@@ -406,6 +408,7 @@ static void item_text(FILE *out, const char *title, const struct report_item *it
 			fprintf(out, "relative difference %.3g", it->cmp.rel_diff);
 		fputc('\n', out);
 	}
+	rr_elements_text(out, it, "  ");
 }
 
 /* ---- text tables: columns sized from the data ---- */
@@ -515,6 +518,7 @@ static void text_diffs(const struct report *r, FILE *out, int nw)
 		if (it->cmp.has_rel)
 			fprintf(out, ", rel %.3g", it->cmp.rel_diff);
 		fputc('\n', out);
+		rr_elements_text(out, it, "    ");
 	}
 	if (!r->n_only_in)
 		return;
@@ -754,6 +758,7 @@ static int render_md(const struct report *r, FILE *out, struct align_err *e)
 		for (size_t i = 0; i < r->n_diffs; i++)
 			md_item_row(out, NULL, &r->diffs[i]);
 	}
+	rr_elements_md(out, r);
 	md_only_in(out, r);
 	return ferror(out) ? -1 : 0;
 }

@@ -33,6 +33,18 @@ int rr_root_cause_is_first_diff(const struct report *r);
 int rr_root_cause_text(const struct report *r, char *buf, size_t len);
 /* "only in 'RUN'" of an only-in group */
 const char *rr_only_in_run(const struct report *r, const struct report_only_in *o);
+/* report-render-elements.c: a reported record's element-level detail (report_item.elements) */
+/* The detail as one line of text ("elements: 3 of 24 differ (bitwise); ...") in buf. */
+const char *rr_elements_line(const struct report_elements *el, char *buf, size_t len);
+/* indent + the line + newline, when the item has a detail. */
+void rr_elements_text(FILE *out, const struct report_item *it, const char *indent);
+/* "## Element-level detail": the first difference's and the listed differences' details. */
+void rr_elements_md(FILE *out, const struct report *r);
+/* ITEM.elements (null when el is NULL). New reference. */
+json_t *rr_elements_json(const struct report_elements *el);
+/* <p class="note elements">the line</p> of an item; a list of the listed differences' details. */
+void rr_elements_html(FILE *out, const struct report_item *it);
+void rr_elements_html_list(FILE *out, const struct report *r);
 
 /* report-prov.c: "cublas_version 130000 vs 120900; device 'A' vs 'B'" of the provenance fields that
  * differ; returns 0 (and "") when none does. */

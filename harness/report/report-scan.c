@@ -145,6 +145,7 @@ static int add_row(void *u, const struct store_record_row *q)
 	w->name = keep(c, q->name), w->dtype = keep(c, q->dtype), w->text = keep(c, q->text);
 	w->digest = keep(c, q->digest), w->digest_alg = keep(c, q->digest_alg), w->missing = keep(c, q->missing);
 	row_link(c, q, w);
+	w->stats = keep(c, q->stats), w->head = keep(c, q->head), w->id = q->id;
 	if (c->oom)
 		return fail_internal(c->e, "out of memory");
 	row_value(c, q, w);
@@ -296,6 +297,8 @@ static void to_value(const struct rp_ctx *c, const struct rp_row *w, struct cmp_
 		.digest = str(c, w->digest),
 		.digest_alg = str(c, w->digest_alg),
 		.missing = str(c, w->missing),
+		.stats = str(c, w->stats),
+		.head = str(c, w->head),
 	};
 }
 
@@ -318,7 +321,7 @@ static void side_of(const struct rp_ctx *c, const struct rp_row *w, struct repor
 	s->missing = dup_or_null(str(c, w->missing));
 	s->file = dup_or_null(rp_source_path(c, w->source));
 	s->has_bits = w->has_bits, s->bits = w->bits, s->digits = w->text ? w->digits : 0;
-	s->line = w->line, s->micro = w->micro, s->seq = w->seq;
+	s->line = w->line, s->micro = w->micro, s->seq = w->seq, s->id = w->id;
 	s->pos = w->pos;
 	s->call = dup_or_null(str(c, w->call));
 	s->io = dup_or_null(str(c, w->io));

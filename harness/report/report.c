@@ -538,7 +538,7 @@ void report_free(struct report *r)
 		struct report_item *it = i < 4 ? items[i] : &r->diffs[i - 4];
 		if (!it)
 			continue;
-		free(it->canon);
+		free(it->canon), free(it->elements);
 		struct report_side *s[2] = {&it->a, &it->b};
 		for (int k = 0; k < 2; k++) {
 			free(s[k]->name), free(s[k]->text), free(s[k]->dtype), free(s[k]->digest);

@@ -82,6 +82,7 @@
 #define ALIGN_REPORT_H
 
 #include "compare.h"
+#include "report-elements.h"
 #include "status.h"
 
 #include <jansson.h>
@@ -117,6 +118,7 @@ struct report_side {
 	int64_t line, micro, seq;
 	int64_t pos;	 /* position in its run: ordinal among the records in scope of its (step, rank, micro) */
 	char *call, *io; /* the input/output link (NULL: not linked) */
+	int64_t id; /* record.id (report_load_elements reads its payload and head by it) */
 };
 
 /* A reported record: first_diff, first_only_in, first_unproven, or one of the listed differences. */
@@ -125,6 +127,8 @@ struct report_item {
 	char *canon;
 	struct cmp_result cmp; /* verdict (ONLY_A / ONLY_B too), ulp, rel_diff, digits, reason */
 	struct report_side a, b;
+	struct report_elements *elements; /* element-level detail (report_load_elements), NULL: none (a
+	                                   * scalar, a verdict that is no difference, or not loaded) */
 };
 
 struct report_counts {
@@ -207,6 +211,11 @@ struct report {
  * in the steps read (with --first-diff: through the first differing step). */
 int report_compute(sqlite3 *db, const struct report_opts *opts, struct report *out, struct align_err *e);
 void report_free(struct report *r);
+/* report-evidence.c: the element-level detail of the first difference and the listed differences whose
+ * sides are tensors: both payloads (loaded by record id, inflated), else both heads, else a note that
+ * digests alone give none (report-elements.h). ALIGN_OK, or an error (a payload that does not inflate to
+ * its shape x dtype size) with the message in e; r is left as it was on error (report_free it). */
+int report_load_elements(sqlite3 *db, struct report *r, struct align_err *e);
 /* ALIGN_DIFF when a difference was found (first_diff or first_only_in), else ALIGN_OK. */
 int report_exit_code(const struct report *r);
 

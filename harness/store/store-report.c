@@ -274,7 +274,8 @@ int store_report_reader_open(sqlite3 *db, struct store_step_reader **out, struct
 {
 	static const char sql[] =
 		"SELECT canon, name, rank, micro, seq, occ, line, source_id, dtype, bits, value, text, digits, lo, hi, "
-		"digest, digest_alg, missing, call, io FROM record WHERE run_id=:run AND step=:step AND superseded=0 "
+		"digest, digest_alg, missing, id, stats, head, call, io FROM record WHERE run_id=:run AND step=:step "
+		"AND superseded=0 "
 		"AND rank IN (SELECT value FROM json_each(:ranks)) AND canon IN (SELECT value FROM json_each(:canons))";
 	if (!(*out = calloc(1, sizeof **out)))
 		return fail_internal(e, "out of memory");
@@ -302,6 +303,9 @@ static int record_row(void *u, sqlite3_stmt *q)
 		.digest = col_text(q, 15),
 		.digest_alg = col_text(q, 16),
 		.missing = col_text(q, 17),
+		.stats = col_text(q, 19),
+		.head = col_text(q, 20),
+		.id = sqlite3_column_int64(q, 18),
 		.rank = sqlite3_column_int64(q, 2),
 		.micro = sqlite3_column_int64(q, 3),
 		.seq = sqlite3_column_int64(q, 4),
@@ -316,8 +320,8 @@ static int record_row(void *u, sqlite3_stmt *q)
 		.has_interval = sqlite3_column_type(q, 13) != SQLITE_NULL && sqlite3_column_type(q, 14) != SQLITE_NULL,
 		.lo = sqlite3_column_double(q, 13),
 		.hi = sqlite3_column_double(q, 14),
-		.call = col_text(q, 18),
-		.io = col_text(q, 19),
+		.call = col_text(q, 21),
+		.io = col_text(q, 22),
 	};
 	return s->fn.record(s->u, &w);
 }
@@ -339,6 +343,44 @@ void store_report_reader_close(struct store_step_reader *r)
 		return;
 	sqlite3_finalize(r->q);
 	free(r);
+}
+
+/* ---- one record's tensor ---- */
+
+static int tensor_row(void *u, sqlite3_stmt *q)
+{
+	struct store_tensor_row *t = u;
+	int oom = 0;
+	t->shape = store_sql_dup(q, 0, &oom), t->dtype = store_sql_dup(q, 2, &oom), t->head = store_sql_dup(q, 3, &oom);
+	const void *blob = sqlite3_column_blob(q, 1);
+	int n = sqlite3_column_bytes(q, 1);
+	if (blob && n > 0) {
+		if (!(t->payload = malloc((size_t)n)))
+			oom = 1;
+		else
+			memcpy(t->payload, blob, (size_t)n), t->payload_len = (size_t)n;
+	}
+	if (oom) {
+		store_report_tensor_free(t);
+		return ALIGN_ERR_INTERNAL;
+	}
+	return 1;
+}
+
+int store_report_tensor(sqlite3 *db, int64_t id, struct store_tensor_row *out, int *found, struct align_err *e)
+{
+	sqlite3_stmt *q;
+	memset(out, 0, sizeof *out);
+	ALIGN_TRY(e, store_prepare(db, "the payload lookup",
+				   "SELECT shape, payload, dtype, head FROM record WHERE id=:id", &q, e));
+	store_bind_int64(q, ":id", id);
+	return store_sql_one(q, "the payload lookup", tensor_row, out, found, e);
+}
+
+void store_report_tensor_free(struct store_tensor_row *t)
+{
+	free(t->shape), free(t->payload), free(t->dtype), free(t->head);
+	memset(t, 0, sizeof *t);
 }
 
 int store_report_cache_size(sqlite3 *db, struct align_err *e)

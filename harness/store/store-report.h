@@ -41,7 +41,8 @@ struct store_canon_count {
  * callback only. */
 struct store_record_row {
 	const char *canon, *name, *dtype, *text, *digest, *digest_alg, *missing;
-	int64_t rank, micro, seq, occ, line, source_id;
+	const char *stats, *head; /* JSON texts of the shown statistics and first elements */
+	int64_t id, rank, micro, seq, occ, line, source_id;
 	int has_bits, has_value, has_interval; /* has_interval: lo and hi both set */
 	uint64_t bits;
 	double value, lo, hi;
@@ -83,6 +84,17 @@ int store_report_reader_open(sqlite3 *db, struct store_step_reader **out, struct
 int store_report_read_step(struct store_step_reader *q, int64_t run, int64_t step, const char *ranks_json,
 			   const char *canons_json, store_record_fn fn, void *u, struct align_err *e);
 void store_report_reader_close(struct store_step_reader *q);
+/* The tensor fields of one record, read when the report details a reported record (malloc'd; NULL when
+ * the column is): dtype, shape and head (JSON array texts) and payload (zlib-compressed raw bytes, as
+ * ingest stores them). */
+struct store_tensor_row {
+	char *dtype, *shape, *head;
+	unsigned char *payload;
+	size_t payload_len;
+};
+/* Record id's tensor fields; *found = 0 when there is no such record. */
+int store_report_tensor(sqlite3 *db, int64_t id, struct store_tensor_row *out, int *found, struct align_err *e);
+void store_report_tensor_free(struct store_tensor_row *t);
 /* A page cache that holds a step's pages (64 MiB): reading a step revisits them once per name. */
 int store_report_cache_size(sqlite3 *db, struct align_err *e);
 

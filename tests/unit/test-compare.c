@@ -1,6 +1,7 @@
 /* test-compare: every branch of the per-pair verdict (harness/report/compare.c) with inputs whose answer is
  * known exactly: bits in fp32/fp64/bf16 with their ULP distances, NaN, +-0, inf, printed intervals,
- * md5 against bits both ways, digests, missing values. Exit status is the verdict. */
+ * md5 against bits both ways, digests, missing values; unequal values of two dtypes at the coarser
+ * precision, inferred bits named, heads and statistics as evidence. Exit status is the verdict. */
 #include "compare.h"
 
 #include <math.h>
@@ -147,20 +148,159 @@ static void test_cross_dtype(void)
 	struct cmp_result r = run(bits("fp32", f32(1.5f)), bits("fp64", f64(1.5)));
 	VERDICT(r, VERDICT_BITWISE_EQUAL);
 	CHECK(strstr(r.reason, "exactly") != NULL, "reason %s", r.reason);
-	/* fp32(0.1) vs fp64(0.1): differ, measured in fp64 ulps */
-	r = run(bits("fp32", f32(0.1f)), bits("fp64", f64(0.1)));
-	VERDICT(r, VERDICT_DIFFER);
-	ULP(r, f64((double)0.1f) > f64(0.1) ? f64((double)0.1f) - f64(0.1) : f64(0.1) - f64((double)0.1f), "fp64");
-	/* bf16 1.0 vs fp32 1.0 equal; bf16 vs fp32 one bf16 step apart is 2^16 fp32 ulps */
+	/* bf16 1.0 vs fp32 1.0 equal */
 	r = run(bits("bf16", 0x3f80), bits("fp32", 0x3f800000));
 	VERDICT(r, VERDICT_BITWISE_EQUAL);
-	r = run(bits("bf16", 0x3f81), bits("fp32", 0x3f800000));
-	ULP(r, 65536, "fp32");
 	/* -0 in fp32 vs +0 in fp64: different signs are different bits */
 	r = run(bits("fp32", 0x80000000), bits("fp64", f64(0.0)));
 	VERDICT(r, VERDICT_DIFFER);
 	r = run(bits("fp8_e4m3", 0x38), bits("fp32", 0x3f800000));
 	VERDICT(r, VERDICT_INCOMPARABLE);
+	/* an integer against a float: differ, never a ULP of some wider dtype */
+	r = run(bits("int64", 3), bits("fp32", f32(3.5f)));
+	VERDICT(r, VERDICT_DIFFER);
+	CHECK(!r.has_ulp, "ulp %llu", (unsigned long long)r.ulp);
+}
+
+/* Unequal values of different dtypes are compared at the coarser dtype, never in ULP of the wider one. */
+static void test_coarser(void)
+{
+	/* fp32(0.1) vs fp64(0.1): the double rounds to the float32: equal at fp32 precision, not bitwise */
+	struct cmp_result r = run(bits("fp32", f32(0.1f)), bits("fp64", f64(0.1)));
+	VERDICT(r, VERDICT_EQUAL_AS_PRINTED);
+	CHECK(strstr(r.reason, "equal at fp32 precision") && !strstr(r.reason, "ulp of fp64") && !r.has_ulp,
+	      "reason %s", r.reason);
+	/* 3 fp32 ulps above 0.1f plus a little: rounds 3 ulps away; the reason gives 0.1f's rounding interval */
+	double off = (double)0.1f + 3 * 0x1p-27 + 0x1p-40;
+	r = run(bits("fp32", f32(0.1f)), bits("fp64", f64(off)));
+	VERDICT(r, VERDICT_DIFFER);
+	ULP(r, 3, "fp32");
+	CHECK(strstr(r.reason, "differ at fp32 precision") && strstr(r.reason, "outside [0.099999997764825821, "
+									       "0.10000000521540642]"),
+	      "reason %s", r.reason);
+	CHECK(!strstr(r.reason, "fp64 ulp") && !strstr(r.reason, "ulp of fp64"), "reason %s", r.reason);
+	/* the other order names the sides the other way round */
+	r = run(bits("fp64", f64(off)), bits("fp32", f32(0.1f)));
+	ULP(r, 3, "fp32");
+	CHECK(strstr(r.reason, "a's fp64 value") && strstr(r.reason, "b's fp32 value"), "reason %s", r.reason);
+	/* ties to even: 1 + 2^-24 is halfway between 1 and 1 + 2^-23 and rounds to 1 (even) */
+	VERDICT(run(bits("fp32", f32(1.0f)), bits("fp64", f64(1 + 0x1p-24))), VERDICT_EQUAL_AS_PRINTED);
+	r = run(bits("fp32", f32(1.0f)), bits("fp64", f64(1 + 3 * 0x1p-24))); /* rounds up to 1 + 2^-22 */
+	ULP(r, 2, "fp32");
+	/* past the largest float32 by more than half an ulp: rounds to +inf, one step from FLT_MAX */
+	r = run(bits("fp32", 0x7f7fffff), bits("fp64", f64(1e39)));
+	VERDICT(r, VERDICT_DIFFER);
+	ULP(r, 1, "fp32");
+	/* 16-bit against fp32 the same way: bf16 one step above 1.0 is 1 bf16 ulp, not 65536 fp32 ulps */
+	r = run(bits("bf16", 0x3f81), bits("fp32", 0x3f800000));
+	ULP(r, 1, "bf16");
+	CHECK(strstr(r.reason, "[1.00390625, 1.01171875]") != NULL, "reason %s", r.reason);
+	r = run(bits("bf16", 0x3f80), bits("fp32", f32(1.001f)));
+	VERDICT(r, VERDICT_EQUAL_AS_PRINTED);
+	CHECK(strstr(r.reason, "equal at bf16 precision") != NULL, "reason %s", r.reason);
+	r = run(bits("fp16", 0x3c00), bits("fp32", f32(1 + 0x1p-12f)));
+	VERDICT(r, VERDICT_EQUAL_AS_PRINTED);
+	CHECK(strstr(r.reason, "equal at fp16 precision") != NULL, "reason %s", r.reason);
+	r = run(bits("fp16", 0x3c00), bits("fp32", f32(1 + 0x1p-9f)));
+	ULP(r, 2, "fp16");
+	/* bf16 (8 bits) is coarser than fp16 (11 bits): fp16 1 + 2^-10 rounds to bf16 1.0 */
+	r = run(bits("fp16", 0x3c01), bits("bf16", 0x3f80));
+	VERDICT(r, VERDICT_EQUAL_AS_PRINTED);
+	CHECK(strstr(r.reason, "equal at bf16 precision") != NULL, "reason %s", r.reason);
+	/* +0 against -0 across dtypes: 1 ulp */
+	r = run(bits("fp32", 0x80000000), bits("fp64", f64(0.0)));
+	VERDICT(r, VERDICT_DIFFER);
+	CHECK(r.has_ulp && r.ulp == 1, "ulp %llu", (unsigned long long)r.ulp);
+}
+
+static void test_exact_bits(void)
+{
+	uint64_t b = 0;
+	CHECK(compare_double_to_bits("fp16", 65504, &b) && b == 0x7bff, "fp16 max %llx", (unsigned long long)b);
+	CHECK(compare_double_to_bits("fp16", 0x1p-24, &b) && b == 1, "fp16 tiny %llx", (unsigned long long)b);
+	CHECK(compare_double_to_bits("fp16", -1.5, &b) && b == 0xbe00, "fp16 -1.5 %llx", (unsigned long long)b);
+	CHECK(!compare_double_to_bits("fp16", 1.0 / 3, &b) && !compare_double_to_bits("fp16", 65520, &b), "fp16");
+	CHECK(compare_double_to_bits("bf16", 1.0, &b) && b == 0x3f80, "bf16 %llx", (unsigned long long)b);
+	CHECK(!compare_double_to_bits("bf16", 1.001, &b) && !compare_double_to_bits("fp32", 0.1, &b), "bf16/fp32");
+	CHECK(compare_double_to_bits("int8", -1, &b) && b == 0xff && !compare_double_to_bits("int8", 128, &b), "int8");
+	CHECK(compare_double_to_bits("uint8", 255, &b) && b == 0xff && !compare_double_to_bits("uint8", -1, &b),
+	      "uint8");
+	CHECK(compare_double_to_bits("bool", 1, &b) && b == 1 && !compare_double_to_bits("bool", 2, &b), "bool");
+	CHECK(!compare_double_to_bits("fp64", NAN, &b) && !compare_double_to_bits("int32", 0.5, &b), "nan/int");
+}
+
+/* Bits ingest inferred from a print (bits and an interval) are named when they decide. */
+static void test_inferred(void)
+{
+	struct cmp_value inf = bits("fp32", 0x412d3800);
+	inf.has_interval = 1, inf.lo = 10.826125, inf.hi = 10.826135, inf.digits = 7;
+	struct cmp_result r = run(inf, bits("fp32", 0x412d3800));
+	VERDICT(r, VERDICT_BITWISE_EQUAL);
+	CHECK(strstr(r.reason, "a's bits inferred: the only fp32 in [10.826125, 10.826135]") != NULL, "reason %s",
+	      r.reason);
+	r = run(bits("fp32", 0x412d3801), inf);
+	VERDICT(r, VERDICT_DIFFER);
+	CHECK(strstr(r.reason, "b's bits inferred") && !strstr(r.reason, "a's bits inferred"), "reason %s", r.reason);
+	r = run(bits("fp32", 0x412d3800), bits("fp32", 0x412d3800));
+	CHECK(!strstr(r.reason, "inferred"), "reason %s", r.reason);
+}
+
+static struct cmp_value summary(const char *dtype, const char *head, const char *stats)
+{
+	struct cmp_value v = {.dtype = dtype, .head = head, .stats = stats};
+	return v;
+}
+
+/* Rule 6: heads and statistics as evidence (AccProber first_10 and tensor_sum, msprobe Max/Min). */
+static void test_summaries(void)
+{
+	const char *h = "[0.0213623046875, -0.1103515625, 0.046875, 0.0]", *st = "{\"sum\":-3127.84521484375}";
+	struct cmp_result r = run(summary("bf16", h, st), summary("bf16", h, st));
+	VERDICT(r, VERDICT_EQUAL_AS_PRINTED);
+	CHECK(strstr(r.reason, "equal in the summaries shown (first 4 elements, sum)") != NULL, "reason %s", r.reason);
+	/* element 2 two bf16 steps apart (ulp 2^-12 at 0.046875) */
+	r = run(summary("bf16", h, st), summary("bf16", "[0.0213623046875, -0.1103515625, 0.04736328125, 0.0]", st));
+	VERDICT(r, VERDICT_DIFFER);
+	ULP(r, 2, "bf16");
+	CHECK(strstr(r.reason, "1 of the first 4 elements differ, first element 2") != NULL, "reason %s", r.reason);
+	/* the sum one fp32 ulp apart (2^-12 at 3127): an fp32 statistic of a bf16 tensor */
+	r = run(summary("bf16", h, st), summary("bf16", h, "{\"sum\": -3127.845458984375}"));
+	VERDICT(r, VERDICT_DIFFER);
+	ULP(r, 1, "fp32");
+	CHECK(strstr(r.reason, "sum: -3127.84521484375 vs -3127.845458984375") != NULL, "reason %s", r.reason);
+	/* both: the element gives the ulp, the statistic is named too */
+	r = run(summary("bf16", "[1.0, 2.0]", "{\"sum\": 3.0, \"mean\": 1.5}"),
+		summary("bf16", "[1.0, 2.015625]", "{\"mean\": 1.50390625, \"sum\": 3.0078125}"));
+	ULP(r, 1, "bf16");
+	CHECK(strstr(r.reason, "element 1") && strstr(r.reason, "sum:") && strstr(r.reason, "2 statistics differ"),
+	      "reason %s", r.reason);
+	/* NaN as json.dumps and AccProber strings write it */
+	VERDICT(run(summary("fp32", "[\"nan\", 1.0]", NULL), summary("fp32", "[NaN, 1.0]", NULL)),
+		VERDICT_EQUAL_AS_PRINTED);
+	r = run(summary("fp32", "[\"nan\", 1.0]", NULL), summary("fp32", "[1.0, 1.0]", NULL));
+	VERDICT(r, VERDICT_DIFFER);
+	CHECK(strstr(r.reason, "element 0") != NULL, "reason %s", r.reason);
+	/* integers: the distance is the difference */
+	r = run(summary("int64", "[17.0, 92.0]", NULL), summary("int64", "[17.0, 95.0]", NULL));
+	ULP(r, 3, "int64");
+	/* msprobe statistics, nested values skipped */
+	r = run(summary("fp32", NULL, "{\"Max\": 4.6875, \"Min\": -5.03125, \"x\": {\"y\": [1]}}"),
+		summary("fp32", NULL, "{\"Min\": -5.03125, \"Max\": 4.6875}"));
+	VERDICT(r, VERDICT_EQUAL_AS_PRINTED);
+	CHECK(strstr(r.reason, "(Max, Min)") != NULL, "reason %s", r.reason);
+	/* nothing in common: incomparable; a different-dtype pair compared at the coarser dtype */
+	VERDICT(run(summary("fp32", "[1.0]", NULL), summary("fp32", NULL, "{\"sum\": 1.0}")), VERDICT_INCOMPARABLE);
+	VERDICT(run(summary("fp32", "[1.5, 2.5]", NULL), summary("bf16", "[1.5, 2.5]", NULL)),
+		VERDICT_EQUAL_AS_PRINTED);
+	/* a digest of another algorithm does not stop the summaries; one of the same algorithm decides */
+	struct cmp_value da = summary("fp32", "[1.0]", NULL), db = summary("fp32", "[1.0]", NULL);
+	da.digest = "01234567", da.digest_alg = "crc32", db.digest = "0123456789abcdef", db.digest_alg = "xxh3t64";
+	VERDICT(run(da, db), VERDICT_EQUAL_AS_PRINTED);
+	db.digest = "89abcdef", db.digest_alg = "crc32";
+	VERDICT(run(da, db), VERDICT_DIFFER);
+	/* never bitwise: equal summaries are only as printed */
+	CHECK(run(summary("fp32", "[1.0]", NULL), summary("fp32", "[1.0]", NULL)).verdict != VERDICT_BITWISE_EQUAL,
+	      "bitwise from a head");
 }
 
 static void test_intervals(void)
@@ -263,6 +403,10 @@ int main(void)
 	test_bits_same_dtype();
 	test_special();
 	test_cross_dtype();
+	test_coarser();
+	test_exact_bits();
+	test_inferred();
+	test_summaries();
 	test_intervals();
 	test_digests();
 	test_md5();
