@@ -118,7 +118,7 @@ struct report_side {
 	int64_t line, micro, seq;
 	int64_t pos;	 /* position in its run: ordinal among the records in scope of its (step, rank, micro) */
 	char *call, *io; /* the input/output link (NULL: not linked) */
-	int64_t id; /* record.id (report_load_elements reads its payload and head by it) */
+	int64_t id;	 /* record.id (report_load_elements reads its payload and head by it) */
 };
 
 /* A reported record: first_diff, first_only_in, first_unproven, or one of the listed differences. */
