@@ -8,7 +8,13 @@
  *
  * What a training dict (loss and global_step present) becomes, all at step global_step:
  *   loss                PREC_DEC 8 (round(x, 8) repr; the core recovers float32 bits when |x| >= 0.125),
- *                       dtype fp32, phase loss; PREC_EXACT when the print has more than 8 decimals
+ *                       dtype fp32, phase loss; PREC_EXACT when the print has more than 8 decimals.
+ *                       The trainer logs round(tr_loss.item() / (global_step - last_logged), 8) and resets
+ *                       its fp32 sum at each log: a step right after the last logged one (or after the
+ *                       resume point of "Continuing training from global step N", or step 1) is the fp32
+ *                       itself; a gap (logging_steps > 1, or the first line of a resumed run without
+ *                       its banner) makes it a Python-float mean: dtype fp64, no fp32 bits (a loss_md5
+ *                       that matches an fp32 still proves one)
  *   mtp_K_loss          PREC_EXACT fp32, phase loss; indexer_loss the same
  *   global_norm         PREC_EXACT fp32, phase optim
  *   learning_rate       PREC_TEXT (4 significant digits), dtype fp64, phase optim
@@ -103,11 +109,12 @@ static int fixed_format(const char *v, size_t n)
 	return (size_t)(v + n - dot - 1) >= 2 && v[n - 1] == '0';
 }
 
-static void rule_for(const struct paddle_kv *kv, struct key_rule *r)
+/* mean: the dict's loss averages several steps (a gap since the last reset of the loss sum). */
+static void rule_for(const struct paddle_kv *kv, int mean, struct key_rule *r)
 {
 	*r = (struct key_rule){PREC_EXACT, 0, "fp64", "metric"};
 	if (key_eq(kv, "loss")) {
-		*r = (struct key_rule){PREC_DEC, 8, "fp32", "loss"};
+		*r = (struct key_rule){PREC_DEC, 8, mean ? "fp64" : "fp32", "loss"};
 		if (shown_decimals(kv->val, kv->val_len) > 8)
 			r->prec = PREC_EXACT; /* not round(x, 8): a dialect that prints the full repr */
 	} else if (is_mtp_loss(kv) || key_eq(kv, "indexer_loss")) {
@@ -161,11 +168,11 @@ static int is_number_text(const char *v, size_t n)
 
 /* One value record; md5 (already checked to be 32 hex) rides on it and is verified against it. */
 static int emit_value(struct ingest *ig, const struct paddle_kv *kv, const struct paddle_kv *md5kv, int64_t rank,
-		      int64_t step, int64_t line, const char *phase_override)
+		      int64_t step, int64_t line, const char *phase_override, int mean)
 {
 	struct key_rule ru;
 	char name[160], md5[33];
-	rule_for(kv, &ru);
+	rule_for(kv, mean, &ru);
 	snprintf(name, sizeof name, "%.*s", (int)kv->key_len, kv->key);
 	struct rec r = {.rank = rank,
 			.step = step,
@@ -189,6 +196,8 @@ static int emit_value(struct ingest *ig, const struct paddle_kv *kv, const struc
 		uint32_t bits;
 		struct numtext nt;
 		int v = anchor_md5_verify(kv->val, kv->val_len, ru.prec, ru.prec_n, md5, &bits);
+		if (v == 1)
+			r.dtype = "fp32"; /* the md5 of a float32 in the print's interval: that float32 */
 		if (v == 0)
 			ingest_warn(ig, line, "%.*s %s does not match %s %.*s (md5 of the float32 it prints differs)",
 				    (int)md5kv->key_len, md5kv->key, md5, name, (int)kv->val_len, kv->val);
@@ -229,6 +238,7 @@ static int step_back(struct ingest *ig, struct paddle_state *ps, int64_t step, i
 			    "appended?): records from step %lld on are superseded%s",
 			    (long long)ps->last_step, (long long)step, (long long)step,
 			    ps->anchors && ps->anchors->n_anchors ? "; anchors printed before this line are lost" : "");
+		ps->logged_from = 0; /* where the rerun resumed is not known: its first loss may be a mean */
 		if (ps->anchors)
 			anchor_restart(ps->anchors, step + 1);
 	}
@@ -250,7 +260,7 @@ static int check_md5s(struct ingest *ig, const struct paddle_kv *kv, size_t n, i
 
 /* The values of a dict at (step): each key by its rule, md5s on their values. */
 static int emit_values(struct ingest *ig, struct paddle_state *ps, const struct paddle_kv *kv, size_t n, int64_t step,
-		       int64_t line, int eval)
+		       int64_t line, int eval, int mean)
 {
 	char key[200];
 	for (size_t i = 0; i < n; i++) {
@@ -277,7 +287,7 @@ static int emit_values(struct ingest *ig, struct paddle_state *ps, const struct 
 			r.digest = md5;
 			struct key_rule ru;
 			base.val = "0", base.val_len = 1;
-			rule_for(&base, &ru);
+			rule_for(&base, 0, &ru);
 			r.phase = eval ? "eval" : ru.phase;
 			ALIGN_TRY(ingest_err(ig), ingest_emit(ig, &r));
 			continue;
@@ -295,7 +305,7 @@ static int emit_values(struct ingest *ig, struct paddle_state *ps, const struct 
 			rank = ps->file_rank; /* per-rank value unless LOG_LOSS_MD5=1 averaged it */
 		ALIGN_TRY(ingest_err(ig),
 			  emit_value(ig, k, md5, rank, step, line,
-				     eval && key_prefix(k, "eval_") && key_suffix(k, "loss") ? "eval" : NULL));
+				     eval && key_prefix(k, "eval_") && key_suffix(k, "loss") ? "eval" : NULL, mean));
 	}
 	return ALIGN_OK;
 }
@@ -327,7 +337,7 @@ int paddle_emit_dict(struct ingest *ig, struct paddle_state *ps, const struct pa
 	if (eval && !gs) {
 		if (!ps->last_step)
 			ingest_warn(ig, line, "eval line before any training line: recorded without a step");
-		return emit_values(ig, ps, kv, n, ps->last_step ? ps->last_step : ALIGN_NO_STEP, line, 1);
+		return emit_values(ig, ps, kv, n, ps->last_step ? ps->last_step : ALIGN_NO_STEP, line, 1, 0);
 	}
 	char *end;
 	char num[24];
@@ -340,9 +350,16 @@ int paddle_emit_dict(struct ingest *ig, struct paddle_state *ps, const struct pa
 		return rc;
 	ps->restart_banner = 0;
 	ps->last_step = step;
+	int mean = step - ps->logged_from != 1; /* the loss sum covers several steps */
+	ps->logged_from = step;
 	if (ps->anchors)
 		anchor_check_step(ig, ps->anchors, step);
-	return emit_values(ig, ps, kv, n, step, line, 0);
+	return emit_values(ig, ps, kv, n, step, line, 0, mean);
+}
+
+void paddle_note_resume(struct paddle_state *ps, int64_t resume)
+{
+	ps->logged_from = resume;
 }
 
 /* ---- the log text ---- */
@@ -509,6 +526,7 @@ static void banner(struct plog *p, const char *m, size_t n)
 			p->ps.restart_banner = 1;
 			anchor_restart(&p->as, 1);
 		}
+		paddle_note_resume(&p->ps, 0);
 		return;
 	}
 	const char *c = memmem(m, n, cont, sizeof cont - 1);
@@ -517,8 +535,10 @@ static void banner(struct plog *p, const char *m, size_t n)
 		size_t k = (size_t)(m + n - c) - (sizeof cont - 1);
 		snprintf(num, sizeof num, "%.*s", (int)(k < 23 ? k : 23), c + sizeof cont - 1);
 		long long step = strtoll(num, NULL, 10);
-		if (step >= 0)
+		if (step >= 0) {
 			anchor_restart(&p->as, step + 1);
+			paddle_note_resume(&p->ps, step);
+		}
 	}
 }
 

@@ -108,6 +108,26 @@ printf '[2026-08-20 10:16:01,000] [    INFO] - loss: 9.5, learning_rate: 1e-05, 
 run_align 0 ingest --db a.db bare.log && expect_err "bare.log:3: global_step went back from 2 to 1 without a trainer start banner"
 expect_eq "bare reset" "$(sql a.db "SELECT count(*)||'/'||sum(superseded) FROM record r JOIN run ON run.id=r.run_id WHERE run.name='bare' AND r.name='loss'")" "3/2"
 
+# 4b. the loss is round(sum / (global_step - last logged), 8) of an fp32 sum reset at each log: right
+# after the last logged step (or step 1, or the step after "Continuing training from global step N") it
+# is the fp32; a gap (logging_steps 5, a resumed excerpt without its banner) is a Python-float mean:
+# dtype fp64, an interval, no fp32 bits; a loss_md5 that matches an fp32 still proves one
+{
+	printf '%sloss: 9.12345678, learning_rate: 1e-05, global_step: %d\n' "$PFX" 5 "$PFX" 10
+	printf '%sloss: 9.25, learning_rate: 1e-05, global_step: 11\n' "$PFX"
+	printf '%sloss: 9.0, learning_rate: 1e-05, global_step: 13, loss_md5: %s\n' "$PFX" "$(f32md5 41100000)"
+} > steps5.log
+printf '%sloss: 8.75, global_step: %d\n' "$PFX" 17 "$PFX" 18 > excerpt.log
+{ printf '%s  Continuing training from global step 16\n' "$PFX"; cat excerpt.log; } > resumed.log
+{ printf '%s***** Running training *****\n' "$PFX"; cat excerpt.log; } > started.log
+run_align 0 ingest --db m.db steps5.log excerpt.log resumed.log started.log
+lt() { sql m.db "SELECT group_concat(step||':'||dtype||':'||(CASE WHEN bits IS NULL THEN '-' ELSE printf('%x', bits) END), ' ') FROM (SELECT r.* FROM record r JOIN run ON run.id=r.run_id WHERE run.name='$1' AND r.name='loss' ORDER BY r.id)"; }
+expect_eq "logging_steps 5: means, then one step, then an md5-proven fp32" "$(lt steps5)" "5:fp64:- 10:fp64:- 11:fp32:41140000 13:fp32:41100000"
+expect_eq "an excerpt from step 17: its first loss may average" "$(lt excerpt)" "17:fp64:- 18:fp32:410c0000"
+expect_eq "resumed from 16 (banner): fp32 at once" "$(lt resumed)" "17:fp32:410c0000 18:fp32:410c0000"
+expect_eq "a start banner then step 17: a mean of 17 steps" "$(lt started)" "17:fp64:- 18:fp32:410c0000"
+expect_eq "a mean is an interval of 8 decimals" "$(sql m.db "SELECT digits||' '||(lo < hi) FROM record WHERE name='loss' AND step=5")" "9 1"
+
 # 5. a multi-line Tensor(...) value is skipped with a warning; keys after it are kept; anchors with
 # --micro-batches 2 that do not fit the trainer's steps warn; a truncated last line is ignored
 {
@@ -153,7 +173,7 @@ expect_err "metrics_rank3.json.gz:6: last line is not terminated"
 run_align 0 ingest --db a.db --format paddle-metrics metrics_rank3.json && expect_out "already ingested as run 'met'"
 expect_eq "metrics records" "$(q a.db "run_id=(SELECT id FROM run WHERE name='met') AND name NOT LIKE 'interval%'")" "-1|1|-1|loss|loss|fp32|412de667|10.86875057|$M1087
 -1|1|-1|learning_rate|optim|fp64||0.0001499|
--1|2|-1|loss|loss|fp32|410c0000|8.75|
+-1|2|-1|loss|loss|fp64||8.75|
 -1|2|-1|learning_rate|optim|fp64||0.0001499|
 -1|2|-1|eval_loss|eval|fp32|40ecc311|7.3988118171691895|
 -1|2|-1|eval_runtime|meta|fp64||12.4467|"
