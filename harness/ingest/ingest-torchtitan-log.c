@@ -46,8 +46,8 @@ struct ttl {
 	size_t cap;
 	struct tt_stream streams[TT_MAX_STREAMS];
 	size_t n_streams;
-	int64_t lines;		/* step and validation lines read */
-	int64_t first_titan;	/* first "[titan]" logger line (0: none) */
+	int64_t lines;		 /* step and validation lines read */
+	int64_t first_titan;	 /* first "[titan]" logger line (0: none) */
 	int64_t first_candidate; /* first line with "step:" and "loss:" that did not parse (0: none) */
 };
 
@@ -240,11 +240,12 @@ static int step_line(struct ingest *ig, struct ttl *t, const char *s, size_t n, 
 		char name[64];
 		snprintf(name, sizeof name, "%.*s", (int)(x->key_len < 63 ? x->key_len : 63), x->key);
 		if (x == loss)
-			ALIGN_TRY(ingest_err(ig), emit_num(ig, ALIGN_NO_RANK, step, line, validate ? "eval_loss" : "loss",
-							   validate ? "eval" : "loss", "fp32", x->val, x->val_len));
-		else if (field_is(x, "grad_norm") && !validate)
 			ALIGN_TRY(ingest_err(ig),
-				  emit_num(ig, ALIGN_NO_RANK, step, line, "grad_norm", "optim", NULL, x->val, x->val_len));
+				  emit_num(ig, ALIGN_NO_RANK, step, line, validate ? "eval_loss" : "loss",
+					   validate ? "eval" : "loss", "fp32", x->val, x->val_len));
+		else if (field_is(x, "grad_norm") && !validate)
+			ALIGN_TRY(ingest_err(ig), emit_num(ig, ALIGN_NO_RANK, step, line, "grad_norm", "optim", NULL,
+							   x->val, x->val_len));
 		else if (field_is(x, "memory"))
 			ALIGN_TRY(ingest_err(ig), emit_memory(ig, rank, step, line, x->val, x->val_len));
 		else
@@ -290,7 +291,8 @@ static int ttl_lines(struct ingest *ig, struct reader *rd, struct ttl *t)
 		int validate;
 		if (!term) {
 			if (find_step(t->buf, n, &validate))
-				ingest_warn(ig, ln, "last line is not terminated (the job was killed mid-print?): ignored");
+				ingest_warn(ig, ln,
+					    "last line is not terminated (the job was killed mid-print?): ignored");
 			break;
 		}
 		for (size_t a = 0; a <= n && !rc;) {
