@@ -35,6 +35,7 @@
  * on (warning). The trainer banner "***** Running training *****" after training output declares a
  * restart to the anchor scanner (from step 1, or N+1 after "Continuing training from global step N"). */
 #include "anchor.h"
+#include "paddle-legacy.h"
 
 #include "err.h"
 
@@ -134,10 +135,10 @@ static void rule_for(const struct paddle_kv *kv, int mean, struct key_rule *r)
 	}
 	/* timings, throughput, memory and progress describe the job, not its numerics: phase "meta",
 	 * like Megatron's, so a report leaves them out unless asked (--all) */
-	if (key_prefix(kv, "interval_") || key_eq(kv, "progress_or_epoch") || key_eq(kv, "eval_runtime") ||
-	    key_suffix(kv, "_per_second") || key_suffix(kv, "_memory") || key_prefix(kv, "current_memory_") ||
-	    key_prefix(kv, "max_memory_") || key_prefix(kv, "cpu_mem") || key_prefix(kv, "gpu_max_memory_") ||
-	    key_prefix(kv, "metrics_dumper_") || is_ernie_meta(kv))
+	if (key_prefix(kv, "interval_") || key_eq(kv, "progress_or_epoch") || key_eq(kv, "epoch") ||
+	    key_eq(kv, "eval_runtime") || key_suffix(kv, "_per_second") || key_suffix(kv, "_memory") ||
+	    key_prefix(kv, "current_memory_") || key_prefix(kv, "max_memory_") || key_prefix(kv, "cpu_mem") ||
+	    key_prefix(kv, "gpu_max_memory_") || key_prefix(kv, "metrics_dumper_") || is_ernie_meta(kv))
 		r->phase = "meta";
 	if (r->prec == PREC_DEC && shown_decimals(kv->val, kv->val_len) > r->prec_n)
 		r->prec = PREC_EXACT;
@@ -385,6 +386,20 @@ static size_t prefix_end(const char *s, size_t n)
 		if (n - j >= 4 && !memcmp(s + j, "] - ", 4))
 			return j + 4;
 	}
+	/* colorlog without the timestamp: "[    INFO] - " at the start */
+	size_t j = 0;
+	while (j < n && (s[j] == ' ' || s[j] == '\t'))
+		j++;
+	if (j < n && s[j] == '[') {
+		size_t k = j + 1;
+		while (k < n && s[k] == ' ')
+			k++;
+		size_t l = k;
+		while (k < n && s[k] >= 'A' && s[k] <= 'Z')
+			k++;
+		if (k - l >= 4 && n - k >= 4 && !memcmp(s + k, "] - ", 4))
+			return k + 4;
+	}
 	return 0;
 }
 
@@ -470,7 +485,8 @@ struct plog {
 	size_t msg_len, msg_cap;
 	int64_t msg_line;
 	int cont_lines;
-	int64_t first_prefixed; /* first line with the Paddle logger prefix (0: none) */
+	int64_t first_prefixed;	 /* first line with the Paddle logger prefix (0: none) */
+	struct paddle_legacy pl; /* a wrapped Trainer dict print being joined */
 };
 
 static int grow(struct ingest *ig, char **b, size_t *cap, size_t need)
@@ -549,6 +565,13 @@ static int segment(struct ingest *ig, struct plog *p, const char *s, size_t n, i
 	size_t pe = prefix_end(s, n);
 	if (pe && !p->first_prefixed)
 		p->first_prefixed = line;
+	int rc;
+	size_t lm = pe;
+	while (lm < n && (s[lm] == ' ' || s[lm] == '\t'))
+		lm++;
+	if (paddle_legacy_step_line(ig, &p->ps, s + lm, n - lm, line, &rc) ||
+	    paddle_legacy_dict(ig, &p->ps, &p->pl, s + lm, n - lm, line, &rc))
+		return rc;
 	if (!pe) {
 		while (pe < n && (s[pe] == ' ' || s[pe] == '\t'))
 			pe++;
@@ -629,6 +652,12 @@ static int plog_lines(struct ingest *ig, struct reader *rd, struct plog *p)
 				return rc;
 			continue;
 		}
+		if (paddle_legacy_open(&p->pl)) { /* the next line of a wrapped dict print */
+			paddle_legacy_dict(ig, &p->ps, &p->pl, p->buf, n, ln, &rc);
+			if (rc)
+				return rc;
+			continue;
+		}
 		for (size_t a = 0; a <= n && !rc;) {
 			const char *cr = memchr(p->buf + a, '\r', n - a);
 			size_t b = cr ? (size_t)(cr - p->buf) : n;
@@ -641,6 +670,8 @@ static int plog_lines(struct ingest *ig, struct reader *rd, struct plog *p)
 	}
 	if (got != 0 && got != 1)
 		return got;
+	if (paddle_legacy_open(&p->pl))
+		ingest_warn(ig, p->pl.line, "a trainer dict print is not closed at the end of the file: ignored");
 	return p->msg_len ? flush_open(ig, p, "at the end of the file") : ALIGN_OK;
 }
 
@@ -675,6 +706,7 @@ static int plog_parse(struct ingest *ig, struct reader *rd)
 		rc = anchor_finish(ig, &p.as);
 	free(p.buf);
 	free(p.msg);
+	paddle_legacy_free(&p.pl);
 	return rc;
 }
 
@@ -692,6 +724,12 @@ static int plog_detect(const char *head, size_t len, const char *path)
 		if (l && memmem(s, n, ", global_step: ", 15) &&
 		    (l == s || l[-1] == '\r' || (l - s >= 4 && !memcmp(l - 4, "] - ", 4))))
 			return 90;
+		const char *g = memmem(s, n, "global step ", 12);
+		if (g && (g == s || !memcmp(g - 4 < s ? s : g - 4, "] - ", 4)) && g + 12 < s + n && g[12] >= '0' &&
+		    g[12] <= '9' && l)
+			return 90; /* the older scripts' "global step N, ..., loss: X" */
+		if (memmem(s, n, "{'loss': ", 9) && memmem(s, n, "'global_step': ", 15))
+			return 85; /* the early Trainer's dict print */
 		if (prefix_end(s, n))
 			score = 50;
 	}

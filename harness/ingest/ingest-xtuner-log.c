@@ -85,7 +85,8 @@ static const char *find_tag(const char *s, size_t n, int64_t *step, int *val)
 	const char *end = s + n;
 	for (size_t t = 0; t < sizeof tags / sizeof tags[0]; t++) {
 		size_t tl = strlen(tags[t]);
-		for (const char *p = memmem(s, n, tags[t], tl); p; p = memmem(p + 1, (size_t)(end - p - 1), tags[t], tl)) {
+		for (const char *p = memmem(s, n, tags[t], tl); p;
+		     p = memmem(p + 1, (size_t)(end - p - 1), tags[t], tl)) {
 			if (p > s && p[-1] != ' ' && p[-1] != '\t')
 				continue;
 			const char *q = p + tl;
@@ -235,7 +236,8 @@ static int xl_lines(struct ingest *ig, struct reader *rd, struct xl *x)
 		int val;
 		if (!term) {
 			if (find_tag(x->buf, n, &step, &val))
-				ingest_warn(ig, ln, "last line is not terminated (the job was killed mid-print?): ignored");
+				ingest_warn(ig, ln,
+					    "last line is not terminated (the job was killed mid-print?): ignored");
 			break;
 		}
 		ALIGN_TRY(ingest_err(ig), xl_line(ig, x, x->buf, n, ln));
@@ -257,7 +259,8 @@ static int xl_parse(struct ingest *ig, struct reader *rd)
 					  "no mmengine training line ('Iter(train) [i/N] ... loss: X'): the first "
 					  "mmengine logger line (here) has none");
 		else
-			rc = ingest_error(ig, 0, "no mmengine training lines ('Iter(train) [i/N] ... loss: X') in this file");
+			rc = ingest_error(ig, 0,
+					  "no mmengine training lines ('Iter(train) [i/N] ... loss: X') in this file");
 	}
 	free(x.buf);
 	return rc;

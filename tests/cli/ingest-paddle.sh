@@ -200,6 +200,24 @@ expect_eq "ERNIE numerics" "$(sql e.db "SELECT group_concat(name||':'||phase, ' 
 	"loss:loss loss_cur_dp:metric learning_rate:optim loss_scale:metric"
 expect_eq "{:.6f} is rounded, not a repr" "$(sql e.db "SELECT (bits IS NULL)||' '||digits||' '||printf('%.7f', hi) FROM record WHERE name='loss_scale'")" "1 11 32768.0000005"
 
+# 9. the other layouts seen in the wild (tests/samples/paddle-log/): colorlog without the timestamp; the
+# older scripts' "global step N, ..., loss: X" lines ("%f" of the step's fp32 loss: an interval; "learning
+# rate" is learning_rate; speed/ips/costs are meta); the early Trainer's dict prints, one line or wrapped
+# over tab-indented lines (joined: the step on a later line is kept), a gap making a mean
+SP="$SRCROOT/tests/samples/paddle-log"
+pl() { sql s.db "SELECT group_concat(x, ' ') FROM (SELECT r.step||':'||r.name||':'||r.phase||':'||coalesce(r.dtype,'-')||':'||r.text AS x FROM record r JOIN run ON run.id=r.run_id WHERE run.name='$1' AND ($2) ORDER BY r.id)"; }
+run_align 0 ingest --db s.db "$SP/nostamp.log" && expect_out "nostamp.log: paddle-log, 16 records"
+expect_eq "no timestamp" "$(pl nostamp "r.phase<>'meta'")" "1:loss:loss:fp32:2.34567891 1:learning_rate:optim:fp64:4.9e-05 2:loss:loss:fp32:2.21101761 2:learning_rate:optim:fp64:4.8e-05 2:eval_loss:eval:fp32:2.1904356479644775"
+run_align 0 ingest --db s.db "$SP/global-step.log" && expect_out "global-step.log: paddle-log, 18 records"
+expect_eq "global step lines" "$(pl global-step "r.phase<>'meta'")" "10:loss:loss:fp32:0.693147 20:loss:loss:fp32:0.541203 30:loss:loss:fp32:0.498811 40:loss:loss:fp32:9.867420 40:lm_loss:loss:fp32:9.341120 40:sop_loss:loss:fp32:0.526300 40:learning_rate:optim:fp64:9.99999e-05"
+expect_eq "global step meta" "$(pl global-step "r.step=40 AND r.phase='meta'")" "40:ips:meta:fp64:1234.56 40:avg_batch_cost:meta:fp64:0.72183"
+expect_eq "%f is rounded, not a repr" "$(sql s.db "SELECT digits FROM record WHERE name='loss' AND step=10")" "6"
+run_align 0 ingest --db s.db "$SP/dict.log" && expect_out "dict.log: paddle-log, 11 records"
+expect_eq "dict prints" "$(pl dict "r.phase<>'meta'")" "1:loss:loss:fp32:2.34567891 1:learning_rate:optim:fp64:4.9e-05 2:loss:loss:fp32:2.21101761 2:learning_rate:optim:fp64:4.8e-05 2:eval_loss:eval:fp32:2.1904356479644775 4:loss:loss:fp64:2.1018 4:learning_rate:optim:fp64:4.7e-05"
+expect_eq "wrapped dict lines" "$(sql s.db "SELECT group_concat(line) FROM record WHERE name='loss' AND run_id=(SELECT id FROM run WHERE name='dict')")" "2,3,6"
+printf "{'loss': 2.5,\n\t'global_step': 1,\n" > opendict.log
+run_align 2 ingest --db s.db --format paddle-log opendict.log && expect_err "opendict.log:1: a trainer dict print is not closed at the end of the file: ignored"
+
 bad() { # bad FILE PATTERN [OPTIONS...]: exit 2, PATTERN on stderr, database unchanged
 	local f=$1 pat=$2 before
 	shift 2
@@ -219,6 +237,8 @@ bad badanchor.log "badanchor.log:2: final_loss anchor: field 'md5': malformed md
 printf '%sThe training arguments\n%s  Num examples = 1000\n' "$P" "$P" > garbage.log
 bad garbage.log "garbage.log:1: no Paddle trainer line \\('loss: ..., global_step: N'\\) and no anchors: the first Paddle logger line \\(here\\) has no 'loss' or 'global_step'"
 bad garbage.log "garbage.log:1: no Paddle trainer line" --format paddle-log
+printf 'global step 10, epoch: 0, batch: 9, loss: 0.693147, speed: 1.52 step/s\nglobal step 20, epoch: 0, batch: 19, loss: nope, speed: 1.61 step/s\n' > badglobal.log
+bad badglobal.log "badglobal.log:2: field 'loss': not a number: 'nope'"
 # the error points at the first line that looked like a trainer line and says what it lacked, not at the
 # last line of the file
 { printf 'plain output\n%sThe training arguments\n' "$P"; printf '%sloss: 9.5, learning_rate: 0.0001499, interval_runtime: 1.2\n' "$P"
