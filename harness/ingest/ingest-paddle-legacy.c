@@ -51,8 +51,7 @@ static int emit_text(struct ingest *ig, int64_t step, int64_t line, const char *
 }
 
 /* "global step N, key: value, key words: value unit, ...": 1 when m is one (records emitted), 0 when not. */
-int paddle_legacy_step_line(struct ingest *ig, struct paddle_state *ps, const char *m, size_t n, int64_t line,
-			    int *rc)
+int paddle_legacy_step_line(struct ingest *ig, struct paddle_state *ps, const char *m, size_t n, int64_t line, int *rc)
 {
 	static const char tag[] = "global step ";
 	*rc = ALIGN_OK;
