@@ -123,6 +123,9 @@ struct paddle_kv {
 /* What a Paddle parser remembers between dicts of one file. */
 struct paddle_state {
 	int64_t last_step;	      /* global_step of the last training dict (0: none yet) */
+	int64_t logged_from;	      /* global_step where the trainer last reset its loss sum: the last logged
+				       * step, the resume point of "Continuing training from global step N", 0 at
+				       * a start (or unknown: a restart without that banner) */
 	int64_t file_rank;	      /* rank from the file name (-1 unknown): per-rank MTP losses */
 	int restart_banner;	      /* a trainer start banner (or a new metrics_dumper_pid) after training output */
 	int64_t dicts;		      /* training and eval dicts emitted */
@@ -130,6 +133,10 @@ struct paddle_state {
 	int64_t first_line;	      /* first dict with 'loss' or 'global_step' that was no trainer dict (0: none) */
 	char first_what[64];	      /* what that dict lacked */
 };
+
+/* A trainer banner: "***** Running training *****" (resume 0) or "Continuing training from global step N"
+ * (resume N): the next logged loss averages the steps after resume. */
+void paddle_note_resume(struct paddle_state *ps, int64_t resume);
 
 /* Note a dict that is neither a training nor an eval dict: the first one with 'loss' or 'global_step' is
  * where a "no trainer lines" error points, saying what it lacked. */

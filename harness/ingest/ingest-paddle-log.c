@@ -8,7 +8,13 @@
  *
  * What a training dict (loss and global_step present) becomes, all at step global_step:
  *   loss                PREC_DEC 8 (round(x, 8) repr; the core recovers float32 bits when |x| >= 0.125),
- *                       dtype fp32, phase loss; PREC_EXACT when the print has more than 8 decimals
+ *                       dtype fp32, phase loss; PREC_EXACT when the print has more than 8 decimals.
+ *                       The trainer logs round(tr_loss.item() / (global_step - last_logged), 8) and resets
+ *                       its fp32 sum at each log: a step right after the last logged one (or after the
+ *                       resume point of "Continuing training from global step N", or step 1) is the fp32
+ *                       itself; a gap (logging_steps > 1, or the first line of a resumed run without
+ *                       its banner) makes it a Python-float mean: dtype fp64, no fp32 bits (a loss_md5
+ *                       that matches an fp32 still proves one)
  *   mtp_K_loss          PREC_EXACT fp32, phase loss; indexer_loss the same
  *   global_norm         PREC_EXACT fp32, phase optim
  *   learning_rate       PREC_TEXT (4 significant digits), dtype fp64, phase optim
@@ -29,6 +35,7 @@
  * on (warning). The trainer banner "***** Running training *****" after training output declares a
  * restart to the anchor scanner (from step 1, or N+1 after "Continuing training from global step N"). */
 #include "anchor.h"
+#include "paddle-legacy.h"
 
 #include "err.h"
 
@@ -103,11 +110,12 @@ static int fixed_format(const char *v, size_t n)
 	return (size_t)(v + n - dot - 1) >= 2 && v[n - 1] == '0';
 }
 
-static void rule_for(const struct paddle_kv *kv, struct key_rule *r)
+/* mean: the dict's loss averages several steps (a gap since the last reset of the loss sum). */
+static void rule_for(const struct paddle_kv *kv, int mean, struct key_rule *r)
 {
 	*r = (struct key_rule){PREC_EXACT, 0, "fp64", "metric"};
 	if (key_eq(kv, "loss")) {
-		*r = (struct key_rule){PREC_DEC, 8, "fp32", "loss"};
+		*r = (struct key_rule){PREC_DEC, 8, mean ? "fp64" : "fp32", "loss"};
 		if (shown_decimals(kv->val, kv->val_len) > 8)
 			r->prec = PREC_EXACT; /* not round(x, 8): a dialect that prints the full repr */
 	} else if (is_mtp_loss(kv) || key_eq(kv, "indexer_loss")) {
@@ -127,10 +135,10 @@ static void rule_for(const struct paddle_kv *kv, struct key_rule *r)
 	}
 	/* timings, throughput, memory and progress describe the job, not its numerics: phase "meta",
 	 * like Megatron's, so a report leaves them out unless asked (--all) */
-	if (key_prefix(kv, "interval_") || key_eq(kv, "progress_or_epoch") || key_eq(kv, "eval_runtime") ||
-	    key_suffix(kv, "_per_second") || key_suffix(kv, "_memory") || key_prefix(kv, "current_memory_") ||
-	    key_prefix(kv, "max_memory_") || key_prefix(kv, "cpu_mem") || key_prefix(kv, "gpu_max_memory_") ||
-	    key_prefix(kv, "metrics_dumper_") || is_ernie_meta(kv))
+	if (key_prefix(kv, "interval_") || key_eq(kv, "progress_or_epoch") || key_eq(kv, "epoch") ||
+	    key_eq(kv, "eval_runtime") || key_suffix(kv, "_per_second") || key_suffix(kv, "_memory") ||
+	    key_prefix(kv, "current_memory_") || key_prefix(kv, "max_memory_") || key_prefix(kv, "cpu_mem") ||
+	    key_prefix(kv, "gpu_max_memory_") || key_prefix(kv, "metrics_dumper_") || is_ernie_meta(kv))
 		r->phase = "meta";
 	if (r->prec == PREC_DEC && shown_decimals(kv->val, kv->val_len) > r->prec_n)
 		r->prec = PREC_EXACT;
@@ -161,11 +169,11 @@ static int is_number_text(const char *v, size_t n)
 
 /* One value record; md5 (already checked to be 32 hex) rides on it and is verified against it. */
 static int emit_value(struct ingest *ig, const struct paddle_kv *kv, const struct paddle_kv *md5kv, int64_t rank,
-		      int64_t step, int64_t line, const char *phase_override)
+		      int64_t step, int64_t line, const char *phase_override, int mean)
 {
 	struct key_rule ru;
 	char name[160], md5[33];
-	rule_for(kv, &ru);
+	rule_for(kv, mean, &ru);
 	snprintf(name, sizeof name, "%.*s", (int)kv->key_len, kv->key);
 	struct rec r = {.rank = rank,
 			.step = step,
@@ -189,6 +197,8 @@ static int emit_value(struct ingest *ig, const struct paddle_kv *kv, const struc
 		uint32_t bits;
 		struct numtext nt;
 		int v = anchor_md5_verify(kv->val, kv->val_len, ru.prec, ru.prec_n, md5, &bits);
+		if (v == 1)
+			r.dtype = "fp32"; /* the md5 of a float32 in the print's interval: that float32 */
 		if (v == 0)
 			ingest_warn(ig, line, "%.*s %s does not match %s %.*s (md5 of the float32 it prints differs)",
 				    (int)md5kv->key_len, md5kv->key, md5, name, (int)kv->val_len, kv->val);
@@ -229,6 +239,7 @@ static int step_back(struct ingest *ig, struct paddle_state *ps, int64_t step, i
 			    "appended?): records from step %lld on are superseded%s",
 			    (long long)ps->last_step, (long long)step, (long long)step,
 			    ps->anchors && ps->anchors->n_anchors ? "; anchors printed before this line are lost" : "");
+		ps->logged_from = 0; /* where the rerun resumed is not known: its first loss may be a mean */
 		if (ps->anchors)
 			anchor_restart(ps->anchors, step + 1);
 	}
@@ -250,7 +261,7 @@ static int check_md5s(struct ingest *ig, const struct paddle_kv *kv, size_t n, i
 
 /* The values of a dict at (step): each key by its rule, md5s on their values. */
 static int emit_values(struct ingest *ig, struct paddle_state *ps, const struct paddle_kv *kv, size_t n, int64_t step,
-		       int64_t line, int eval)
+		       int64_t line, int eval, int mean)
 {
 	char key[200];
 	for (size_t i = 0; i < n; i++) {
@@ -277,7 +288,7 @@ static int emit_values(struct ingest *ig, struct paddle_state *ps, const struct 
 			r.digest = md5;
 			struct key_rule ru;
 			base.val = "0", base.val_len = 1;
-			rule_for(&base, &ru);
+			rule_for(&base, 0, &ru);
 			r.phase = eval ? "eval" : ru.phase;
 			ALIGN_TRY(ingest_err(ig), ingest_emit(ig, &r));
 			continue;
@@ -295,7 +306,7 @@ static int emit_values(struct ingest *ig, struct paddle_state *ps, const struct 
 			rank = ps->file_rank; /* per-rank value unless LOG_LOSS_MD5=1 averaged it */
 		ALIGN_TRY(ingest_err(ig),
 			  emit_value(ig, k, md5, rank, step, line,
-				     eval && key_prefix(k, "eval_") && key_suffix(k, "loss") ? "eval" : NULL));
+				     eval && key_prefix(k, "eval_") && key_suffix(k, "loss") ? "eval" : NULL, mean));
 	}
 	return ALIGN_OK;
 }
@@ -327,7 +338,7 @@ int paddle_emit_dict(struct ingest *ig, struct paddle_state *ps, const struct pa
 	if (eval && !gs) {
 		if (!ps->last_step)
 			ingest_warn(ig, line, "eval line before any training line: recorded without a step");
-		return emit_values(ig, ps, kv, n, ps->last_step ? ps->last_step : ALIGN_NO_STEP, line, 1);
+		return emit_values(ig, ps, kv, n, ps->last_step ? ps->last_step : ALIGN_NO_STEP, line, 1, 0);
 	}
 	char *end;
 	char num[24];
@@ -340,9 +351,16 @@ int paddle_emit_dict(struct ingest *ig, struct paddle_state *ps, const struct pa
 		return rc;
 	ps->restart_banner = 0;
 	ps->last_step = step;
+	int mean = step - ps->logged_from != 1; /* the loss sum covers several steps */
+	ps->logged_from = step;
 	if (ps->anchors)
 		anchor_check_step(ig, ps->anchors, step);
-	return emit_values(ig, ps, kv, n, step, line, 0);
+	return emit_values(ig, ps, kv, n, step, line, 0, mean);
+}
+
+void paddle_note_resume(struct paddle_state *ps, int64_t resume)
+{
+	ps->logged_from = resume;
 }
 
 /* ---- the log text ---- */
@@ -367,6 +385,20 @@ static size_t prefix_end(const char *s, size_t n)
 			j++;
 		if (n - j >= 4 && !memcmp(s + j, "] - ", 4))
 			return j + 4;
+	}
+	/* colorlog without the timestamp: "[    INFO] - " at the start */
+	size_t j = 0;
+	while (j < n && (s[j] == ' ' || s[j] == '\t'))
+		j++;
+	if (j < n && s[j] == '[') {
+		size_t k = j + 1;
+		while (k < n && s[k] == ' ')
+			k++;
+		size_t l = k;
+		while (k < n && s[k] >= 'A' && s[k] <= 'Z')
+			k++;
+		if (k - l >= 4 && n - k >= 4 && !memcmp(s + k, "] - ", 4))
+			return k + 4;
 	}
 	return 0;
 }
@@ -453,7 +485,8 @@ struct plog {
 	size_t msg_len, msg_cap;
 	int64_t msg_line;
 	int cont_lines;
-	int64_t first_prefixed; /* first line with the Paddle logger prefix (0: none) */
+	int64_t first_prefixed;	 /* first line with the Paddle logger prefix (0: none) */
+	struct paddle_legacy pl; /* a wrapped Trainer dict print being joined */
 };
 
 static int grow(struct ingest *ig, char **b, size_t *cap, size_t need)
@@ -509,6 +542,7 @@ static void banner(struct plog *p, const char *m, size_t n)
 			p->ps.restart_banner = 1;
 			anchor_restart(&p->as, 1);
 		}
+		paddle_note_resume(&p->ps, 0);
 		return;
 	}
 	const char *c = memmem(m, n, cont, sizeof cont - 1);
@@ -517,8 +551,10 @@ static void banner(struct plog *p, const char *m, size_t n)
 		size_t k = (size_t)(m + n - c) - (sizeof cont - 1);
 		snprintf(num, sizeof num, "%.*s", (int)(k < 23 ? k : 23), c + sizeof cont - 1);
 		long long step = strtoll(num, NULL, 10);
-		if (step >= 0)
+		if (step >= 0) {
 			anchor_restart(&p->as, step + 1);
+			paddle_note_resume(&p->ps, step);
+		}
 	}
 }
 
@@ -529,6 +565,13 @@ static int segment(struct ingest *ig, struct plog *p, const char *s, size_t n, i
 	size_t pe = prefix_end(s, n);
 	if (pe && !p->first_prefixed)
 		p->first_prefixed = line;
+	int rc;
+	size_t lm = pe;
+	while (lm < n && (s[lm] == ' ' || s[lm] == '\t'))
+		lm++;
+	if (paddle_legacy_step_line(ig, &p->ps, s + lm, n - lm, line, &rc) ||
+	    paddle_legacy_dict(ig, &p->ps, &p->pl, s + lm, n - lm, line, &rc))
+		return rc;
 	if (!pe) {
 		while (pe < n && (s[pe] == ' ' || s[pe] == '\t'))
 			pe++;
@@ -609,6 +652,12 @@ static int plog_lines(struct ingest *ig, struct reader *rd, struct plog *p)
 				return rc;
 			continue;
 		}
+		if (paddle_legacy_open(&p->pl)) { /* the next line of a wrapped dict print */
+			paddle_legacy_dict(ig, &p->ps, &p->pl, p->buf, n, ln, &rc);
+			if (rc)
+				return rc;
+			continue;
+		}
 		for (size_t a = 0; a <= n && !rc;) {
 			const char *cr = memchr(p->buf + a, '\r', n - a);
 			size_t b = cr ? (size_t)(cr - p->buf) : n;
@@ -621,6 +670,8 @@ static int plog_lines(struct ingest *ig, struct reader *rd, struct plog *p)
 	}
 	if (got != 0 && got != 1)
 		return got;
+	if (paddle_legacy_open(&p->pl))
+		ingest_warn(ig, p->pl.line, "a trainer dict print is not closed at the end of the file: ignored");
 	return p->msg_len ? flush_open(ig, p, "at the end of the file") : ALIGN_OK;
 }
 
@@ -655,6 +706,7 @@ static int plog_parse(struct ingest *ig, struct reader *rd)
 		rc = anchor_finish(ig, &p.as);
 	free(p.buf);
 	free(p.msg);
+	paddle_legacy_free(&p.pl);
 	return rc;
 }
 
@@ -672,6 +724,12 @@ static int plog_detect(const char *head, size_t len, const char *path)
 		if (l && memmem(s, n, ", global_step: ", 15) &&
 		    (l == s || l[-1] == '\r' || (l - s >= 4 && !memcmp(l - 4, "] - ", 4))))
 			return 90;
+		const char *g = memmem(s, n, "global step ", 12);
+		if (g && (g == s || !memcmp(g - 4 < s ? s : g - 4, "] - ", 4)) && g + 12 < s + n && g[12] >= '0' &&
+		    g[12] <= '9' && l)
+			return 90; /* the older scripts' "global step N, ..., loss: X" */
+		if (memmem(s, n, "{'loss': ", 9) && memmem(s, n, "'global_step': ", 15))
+			return 85; /* the early Trainer's dict print */
 		if (prefix_end(s, n))
 			score = 50;
 	}

@@ -305,8 +305,10 @@ static void note_pid(struct pm *pm, const struct pyjson_member *m, size_t n_m)
 			continue;
 		char pid[32];
 		snprintf(pid, sizeof pid, "%.*s", (int)m[i].val_len, m[i].val);
-		if (pm->pid[0] && strcmp(pid, pm->pid) && pm->ps.last_step)
+		if (pm->pid[0] && strcmp(pid, pm->pid) && pm->ps.last_step) {
 			pm->ps.restart_banner = 1;
+			paddle_note_resume(&pm->ps, 0); /* no banner says where the new process resumed */
+		}
 		memcpy(pm->pid, pid, sizeof pid);
 	}
 }

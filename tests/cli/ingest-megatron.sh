@@ -216,4 +216,14 @@ printf ' iteration        1/      10 | lm loss: 1.0E+01 |\n iteration        2/ 
 bad notnum.log "notnum.log:2: field 'lm loss': not a number: 'abc'"
 printf ' iteration        1/      10 | lm loss: 1.0E+01 | grad norm: 1.2.3 |\n' > badnorm.log
 bad badnorm.log "badnorm.log:1: field 'grad norm': not a number"
+
+# committed samples of the Megatron-DeepSpeed (consumed tokens, actual seqlen, tgs, TFLOPs, DeepSpeed's own
+# log_dist lines between) and MoE/MTP (mtp_2 loss, load_balancing_loss, seq_load_balancing_loss) variants
+SM="$SRCROOT/tests/samples/megatron-log"
+run_align 0 ingest --db s.db "$SM/deepspeed.log" && expect_out "deepspeed.log: megatron-log, 27 records"
+expect_eq "DeepSpeed throughput is meta" "$(sql s.db "SELECT group_concat(name, ',') FROM (SELECT name FROM record WHERE step=2 AND phase='meta' ORDER BY seq)")" \
+	"consumed samples,consumed tokens,elapsed time per iteration (ms),global batch size,actual seqlen,number of skipped iterations,number of nan iterations,samples per second,tokens per gpu per second (tgs),TFLOPs"
+run_align 0 ingest --db s.db "$SM/moe-mtp.log" && expect_out "moe-mtp.log: megatron-log, 28 records"
+expect_eq "MoE/MTP losses" "$(sql s.db "SELECT group_concat(canon||'='||text, ' ') FROM (SELECT canon, text FROM record WHERE step=1 AND phase='loss' AND run_id=(SELECT id FROM run WHERE name='moe-mtp') ORDER BY seq)")" \
+	"loss=1.190823E+01 mtp_1_loss=1.191244E+01 mtp_2_loss=1.191962E+01 load_balancing_loss=1.002381E+00 seq_load_balancing_loss=1.000912E+00"
 finish

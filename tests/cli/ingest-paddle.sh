@@ -108,6 +108,26 @@ printf '[2026-08-20 10:16:01,000] [    INFO] - loss: 9.5, learning_rate: 1e-05, 
 run_align 0 ingest --db a.db bare.log && expect_err "bare.log:3: global_step went back from 2 to 1 without a trainer start banner"
 expect_eq "bare reset" "$(sql a.db "SELECT count(*)||'/'||sum(superseded) FROM record r JOIN run ON run.id=r.run_id WHERE run.name='bare' AND r.name='loss'")" "3/2"
 
+# 4b. the loss is round(sum / (global_step - last logged), 8) of an fp32 sum reset at each log: right
+# after the last logged step (or step 1, or the step after "Continuing training from global step N") it
+# is the fp32; a gap (logging_steps 5, a resumed excerpt without its banner) is a Python-float mean:
+# dtype fp64, an interval, no fp32 bits; a loss_md5 that matches an fp32 still proves one
+{
+	printf '%sloss: 9.12345678, learning_rate: 1e-05, global_step: %d\n' "$PFX" 5 "$PFX" 10
+	printf '%sloss: 9.25, learning_rate: 1e-05, global_step: 11\n' "$PFX"
+	printf '%sloss: 9.0, learning_rate: 1e-05, global_step: 13, loss_md5: %s\n' "$PFX" "$(f32md5 41100000)"
+} > steps5.log
+printf '%sloss: 8.75, global_step: %d\n' "$PFX" 17 "$PFX" 18 > excerpt.log
+{ printf '%s  Continuing training from global step 16\n' "$PFX"; cat excerpt.log; } > resumed.log
+{ printf '%s***** Running training *****\n' "$PFX"; cat excerpt.log; } > started.log
+run_align 0 ingest --db m.db steps5.log excerpt.log resumed.log started.log
+lt() { sql m.db "SELECT group_concat(step||':'||dtype||':'||(CASE WHEN bits IS NULL THEN '-' ELSE printf('%x', bits) END), ' ') FROM (SELECT r.* FROM record r JOIN run ON run.id=r.run_id WHERE run.name='$1' AND r.name='loss' ORDER BY r.id)"; }
+expect_eq "logging_steps 5: means, then one step, then an md5-proven fp32" "$(lt steps5)" "5:fp64:- 10:fp64:- 11:fp32:41140000 13:fp32:41100000"
+expect_eq "an excerpt from step 17: its first loss may average" "$(lt excerpt)" "17:fp64:- 18:fp32:410c0000"
+expect_eq "resumed from 16 (banner): fp32 at once" "$(lt resumed)" "17:fp32:410c0000 18:fp32:410c0000"
+expect_eq "a start banner then step 17: a mean of 17 steps" "$(lt started)" "17:fp64:- 18:fp32:410c0000"
+expect_eq "a mean is an interval of 8 decimals" "$(sql m.db "SELECT digits||' '||(lo < hi) FROM record WHERE name='loss' AND step=5")" "9 1"
+
 # 5. a multi-line Tensor(...) value is skipped with a warning; keys after it are kept; anchors with
 # --micro-batches 2 that do not fit the trainer's steps warn; a truncated last line is ignored
 {
@@ -153,7 +173,7 @@ expect_err "metrics_rank3.json.gz:6: last line is not terminated"
 run_align 0 ingest --db a.db --format paddle-metrics metrics_rank3.json && expect_out "already ingested as run 'met'"
 expect_eq "metrics records" "$(q a.db "run_id=(SELECT id FROM run WHERE name='met') AND name NOT LIKE 'interval%'")" "-1|1|-1|loss|loss|fp32|412de667|10.86875057|$M1087
 -1|1|-1|learning_rate|optim|fp64||0.0001499|
--1|2|-1|loss|loss|fp32|410c0000|8.75|
+-1|2|-1|loss|loss|fp64||8.75|
 -1|2|-1|learning_rate|optim|fp64||0.0001499|
 -1|2|-1|eval_loss|eval|fp32|40ecc311|7.3988118171691895|
 -1|2|-1|eval_runtime|meta|fp64||12.4467|"
@@ -180,6 +200,24 @@ expect_eq "ERNIE numerics" "$(sql e.db "SELECT group_concat(name||':'||phase, ' 
 	"loss:loss loss_cur_dp:metric learning_rate:optim loss_scale:metric"
 expect_eq "{:.6f} is rounded, not a repr" "$(sql e.db "SELECT (bits IS NULL)||' '||digits||' '||printf('%.7f', hi) FROM record WHERE name='loss_scale'")" "1 11 32768.0000005"
 
+# 9. the other layouts seen in the wild (tests/samples/paddle-log/): colorlog without the timestamp; the
+# older scripts' "global step N, ..., loss: X" lines ("%f" of the step's fp32 loss: an interval; "learning
+# rate" is learning_rate; speed/ips/costs are meta); the early Trainer's dict prints, one line or wrapped
+# over tab-indented lines (joined: the step on a later line is kept), a gap making a mean
+SP="$SRCROOT/tests/samples/paddle-log"
+pl() { sql s.db "SELECT group_concat(x, ' ') FROM (SELECT r.step||':'||r.name||':'||r.phase||':'||coalesce(r.dtype,'-')||':'||r.text AS x FROM record r JOIN run ON run.id=r.run_id WHERE run.name='$1' AND ($2) ORDER BY r.id)"; }
+run_align 0 ingest --db s.db "$SP/nostamp.log" && expect_out "nostamp.log: paddle-log, 16 records"
+expect_eq "no timestamp" "$(pl nostamp "r.phase<>'meta'")" "1:loss:loss:fp32:2.34567891 1:learning_rate:optim:fp64:4.9e-05 2:loss:loss:fp32:2.21101761 2:learning_rate:optim:fp64:4.8e-05 2:eval_loss:eval:fp32:2.1904356479644775"
+run_align 0 ingest --db s.db "$SP/global-step.log" && expect_out "global-step.log: paddle-log, 18 records"
+expect_eq "global step lines" "$(pl global-step "r.phase<>'meta'")" "10:loss:loss:fp32:0.693147 20:loss:loss:fp32:0.541203 30:loss:loss:fp32:0.498811 40:loss:loss:fp32:9.867420 40:lm_loss:loss:fp32:9.341120 40:sop_loss:loss:fp32:0.526300 40:learning_rate:optim:fp64:9.99999e-05"
+expect_eq "global step meta" "$(pl global-step "r.step=40 AND r.phase='meta'")" "40:ips:meta:fp64:1234.56 40:avg_batch_cost:meta:fp64:0.72183"
+expect_eq "%f is rounded, not a repr" "$(sql s.db "SELECT digits FROM record WHERE name='loss' AND step=10")" "6"
+run_align 0 ingest --db s.db "$SP/dict.log" && expect_out "dict.log: paddle-log, 11 records"
+expect_eq "dict prints" "$(pl dict "r.phase<>'meta'")" "1:loss:loss:fp32:2.34567891 1:learning_rate:optim:fp64:4.9e-05 2:loss:loss:fp32:2.21101761 2:learning_rate:optim:fp64:4.8e-05 2:eval_loss:eval:fp32:2.1904356479644775 4:loss:loss:fp64:2.1018 4:learning_rate:optim:fp64:4.7e-05"
+expect_eq "wrapped dict lines" "$(sql s.db "SELECT group_concat(line) FROM record WHERE name='loss' AND run_id=(SELECT id FROM run WHERE name='dict')")" "2,3,6"
+printf "{'loss': 2.5,\n\t'global_step': 1,\n" > opendict.log
+run_align 2 ingest --db s.db --format paddle-log opendict.log && expect_err "opendict.log:1: a trainer dict print is not closed at the end of the file: ignored"
+
 bad() { # bad FILE PATTERN [OPTIONS...]: exit 2, PATTERN on stderr, database unchanged
 	local f=$1 pat=$2 before
 	shift 2
@@ -199,6 +237,8 @@ bad badanchor.log "badanchor.log:2: final_loss anchor: field 'md5': malformed md
 printf '%sThe training arguments\n%s  Num examples = 1000\n' "$P" "$P" > garbage.log
 bad garbage.log "garbage.log:1: no Paddle trainer line \\('loss: ..., global_step: N'\\) and no anchors: the first Paddle logger line \\(here\\) has no 'loss' or 'global_step'"
 bad garbage.log "garbage.log:1: no Paddle trainer line" --format paddle-log
+printf 'global step 10, epoch: 0, batch: 9, loss: 0.693147, speed: 1.52 step/s\nglobal step 20, epoch: 0, batch: 19, loss: nope, speed: 1.61 step/s\n' > badglobal.log
+bad badglobal.log "badglobal.log:2: field 'loss': not a number: 'nope'"
 # the error points at the first line that looked like a trainer line and says what it lacked, not at the
 # last line of the file
 { printf 'plain output\n%sThe training arguments\n' "$P"; printf '%sloss: 9.5, learning_rate: 0.0001499, interval_runtime: 1.2\n' "$P"
