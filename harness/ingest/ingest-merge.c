@@ -175,8 +175,8 @@ static int disagree(struct ingest *ig, const struct rec *r, const char *canon, c
 {
 	struct other o = {.value = "?", .value_detailed = "?", .at = "another file of the run"};
 	int found;
-	ALIGN_TRY(ig->e, store_key_record(&ig->st, ig->run_id, canon, r->rank, r->step, r->micro, occ, other_of, &o,
-					  &found));
+	ALIGN_TRY(ig->e,
+		  store_key_record(&ig->st, ig->run_id, canon, r->rank, r->step, r->micro, occ, other_of, &o, &found));
 	char key[400], here[200];
 	describe_key(r, occ, key, sizeof key);
 	describe_value(v, 0, here, sizeof here);
@@ -185,9 +185,9 @@ static int disagree(struct ingest *ig, const struct rec *r, const char *canon, c
 		describe_value(v, 1, here, sizeof here);
 		there = o.value_detailed;
 	}
-	return fail_input(ig->e, "%s:%" PRId64 ": %s is %s here but %s in %s (same run '%s'); pass --occurrences to keep both",
-			  ingest_path(ig), r->line ? r->line : ingest_current_line(ig), key, here, there, o.at,
-			  ig->run_name);
+	return fail_input(
+		ig->e, "%s:%" PRId64 ": %s is %s here but %s in %s (same run '%s'); pass --occurrences to keep both",
+		ingest_path(ig), r->line ? r->line : ingest_current_line(ig), key, here, there, o.at, ig->run_name);
 }
 
 /* store_value_fn: the "FILE:LINE" of a record (ig->already_at). */
@@ -227,8 +227,8 @@ static int slot_open(struct ingest *ig, struct occ_slot *slot, uint64_t key, con
 	return ALIGN_OK;
 }
 
-int ingest_occurrence(struct ingest *ig, const struct rec *r, const char *canon, const struct value_id *v,
-		      uint64_t vh, int64_t *occ, enum occ_meets *meets)
+int ingest_occurrence(struct ingest *ig, const struct rec *r, const char *canon, const struct value_id *v, uint64_t vh,
+		      int64_t *occ, enum occ_meets *meets)
 {
 	uint64_t key = key_hash(canon, r->rank, r->step, r->micro);
 	struct occ_slot *slot = occ_lookup(ig, key);
