@@ -116,7 +116,7 @@ void ingest_occ_reset(struct ingest *ig)
 static void describe_key(const struct rec *r, int64_t occ, char *out, size_t len)
 {
 	size_t n = 0;
-	n += (size_t)snprintf(out + n, len - n, "'%s' ", r->name);
+	n += (size_t)snprintf(out + n, len - n, "'%.200s' ", r->name);
 	if (r->rank == ALIGN_NO_RANK)
 		n += (size_t)snprintf(out + n, len > n ? len - n : 0, "(global)");
 	else
