@@ -35,7 +35,7 @@ int bisect_compare(struct bisect *b, struct bisect_trial *t)
 	t->n_diff = 0;
 	t->verdict = TRIAL_SAME;
 	if (base == t->run_id)
-		return ALIGN_OK; /* the trial's traces are the baseline's bytes */
+		return ALIGN_OK; /* the trial is the baseline (the good trial without --baseline) */
 	struct report_opts ro = {
 		.run_a = b->baseline_run,
 		.run_b = t->run_name,

@@ -1,19 +1,14 @@
-/* bisect-ingest: a finished trial's trace files into the database as the trial's run.
+/* bisect-ingest: a finished trial's trace files into the database as the trial's own run.
  *
- * The files are ingested in-process with ingest_files_err() as run bisect:<hash> (bisect_run_name).
- * Whether a trace is usable is ingest's status; a refused trace makes the trial unusable, its reason
- * ingest's own message from the error record ("FILE:LINE: what"), never text read back.
- * Ingest keeps one copy of identical content (source.sha256 is unique), so:
- *   - no file known yet: ingest them all (a run of that name left by an interrupted bisect is removed
- *     first: its cache row was never written);
- *   - every file already held by one run, which holds exactly these contents: that run is the trial's
- *     run (identical bytes give identical records);
- *   - anything else (some files known, or known under several runs): the trial cannot be given a run of
- *     its own and is unusable, saying so. */
+ * The files are ingested in-process with ingest_files_err() as run bisect:<hash> (bisect_run_name); a
+ * run of that name left by an interrupted bisect (its cache row was never written) is removed first.
+ * Dedup belongs to a run, so traces byte-identical to another run's (the baseline, an earlier trial)
+ * are ingested into this trial's run all the same and compare bitwise-equal to it. Whether a trace is
+ * usable is ingest's status; a refused trace makes the trial unusable, its reason ingest's own message
+ * from the error record ("FILE:LINE: what"), never text read back. */
 #include "bisect.h"
 #include "err.h"
 #include "ingest.h"
-#include "reader.h"
 #include "store-bisect.h"
 
 #include <fcntl.h>
@@ -58,22 +53,10 @@ static void stdout_aside_end(struct stdout_aside *q)
 	}
 }
 
-/* SHA-256 of the decompressed content, as ingest computes it (constant memory); why not in e. */
-static int hash_file(const char *path, char sha[65], struct align_err *e)
-{
-	struct reader *r;
-	ALIGN_TRY(e, reader_open_err(path, e, &r));
-	int rc = reader_drain(r);
-	if (!rc)
-		reader_sha256(r, sha);
-	reader_close(r);
-	return rc;
-}
-
-/* Ingest the files as run name (none of their contents is known yet). *bad: ingest refused them, why
- * in why (ingest's own message, "FILE:LINE: what"). */
-static int ingest_new(struct bisect *b, const char *name, const char *log, char **files, int n, int *bad,
-		      struct align_err *why, int64_t *owner)
+/* Ingest the files as run name (a stale run of that name removed first). *bad: ingest refused them,
+ * why in why (ingest's own message, "FILE:LINE: what"); else *id = the run's id. */
+static int ingest_trial(struct bisect *b, const char *name, const char *log, char **files, int n, int *bad,
+			struct align_err *why, int64_t *id)
 {
 	ALIGN_TRY(b->err, store_bisect_drop_run(b->db, name, b->err));
 	struct ingest_opts io = {.micro_batches = 1, .n_order = 1, .order = {"main"}, .quiet = 1};
@@ -84,34 +67,29 @@ static int ingest_new(struct bisect *b, const char *name, const char *log, char 
 	*bad = rc != ALIGN_OK;
 	if (*bad)
 		return ALIGN_OK;
-	return store_bisect_run_id(b->db, name, owner, b->err);
+	return store_bisect_run_id(b->db, name, id, b->err);
 }
 
 int bisect_trial_ingest(struct bisect *b, struct bisect_trial *t, const char *dir, char **files, int n)
 {
 	char name[64];
 	bisect_run_name(b, t->env, name, sizeof name);
-	char(*sha)[65] = calloc((size_t)n, sizeof *sha);
 	char *log = bisect_path_join(dir, "ingest.txt");
-	int rc = sha && log ? ALIGN_OK : fail_internal(b->err, "out of memory"), bad = 0;
+	int rc = log ? ALIGN_OK : fail_internal(b->err, "out of memory"), bad = 0;
 	struct align_err why = {0}; /* a trace's own failure: the trial's reason, not the command's error */
-	int64_t owner = 0;
-	for (int i = 0; !rc && i < n && !bad; i++)
-		bad = hash_file(files[i], sha[i], &why) != ALIGN_OK;
-	if (!rc && !bad && !(rc = store_bisect_owner(b->db, sha, n, &owner, b->err)) && owner == 0)
-		rc = ingest_new(b, name, log, files, n, &bad, &why, &owner);
+	int64_t id = 0;
+	if (!rc)
+		rc = ingest_trial(b, name, log, files, n, &bad, &why, &id);
 	if (!rc && bad)
 		bisect_unusable(t, "trace rejected: %s", why.msg[0] ? why.msg : "ingest refused it");
-	else if (!rc && owner < 0)
-		bisect_unusable(t, "traces partly identical to another run's files (ingest keeps one copy of identical "
-				   "content, so this trial has no run of its own)");
-	else if (!rc && owner == 0)
+	else if (!rc && id == 0)
 		bisect_unusable(t, "ingest created no run (see %s)", log);
 	else if (!rc) {
-		t->run_id = owner;
-		rc = store_bisect_run_name(b->db, owner, &t->run_name, b->err);
+		t->run_id = id;
+		free(t->run_name);
+		if (!(t->run_name = strdup(name)))
+			rc = fail_internal(b->err, "out of memory");
 	}
-	free(sha);
 	free(log);
 	return rc;
 }

@@ -9,8 +9,8 @@
  *
  * Then, in the parent, one trial at a time: its traces (the $ALIGN_TRACE file, or the files matching
  * --trace-glob in its directory) are ingested in-process as run bisect:<hash> and compared with the
- * baseline. Ingest keeps one copy of identical content: traces identical to another run's make this
- * trial use that run. A command that fails, is killed, times out or writes no usable trace makes the
+ * baseline; traces identical to another run's still land in the trial's own run (dedup belongs to a
+ * run). A command that fails, is killed, times out or writes no usable trace makes the
  * trial unusable, with the reason. */
 #include "bisect.h"
 #include "err.h"

@@ -1,5 +1,5 @@
-/* cmd-ingest: align ingest [--db PATH] [--as NAME] [--append] [--format F] [--micro-batches N]
- *                          [--order main,mtp] [--quiet] [--list-formats] FILE...
+/* cmd-ingest: align ingest [--db PATH] [--as NAME] [--append] [--occurrences] [--format F]
+ *                          [--micro-batches N] [--order main,mtp] [--quiet] [--list-formats] FILE...
  * The options are the table below (opts.h), which also prints --help. */
 #include "cmd.h"
 #include "ctx.h"
@@ -19,13 +19,19 @@ enum {
 	OPT_MB = 'm',
 	OPT_ORDER = 'o',
 	OPT_QUIET = 'q',
-	OPT_LIST = 'L'
+	OPT_LIST = 'L',
+	OPT_OCC = 'O'
 };
 
 static const struct cmd_opt ingest_opts_table[] = {
 	{"db", OPT_DB, "PATH", "database (default $ALIGN_DB or ./align.db)", 0},
 	{"as", OPT_AS, "NAME", "ingest every FILE into one run NAME (per-rank files of one job)", 0},
 	{"append", OPT_APPEND, NULL, "add FILEs to an existing run NAME", 0},
+	{"occurrences", OPT_OCC, NULL,
+	 "files of one run that hold the same key (name, rank, step, micro) are\n"
+	 "further occurrences of it (default: the same record, kept once when\n"
+	 "equal, an error when the values differ)",
+	 0},
 	{"format", OPT_FORMAT, "F", "skip detection (see --list-formats)", 0},
 	{"micro-batches", OPT_MB, "N", "anchors without step numbers: N micro-batches per step (default 1)", 0},
 	{"order", OPT_ORDER, "A,B",
@@ -40,7 +46,8 @@ static const struct cmd_opt ingest_opts_table[] = {
 static const struct cmd_spec ingest_spec = {
 	"usage: align ingest [options] FILE...",
 	"Read logs and traces (plain or gzip, detected by content) into the database, one transaction\n"
-	"per file. Re-ingesting identical content does nothing.",
+	"per file. Content a run already holds is not ingested into it again (the same bytes into\n"
+	"another run are ingested there). A file that yields no record is an error.",
 	ingest_opts_table,
 	NULL,
 };
@@ -50,7 +57,7 @@ struct ingest_args {
 	struct align_ctx *ctx;
 	const char *db, *as, *format; /* --db, --as, --format (NULL: not given) */
 	int append;		      /* --append */
-	struct ingest_opts io;	      /* --micro-batches, --order, --quiet */
+	struct ingest_opts io;	      /* --micro-batches, --order, --quiet, --occurrences */
 };
 
 /* --order A,B: up to 8 names, each main or mtp[K] (ingest-anchor checks K and repeats). */
@@ -84,6 +91,9 @@ static int on_opt(void *u, int key, const char *arg)
 		break;
 	case OPT_APPEND:
 		a->append = 1;
+		break;
+	case OPT_OCC:
+		a->io.occurrences = 1;
 		break;
 	case OPT_FORMAT:
 		a->format = arg;

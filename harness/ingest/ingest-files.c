@@ -1,5 +1,10 @@
 /* ingest-files: the per-file transaction: resolve the format (formats.def), refuse what cannot be
- * read, skip content already ingested, create or extend the run, parse, hash, commit. */
+ * read, skip content the run already holds, create or extend the run, parse, refuse a file that yields
+ * no record, hash, commit.
+ *
+ * Dedup belongs to a run: the same bytes (sha256 of the decompressed content) into the same run are a
+ * no-op that says so, also when given twice in one command; into another run they are that run's
+ * records, so that two byte-identical runs compare bitwise-equal. */
 #include "err.h"
 #include "ingest-impl.h"
 #include "store-ingest.h"
@@ -12,8 +17,8 @@
 #include <unistd.h>
 
 static const struct ingest_format formats[] = {
-#define FORMAT(id, name, framework, reads, summary)                                                                    \
-	{name, framework, INGEST_READS_##reads, summary, &ingest_parser_##id},
+#define FORMAT(id, name, framework, reads, summary, expects)                                                           \
+	{name, framework, INGEST_READS_##reads, summary, expects, &ingest_parser_##id},
 #include "formats.def"
 #undef FORMAT
 };
@@ -101,7 +106,7 @@ static void default_name(const char *path, char *out, size_t len)
 /* Counters saw rolled-back records: forget them; later files of the run ask the database. */
 static void reset_counters(struct ingest *ig)
 {
-	free(ig->occ), ig->occ = NULL, ig->occ_cap = ig->occ_used = 0;
+	ingest_occ_reset(ig);
 	ig->n_seq = 0;
 	free(ig->steps), ig->steps = NULL, ig->steps_cap = ig->steps_used = 0;
 }
@@ -118,23 +123,23 @@ static int hash_file(struct ingest *ig, const char *path, char sha[65])
 	return rc;
 }
 
-/* Print that path's content is already in run `owner`: nothing to do. */
-static void say_already(const char *path, const char *owner, const char *sha)
+/* Print that path's content is already in run `name` (as source `held`): nothing to do. */
+static void say_already(const char *path, const char *name, const char *held, const char *sha)
 {
-	printf("%s: already ingested as run '%s' (sha256 %.16s): nothing to do\n", path, owner, sha);
+	printf("%s: already ingested into run '%s' (sha256 %.16s, as '%s'): nothing to do\n", path, name, sha, held);
 }
 
-/* Before adding path to run `name`, which existed before this command: *done = 1 when its content is
- * already ingested (said so); a run that exists is only extended with --append. */
-static int check_existing(struct ingest *ig, const char *path, const char *name, int append, int *done)
+/* Before adding path to run `name` (id run_id), which existed before this command: *done = 1 when the
+ * run holds its content already (said so); a run that exists is only extended with --append. */
+static int check_existing(struct ingest *ig, const char *path, const char *name, int64_t run_id, int append, int *done)
 {
-	char sha[65], *owner;
+	char sha[65], *held;
 	*done = 0;
 	ALIGN_TRY(ig->e, hash_file(ig, path, sha));
-	ALIGN_TRY(ig->e, store_find_sha_owner(ig->db, sha, &owner, ig->e));
-	if (owner) {
-		say_already(path, owner, sha);
-		free(owner);
+	ALIGN_TRY(ig->e, store_find_sha_in_run(ig->db, run_id, sha, &held, ig->e));
+	if (held) {
+		say_already(path, name, held, sha);
+		free(held);
 		*done = 1;
 		return ALIGN_OK;
 	}
@@ -150,28 +155,41 @@ static int check_existing(struct ingest *ig, const char *path, const char *name,
 	return ALIGN_OK;
 }
 
-/* Parse ig->r into run `name` inside the open transaction and finish its source row. *dup = 1 when
- * the content turned out to be ingested already (said so; the caller rolls back). */
-static int parse_into_run(struct ingest *ig, const char *path, const char *name, int existing, int *dup)
+/* A file that yielded no record: the input error, saying what was looked for. */
+static int no_records(struct ingest *ig, const char *path, const char *format)
 {
-	char now[32], sha[65], *owner;
+	return fail_input(ig->e, "%s: no records: %s %s, but %s", path, format ? "read as" : "detected as",
+			  ig->fmt->name, ig->fmt->expects);
+}
+
+/* Parse ig->r into run `name` inside the open transaction and finish its source row. *dup = 1 when
+ * the run turned out to hold this content already (said so; the caller rolls back). format: --format. */
+static int parse_into_run(struct ingest *ig, const char *path, const char *name, int existing, const char *format,
+			  int *dup)
+{
+	char now[32], sha[65], *held;
 	utc_now(now);
 	*dup = 0;
 	ig->run_preexisted = existing != 0;
-	if (!existing)
+	if (!existing) {
 		ALIGN_TRY(ig->e, store_insert_run(ig->db, name, ig->framework[0] ? ig->framework : ig->fmt->framework,
 						  ig->fmt->name, now, &ig->run_id, ig->e));
+		ingest_occ_reset(ig);
+		ig->occ_complete = 1; /* every record of the run goes through this command's table */
+	}
 	ALIGN_TRY(ig->e, store_insert_source(ig->db, ig->run_id, path, ig->fmt->name, now, &ig->source_id, ig->e));
 	ALIGN_TRY(ig->e, store_ingest_open(&ig->st, ig->db, ig->e));
 	ALIGN_TRY(ig->e, ig->fmt->parser->parse(ig, ig->r));
 	reader_sha256(ig->r, sha);
-	ALIGN_TRY(ig->e, store_find_sha_owner(ig->db, sha, &owner, ig->e));
-	if (owner) {
-		say_already(path, owner, sha);
-		free(owner);
+	ALIGN_TRY(ig->e, store_find_sha_in_run(ig->db, ig->run_id, sha, &held, ig->e));
+	if (held) {
+		say_already(path, name, held, sha);
+		free(held);
 		*dup = 1;
 		return ALIGN_OK;
 	}
+	if (ig->n_records + ig->n_deduped + ig->n_already == 0)
+		return no_records(ig, path, format);
 	char *warnings = json_array_size(ig->warnings) ? json_dumps(ig->warnings, JSON_COMPACT) : NULL;
 	int rc = store_finish_source(ig->db, ig->source_id, sha, (int64_t)reader_bytes(ig->r), ig->n_records, warnings,
 				     ig->e);
@@ -198,15 +216,17 @@ static void roll_back(struct ingest *ig, int64_t existing)
 }
 
 /* The transaction of one file (ig->r open, ig->fmt resolved): all of it is committed or none. */
-static int transact(struct ingest *ig, const char *path, const char *name, int64_t existing)
+static int transact(struct ingest *ig, const char *path, const char *name, int64_t existing, const char *format)
 {
 	ig->file_rank = ingest_rank_from_path(path);
-	ig->n_records = ig->n_deduped = 0;
+	ig->n_records = ig->n_deduped = ig->n_already = 0;
+	ig->run_name = name;
+	ig->file_gen++;
 	int dup = 0, rc = store_begin_err(ig->db, ig->db_path, ig->e);
 	if (!rc && existing)
 		ig->run_id = existing;
 	if (!rc)
-		rc = parse_into_run(ig, path, name, existing != 0, &dup);
+		rc = parse_into_run(ig, path, name, existing != 0, format, &dup);
 	if (rc || dup) {
 		roll_back(ig, existing);
 		return rc;
@@ -218,8 +238,11 @@ static int transact(struct ingest *ig, const char *path, const char *name, int64
 	}
 	if (!ig->opts->quiet && isatty(2))
 		fputc('\n', stderr);
-	printf("%s: %s, %lld records into run '%s'%s\n", path, ig->fmt->name, (long long)ig->n_records, name,
-	       json_array_size(ig->warnings) ? " (with warnings)" : "");
+	printf("%s: %s, %lld records into run '%s'", path, ig->fmt->name, (long long)ig->n_records, name);
+	if (ig->n_already)
+		printf(", %lld records already in the run (identical; the first at %s)", (long long)ig->n_already,
+		       ig->already_at ? ig->already_at : "another of its files");
+	printf("%s\n", json_array_size(ig->warnings) ? " (with warnings)" : "");
 	return ALIGN_OK;
 }
 
@@ -263,10 +286,11 @@ static int ingest_one(struct ingest *ig, const char *path, char *name, size_t na
 	if (!rc && !existing)
 		rc = store_find_run(ig->db, name, &existing, ig->e);
 	if (!rc && existing && !ig->run_id)
-		rc = check_existing(ig, path, name, append || (ig->name_from_header && made_here(ig, existing)), &done);
+		rc = check_existing(ig, path, name, existing,
+				    append || (ig->name_from_header && made_here(ig, existing)), &done);
 	if (!rc && !done) {
 		ig->warnings = json_array();
-		rc = transact(ig, path, name, existing);
+		rc = transact(ig, path, name, existing, format);
 		json_decref(ig->warnings);
 		ig->warnings = NULL;
 	}
@@ -302,9 +326,10 @@ int ingest_files_err(sqlite3 *db, const char *db_path, const char *as, int appen
 			align_err_clear(e);
 		}
 	}
-	free(ig.occ);
+	ingest_occ_reset(&ig);
 	free(ig.seq);
 	free(ig.made);
+	free(ig.already_at);
 	return worst;
 }
 

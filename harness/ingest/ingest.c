@@ -1,4 +1,5 @@
-/* ingest: per-file transactions, record classification, execution order and occurrence counting. */
+/* ingest: record classification, execution order and the step summaries of the records a file emits;
+ * occurrences and the merge of a run's sources are ingest-merge.c's. */
 #include "ingest.h"
 
 #include "err.h"
@@ -120,42 +121,6 @@ static int note_seq(struct ingest *ig, int64_t rank, int64_t seq)
 	return note_seq(ig, rank, seq);
 }
 
-static struct occ_slot *occ_lookup(struct ingest *ig, uint64_t key)
-{
-	if (2 * (ig->occ_used + 1) > ig->occ_cap) {
-		size_t cap = ig->occ_cap ? 2 * ig->occ_cap : 4096;
-		struct occ_slot *grown = calloc(cap, sizeof *grown);
-		for (size_t i = 0; i < ig->occ_cap; i++) {
-			if (!ig->occ[i].key)
-				continue;
-			size_t j = ig->occ[i].key & (cap - 1);
-			while (grown[j].key)
-				j = (j + 1) & (cap - 1);
-			grown[j] = ig->occ[i];
-		}
-		free(ig->occ);
-		ig->occ = grown;
-		ig->occ_cap = cap;
-	}
-	size_t j = key & (ig->occ_cap - 1);
-	while (ig->occ[j].key && ig->occ[j].key != key)
-		j = (j + 1) & (ig->occ_cap - 1);
-	return &ig->occ[j];
-}
-
-static uint64_t key_hash(const char *canon, int64_t rank, int64_t step, int64_t micro)
-{
-	unsigned char buf[256 + 3 * sizeof(int64_t)];
-	size_t n = strlen(canon);
-	if (n > 256)
-		n = 256;
-	int64_t nums[3] = {rank, step, micro};
-	memcpy(buf, nums, sizeof nums);
-	memcpy(buf + sizeof nums, canon, n);
-	uint64_t h = XXH3_64bits(buf, sizeof nums + n);
-	return h ? h : 1;
-}
-
 static struct step_slot *step_lookup(struct ingest *ig, int64_t rank, int64_t step)
 {
 	if (2 * (ig->steps_used + 1) > ig->steps_cap) {
@@ -208,9 +173,7 @@ int ingest_supersede(struct ingest *ig, int64_t rank, int64_t from_step)
 	for (size_t i = 0; i < ig->steps_cap; i++)
 		if (ig->steps[i].used && ig->steps[i].rank == rank && ig->steps[i].step >= from_step)
 			ig->steps[i].n = ig->steps[i].n_exact = 0, ig->steps[i].h = 0;
-	for (size_t i = 0; i < ig->occ_cap; i++)
-		if (ig->occ[i].key && ig->occ[i].rank == rank && ig->occ[i].step >= from_step)
-			ig->occ[i].count = 0, ig->occ[i].value_hash = 0;
+	ingest_occ_supersede(ig, rank, from_step);
 	return store_supersede(ig->db, ig->run_id, rank, from_step, ig->e);
 }
 
@@ -368,24 +331,18 @@ static int classify(struct ingest *ig, const struct rec *r, struct classified *c
 	return ALIGN_OK;
 }
 
-static uint64_t value_hash(const struct rec *r, const struct classified *c)
+/* What identifies r's value (struct value_id), from the record and its classification. */
+static struct value_id value_id_of(const struct rec *r, const struct classified *c)
 {
-	if (r->missing)
-		return XXH3_64bits(r->missing, strlen(r->missing)) ^ 0x5bd1e995u;
-	if (c->has_bits) {
-		uint64_t b[2] = {c->bits, c->dtype ? XXH3_64bits(c->dtype, strlen(c->dtype)) : 0};
-		return XXH3_64bits(b, sizeof b) | 1;
-	}
-	if (r->digest)
-		return XXH3_64bits(r->digest, strlen(r->digest)) | 1;
-	if (r->text)
-		return XXH3_64bits(r->text, r->text_len ? r->text_len : strlen(r->text)) | 1;
-	if (r->stats || r->head) { /* a tensor shown by its summaries only (AccProber): they are what the
-	                            * report compares, so equal step summaries must mean equal summaries */
-		uint64_t h = r->stats ? XXH3_64bits(r->stats, strlen(r->stats)) : 0;
-		return XXH3_64bits_withSeed(r->head ? r->head : "", r->head ? strlen(r->head) : 0, h) | 1;
-	}
-	return 1;
+	return (struct value_id){.missing = r->missing,
+				 .has_bits = c->has_bits,
+				 .bits = c->bits,
+				 .dtype = c->dtype,
+				 .digest = r->digest,
+				 .text = r->text,
+				 .text_len = r->text_len,
+				 .stats = r->stats,
+				 .head = r->head};
 }
 
 /* Add a record to its (rank, step) summary (see stepsum in schema/0001-init.sql). */
@@ -446,31 +403,6 @@ static void progress(struct ingest *ig)
 		reader_bytes(ig->r) / 1e6);
 }
 
-/* The occurrence of r's key in the run (counted on from the database's when the run preexisted);
- * *dup = 1 when r is a global value another rank already printed with the same value (not stored). */
-static int count_occurrence(struct ingest *ig, const struct rec *r, const char *canon, uint64_t vh, int64_t *occ,
-			    int *dup)
-{
-	uint64_t key = key_hash(canon, r->rank, r->step, r->micro);
-	struct occ_slot *slot = occ_lookup(ig, key);
-	*dup = 0;
-	if (!slot->key) {
-		slot->key = key, slot->rank = r->rank, slot->step = r->step;
-		slot->count = 0;
-		ig->occ_used++;
-		if (ig->run_preexisted)
-			ALIGN_TRY(ig->e, store_count_key(&ig->st, ig->run_id, canon, r->rank, r->step, r->micro,
-							 &slot->count));
-	} else if (r->rank == ALIGN_NO_RANK && slot->count > 0 && slot->value_hash == vh) {
-		*dup = 1; /* a global value printed again by another rank: keep one */
-		return ALIGN_OK;
-	}
-	if (slot->count == 0)
-		slot->value_hash = vh;
-	*occ = slot->count++;
-	return ALIGN_OK;
-}
-
 /* Bind the value columns of r's row (the key columns are bound by ingest_emit). */
 static int bind_values(struct ingest *ig, const struct rec *r, const struct classified *c)
 {
@@ -516,14 +448,15 @@ int ingest_emit(struct ingest *ig, const struct rec *r)
 	names_canonical(r->name, canon, sizeof canon);
 	if (r->phase && !strcmp(r->phase, "eval") && !strcmp(canon, "loss"))
 		snprintf(canon, sizeof canon, "eval_loss");
-	uint64_t vh = value_hash(r, &c);
+	struct value_id vid = value_id_of(r, &c);
+	uint64_t vh = ingest_value_hash(&vid);
 	int64_t occ = 0, seq = r->seq;
-	int dup;
-	ALIGN_TRY(ig->e, count_occurrence(ig, r, canon, vh, &occ, &dup));
-	if (dup) {
+	enum occ_meets meets;
+	ALIGN_TRY(ig->e, ingest_occurrence(ig, r, canon, &vid, vh, &occ, &meets));
+	if (meets == OCC_GLOBAL_DUP)
 		ig->n_deduped++;
-		return ALIGN_OK;
-	}
+	if (meets != OCC_NEW)
+		return ALIGN_OK; /* kept once: the run holds this value already (n_already counts the others) */
 	if (seq == ALIGN_NO_SEQ)
 		ALIGN_TRY(ig->e, next_seq(ig, r->rank, &seq));
 	else

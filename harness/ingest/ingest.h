@@ -5,7 +5,9 @@
  * returns an exit-code class; a failure has set its one message through ingest_error (file:line: what),
  * fail_internal(ingest_err(ig), ...) or the reader (whose messages name the file).
  * Keys: rank -1 = a global value printed by any rank (deduplicated when equal); micro -1 = a step-level
- * value (not per micro-batch); step -1 = no step. */
+ * value (not per micro-batch); step -1 = no step. A key repeated within one file is a further
+ * occurrence; across the files of one run it is the same record (kept once) or a disagreement (an
+ * error), see ingest-merge.c. */
 #ifndef ALIGN_INGEST_H
 #define ALIGN_INGEST_H
 
@@ -52,6 +54,8 @@ struct ingest_opts {
 	char order[8][32]; /* --order main,mtp: print order of anchor losses per micro-batch */
 	int n_order;
 	int quiet;
+	int occurrences; /* --occurrences: a key another source of the run holds is a further occurrence,
+			  * not the same record (kept once) or a disagreement (an error) */
 };
 
 struct ingest;
@@ -100,10 +104,11 @@ struct ingest_format {
 	const char *framework;		    /* run.framework */
 	enum ingest_reads reads;	    /* whole-file formats are size-checked before any work */
 	const char *summary;		    /* the --list-formats line */
+	const char *expects;		    /* what a file that yields no record lacks (the error says it) */
 	const struct ingest_parser *parser; /* ingest-<id>.c */
 };
 
-#define FORMAT(id, name, framework, reads, summary) extern const struct ingest_parser ingest_parser_##id;
+#define FORMAT(id, name, framework, reads, summary, expects) extern const struct ingest_parser ingest_parser_##id;
 #include "formats.def"
 #undef FORMAT
 
@@ -115,7 +120,9 @@ const struct ingest_format *ingest_format_find(const char *name);
 void ingest_formats_print(FILE *out);
 
 /* Ingest files into run `as` (NULL: each file into a run named after it), each file in its own
- * transaction; returns the worst exit-code class of the files. A failing file's message goes to e; when
+ * transaction; returns the worst exit-code class of the files. Content the run already holds (same
+ * sha256) is a no-op; the same content into another run is ingested there. A file that yields no record
+ * is an input error (nothing of it written). A failing file's message goes to e; when
  * more files follow, it is printed there and then (err_print) so that each failing file reports once
  * and e holds the last one for the caller. */
 int ingest_files_err(sqlite3 *db, const char *db_path, const char *as, int append, const char *format,

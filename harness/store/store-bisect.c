@@ -76,67 +76,6 @@ int store_bisect_drop_run(sqlite3 *db, const char *name, struct align_err *e)
 	return ALIGN_OK;
 }
 
-static int cmp_sha(const void *a, const void *b)
-{
-	return strcmp(a, b);
-}
-
-/* Does run owner hold exactly the contents sha[0..n) (sorted)? */
-static int holds_exactly(sqlite3 *db, int64_t owner, char (*sha)[65], int n, int *exact, struct align_err *e)
-{
-	static const char sql[] = "SELECT sha256 FROM source WHERE run_id=:run ORDER BY sha256";
-	sqlite3_stmt *q;
-	ALIGN_TRY(e, store_prepare(db, "the run's contents", sql, &q, e));
-	store_bind_int64(q, ":run", owner);
-	int rc = ALIGN_OK, i = 0, step;
-	*exact = 1;
-	while ((step = sqlite3_step(q)) == SQLITE_ROW) {
-		const char *s = (const char *)sqlite3_column_text(q, 0);
-		while (i + 1 < n && !strcmp(sha[i], sha[i + 1]))
-			i++; /* duplicates within the trial count once */
-		if (i >= n || strcmp(s, sha[i])) {
-			*exact = 0;
-			break;
-		}
-		i++;
-	}
-	if (*exact && step != SQLITE_DONE)
-		rc = fail_internal(e, "sqlite: the run's contents: %s", sqlite3_errmsg(db));
-	sqlite3_finalize(q);
-	*exact = *exact && i >= n;
-	return rc;
-}
-
-int store_bisect_owner(sqlite3 *db, char (*sha)[65], int n, int64_t *owner, struct align_err *e)
-{
-	static const char sql[] = "SELECT run_id FROM source WHERE sha256=:sha";
-	sqlite3_stmt *q;
-	int known = 0, rc = ALIGN_OK;
-	*owner = 0;
-	qsort(sha, (size_t)n, sizeof *sha, cmp_sha);
-	ALIGN_TRY(e, store_prepare(db, "the content owner", sql, &q, e));
-	for (int i = 0; i < n && !rc; i++) {
-		int64_t id = 0;
-		store_bind_text(q, ":sha", sha[i]);
-		if (!(rc = store_sql_rows(q, "the content owner", int64_row, &id, 0, e)) && id) {
-			known++;
-			*owner = !*owner || *owner == id ? id : -1;
-		}
-	}
-	sqlite3_finalize(q);
-	if (rc || known == 0)
-		return rc;
-	if (known < n || *owner < 0) {
-		*owner = -1;
-		return ALIGN_OK;
-	}
-	int exact;
-	ALIGN_TRY(e, holds_exactly(db, *owner, sha, n, &exact, e));
-	if (!exact)
-		*owner = -1;
-	return ALIGN_OK;
-}
-
 int store_bisect_run_content(sqlite3 *db, const char *name, char **joined, struct align_err *e)
 {
 	static const char sql[] = "SELECT group_concat(sha256, ',') FROM (SELECT sha256 FROM source JOIN run "

@@ -1,5 +1,5 @@
-/* store-bisect: every SQL statement that 'align bisect' runs, in one place: run lookups, the sources
- * that decide which run a trial's traces belong to, and the bisect_trial cache table
+/* store-bisect: every SQL statement that 'align bisect' runs, in one place: run lookups, the
+ * baseline's contents, and the bisect_trial cache table
  * (schema/0002-bisect.sql). Statements take named parameters bound by name (store-report.h helpers).
  *
  * Errors: each function returns ALIGN_OK or a status and leaves the one message in e (err.h). */
@@ -37,10 +37,6 @@ int store_bisect_run_id(sqlite3 *db, const char *name, int64_t *id, struct align
 int store_bisect_run_name(sqlite3 *db, int64_t id, char **name, struct align_err *e);
 /* Delete the run named name and what it holds (cascade). */
 int store_bisect_drop_run(sqlite3 *db, const char *name, struct align_err *e);
-/* The run that holds exactly these contents (sha256 of decompressed sources; sorted here, duplicates
- * count once): its id; 0 when none of them is known; -1 when some are known elsewhere or the run
- * holds other contents too. */
-int store_bisect_owner(sqlite3 *db, char (*sha)[65], int n, int64_t *owner, struct align_err *e);
 /* The sorted, comma-joined source digests of run name (malloc'd; NULL when it has none). */
 int store_bisect_run_content(sqlite3 *db, const char *name, char **joined, struct align_err *e);
 /* The cached trial (bisect, env); *found = 0 when there is none. */

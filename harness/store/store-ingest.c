@@ -61,9 +61,17 @@ int store_ingest_open(struct store_ingest *s, sqlite3 *db, struct align_err *e)
 	int rc;
 	if ((rc = store_prepare(db, "insert record", record_sql, &s->record, e)) ||
 	    (rc = store_prepare(db, "count key",
-				"SELECT count(*) FROM record WHERE run_id=:run_id AND canon=:canon "
-				"AND rank=:rank AND step=:step AND micro=:micro AND superseded=0",
+				"SELECT occ, missing, dtype, digest, text, bits, NULL, NULL, stats, head FROM record "
+				"WHERE run_id=:run_id AND canon=:canon AND rank=:rank AND step=:step AND micro=:micro "
+				"AND superseded=0 ORDER BY occ",
 				&s->count_key, e)) ||
+	    (rc = store_prepare(
+		     db, "key record",
+		     "SELECT r.occ, r.missing, r.dtype, r.digest, r.text, r.bits, s.path, r.line, r.stats, r.head "
+		     "FROM record r JOIN source s ON s.id=r.source_id WHERE r.run_id=:run_id "
+		     "AND r.canon=:canon AND r.rank=:rank AND r.step=:step AND r.micro=:micro AND r.occ=:occ "
+		     "AND r.superseded=0 LIMIT 1",
+		     &s->key_record, e)) ||
 	    (rc = store_prepare(db, "next seq",
 				"SELECT coalesce(max(seq)+1, 0) FROM record WHERE run_id=:run_id AND rank=:rank",
 				&s->next_seq, e)) ||
@@ -87,10 +95,11 @@ void store_ingest_close(struct store_ingest *s)
 {
 	sqlite3_finalize(s->record);
 	sqlite3_finalize(s->count_key);
+	sqlite3_finalize(s->key_record);
 	sqlite3_finalize(s->next_seq);
 	sqlite3_finalize(s->stepsum);
 	sqlite3_finalize(s->meta);
-	s->record = s->count_key = s->next_seq = s->stepsum = s->meta = NULL;
+	s->record = s->count_key = s->key_record = s->next_seq = s->stepsum = s->meta = NULL;
 }
 
 void store_rec_int64(struct store_ingest *s, enum store_rec_col c, int64_t v)
@@ -129,15 +138,74 @@ int store_rec_insert(struct store_ingest *s, int *duplicate)
 	return ret;
 }
 
-int store_count_key(struct store_ingest *s, int64_t run_id, const char *canon, int64_t rank, int64_t step,
-		    int64_t micro, int64_t *n)
+/* Column i as text (NULL when SQL NULL). */
+static const char *column_text(sqlite3_stmt *st, int i)
 {
-	store_bind_int64(s->count_key, ":run_id", run_id);
-	store_bind_text(s->count_key, ":canon", canon);
-	store_bind_int64(s->count_key, ":rank", rank);
-	store_bind_int64(s->count_key, ":step", step);
-	store_bind_int64(s->count_key, ":micro", micro);
-	return step_int64(s->db, s->count_key, 0, n, s->e);
+	return (const char *)sqlite3_column_text(st, i);
+}
+
+/* The value of the row st is on (columns: occ, missing, dtype, digest, text, bits, path, line, stats,
+ * head). */
+static void row_value(sqlite3_stmt *st, struct store_value *v)
+{
+	v->occ = sqlite3_column_int64(st, 0);
+	v->missing = column_text(st, 1);
+	v->dtype = column_text(st, 2);
+	v->digest = column_text(st, 3);
+	v->text = column_text(st, 4);
+	v->text_len = (size_t)sqlite3_column_bytes(st, 4);
+	v->has_bits = sqlite3_column_type(st, 5) != SQLITE_NULL;
+	v->bits = sqlite3_column_int64(st, 5);
+	v->path = column_text(st, 6);
+	v->line = sqlite3_column_int64(st, 7);
+	v->stats = column_text(st, 8);
+	v->head = column_text(st, 9);
+}
+
+/* Bind the key of a record (canon, rank, step, micro) in the run. */
+static void bind_key(sqlite3_stmt *st, int64_t run_id, const char *canon, int64_t rank, int64_t step, int64_t micro)
+{
+	store_bind_int64(st, ":run_id", run_id);
+	store_bind_text(st, ":canon", canon);
+	store_bind_int64(st, ":rank", rank);
+	store_bind_int64(st, ":step", step);
+	store_bind_int64(st, ":micro", micro);
+}
+
+/* Step st through its rows: *n = how many; fn gets the row of occurrence `want` (when it has one). */
+static int value_rows(struct store_ingest *s, sqlite3_stmt *st, int64_t want, int64_t *n, store_value_fn fn, void *u)
+{
+	int rc;
+	*n = 0;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct store_value v;
+		row_value(st, &v);
+		if (v.occ == want)
+			fn(u, &v);
+		++*n;
+	}
+	int ret = rc == SQLITE_DONE ? ALIGN_OK : fail_internal(s->e, "sqlite: %s", sqlite3_errmsg(s->db));
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return ret;
+}
+
+int store_count_key(struct store_ingest *s, int64_t run_id, const char *canon, int64_t rank, int64_t step,
+		    int64_t micro, int64_t *n, store_value_fn fn, void *u)
+{
+	bind_key(s->count_key, run_id, canon, rank, step, micro);
+	return value_rows(s, s->count_key, 0, n, fn, u);
+}
+
+int store_key_record(struct store_ingest *s, int64_t run_id, const char *canon, int64_t rank, int64_t step,
+		     int64_t micro, int64_t occ, store_value_fn fn, void *u, int *found)
+{
+	int64_t n;
+	bind_key(s->key_record, run_id, canon, rank, step, micro);
+	store_bind_int64(s->key_record, ":occ", occ);
+	int rc = value_rows(s, s->key_record, occ, &n, fn, u);
+	*found = n > 0;
+	return rc;
 }
 
 int store_next_seq(struct store_ingest *s, int64_t run_id, int64_t rank, int64_t *seq)
@@ -217,15 +285,15 @@ int store_find_run(sqlite3 *db, const char *name, int64_t *id, struct align_err 
 	return done_once(st, step_int64(db, st, 0, id, e));
 }
 
-int store_find_sha_owner(sqlite3 *db, const char *sha, char **name, struct align_err *e)
+int store_find_sha_in_run(sqlite3 *db, int64_t run_id, const char *sha, char **path, struct align_err *e)
 {
 	sqlite3_stmt *st;
-	*name = NULL;
-	ALIGN_TRY(e, store_prepare(db, "find run by content sha256",
-				   "SELECT run.name FROM source JOIN run ON run.id=source.run_id WHERE sha256=:sha256",
-				   &st, e));
+	*path = NULL;
+	ALIGN_TRY(e, store_prepare(db, "find content in run",
+				   "SELECT path FROM source WHERE run_id=:run_id AND sha256=:sha256", &st, e));
+	store_bind_int64(st, ":run_id", run_id);
 	store_bind_text(st, ":sha256", sha);
-	return done_once(st, step_text(db, st, name, e));
+	return done_once(st, step_text(db, st, path, e));
 }
 
 int store_insert_run(sqlite3 *db, const char *name, const char *framework, const char *format, const char *created,

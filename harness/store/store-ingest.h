@@ -39,6 +39,7 @@ struct store_ingest {
 	sqlite3_stmt *record;	    /* insert one record row */
 	int rec_param[STORE_REC_N]; /* parameter index of each column, looked up by its :name */
 	sqlite3_stmt *count_key;    /* records of a key already in the run (occurrence counter) */
+	sqlite3_stmt *key_record;   /* one occurrence of a key, with its source (merging sources) */
 	sqlite3_stmt *next_seq;	    /* the next free seq of a rank in the run */
 	sqlite3_stmt *stepsum;	    /* add to a (rank, step) summary */
 	sqlite3_stmt *meta;	    /* note a canon of phase "meta" */
@@ -60,9 +61,28 @@ void store_rec_blob_owned(struct store_ingest *s, enum store_rec_col c, void *da
  * *duplicate = 1 and ALIGN_OK, no message (the caller words it with its file:line). */
 int store_rec_insert(struct store_ingest *s, int *duplicate);
 
-/* Records of (canon, rank, step, micro) in the run that are not superseded. */
+/* A stored record's value identity (the columns ingest's value hash reads) and where it came from.
+ * Pointers are borrowed: valid only during the callback that receives it. */
+struct store_value {
+	int64_t occ;
+	const char *missing, *dtype, *digest, *text; /* NULL: SQL NULL */
+	size_t text_len;
+	int has_bits; /* bits is not NULL */
+	int64_t bits;
+	const char *path;	  /* its source file (store_key_record only, else NULL) */
+	int64_t line;		  /* its line there (store_key_record only) */
+	const char *stats, *head; /* the summaries (JSON texts) of a tensor shown by them only */
+};
+typedef void (*store_value_fn)(void *u, const struct store_value *v);
+
+/* Records of (canon, rank, step, micro) in the run that are not superseded: *n, and, in the same
+ * lookup, occurrence 0's value passed to fn (not called when there is none). */
 int store_count_key(struct store_ingest *s, int64_t run_id, const char *canon, int64_t rank, int64_t step,
-		    int64_t micro, int64_t *n);
+		    int64_t micro, int64_t *n, store_value_fn fn, void *u);
+/* The record of (canon, rank, step, micro) with occurrence occ that is not superseded, with its source
+ * path and line, passed to fn; *found = 0 (fn not called) when there is none. */
+int store_key_record(struct store_ingest *s, int64_t run_id, const char *canon, int64_t rank, int64_t step,
+		     int64_t micro, int64_t occ, store_value_fn fn, void *u, int *found);
 /* The next free seq of rank in the run (0 when it has none). */
 int store_next_seq(struct store_ingest *s, int64_t run_id, int64_t rank, int64_t *seq);
 /* The record that holds (rank, seq) in the run, as "'NAME' at PATH:LINE" (malloc'd, caller frees), or
@@ -78,8 +98,9 @@ int store_note_meta_canon(struct store_ingest *s, int64_t run_id, const char *ca
 
 /* The id of run `name`, or 0 when there is none. */
 int store_find_run(sqlite3 *db, const char *name, int64_t *id, struct align_err *e);
-/* The name of the run whose source has this content SHA-256 (malloc'd, caller frees), or NULL. */
-int store_find_sha_owner(sqlite3 *db, const char *sha, char **name, struct align_err *e);
+/* The path of run_id's source whose content has this SHA-256 (malloc'd, caller frees), or NULL when
+ * the run holds no such content (another run may: dedup belongs to a run). */
+int store_find_sha_in_run(sqlite3 *db, int64_t run_id, const char *sha, char **path, struct align_err *e);
 /* Create run `name` ("cannot create run '<name>'" on failure). */
 int store_insert_run(sqlite3 *db, const char *name, const char *framework, const char *format, const char *created,
 		     int64_t *id, struct align_err *e);

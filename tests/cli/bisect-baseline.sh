@@ -12,11 +12,14 @@ run_align 0 bisect --db a.db --baseline ref --good "$GOOD12" --bad "$BAD12" --fo
 expect_eq "baseline" "$(jget r.json "r['baseline']")" "ref"
 expect_eq "culprit vs ref" "$(culprit_of r.json)" "S09"
 check_trials r.json --culprit S09
-# identical bytes are one source: the good trial's run is 'ref' itself
-expect_eq "good trial's run" "$(jget r.json "r['trials'][0]['run']")" "ref"
+# dedup belongs to a run: the good trial's trace, byte-identical to ref's, lands in the trial's own run
+# (with its records) and compares equal to ref
+good_run=$(jget r.json "r['trials'][0]['run']")
+expect_eq "good trial's run" "${good_run%%:*} $(jget r.json "r['trials'][0]['verdict']")" "bisect same"
+expect_eq "good trial's records" "$(sql a.db "SELECT count(*) FROM record JOIN run ON run.id = run_id WHERE run.name = '$good_run'")" \
+	"$(sql a.db "SELECT count(*) FROM record JOIN run ON run.id = run_id WHERE run.name = 'ref'")"
 
-# a reference whose grad norm differs from what the good environment gives: nothing to bisect (not the
-# loss: a trial's trace with that loss is already in the database, and ingest keeps identical bytes once)
+# a reference whose grad norm differs from what the good environment gives: nothing to bisect
 mkdir ref2 && (cd ref2 && S01=1 ALIGN_TRIAL_DIR=$PWD ALIGN_TRACE=$PWD/ref2.atf "$TRACE" --grad-culprit S01) || fail "fixture failed"
 run_align 0 ingest --db a.db --as ref2 ref2/ref2.atf
 run_align 2 bisect --db a.db --baseline ref2 --good "$GOOD12" --bad "$BAD12" --out r2.json -- "$TRACE" --culprit S09 &&

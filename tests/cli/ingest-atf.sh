@@ -18,9 +18,9 @@ expect_eq "extra kept" "$(sql a.db "SELECT extra FROM record WHERE name='x'")" '
 expect_eq "bits" "$(sql a.db "SELECT printf('%x', bits) FROM record WHERE name='loss' AND step=1")" "412de666"
 expect_eq "header" "$(sql a.db "SELECT json_extract(header,'$.env.ALIGN_SWIGLU_ROUNDING') FROM run")" "one"
 
-# re-ingesting identical content (even gzip-compressed) is a no-op that says so
+# re-ingesting identical content (even gzip-compressed) into the same run is a no-op that says so
 gzip -k good.atf
-run_align 0 ingest --db a.db good.atf.gz && expect_out "already ingested as run 'demo'"
+run_align 0 ingest --db a.db good.atf.gz && expect_out "already ingested into run 'demo' \(sha256 [0-9a-f]{16}, as 'good.atf'\): nothing to do"
 expect_eq "no-op" "$(db_count a.db)" "1 1 3"
 
 bad() { # bad NAME PATTERN: ingest NAME must fail with exit 2, PATTERN on stderr, database unchanged

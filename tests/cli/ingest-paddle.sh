@@ -170,7 +170,7 @@ run_align 0 ingest --db a.db --as met metrics_rank3.json.gz
 expect_err "metrics_rank3.json.gz:4: a half-written record \(39 bytes\) is glued to the next one"
 expect_err "metrics_rank3.json.gz:4: a rerun appended to this file restarts at global_step 2 \(the last was 3\)"
 expect_err "metrics_rank3.json.gz:6: last line is not terminated"
-run_align 0 ingest --db a.db --format paddle-metrics metrics_rank3.json && expect_out "already ingested as run 'met'"
+run_align 0 ingest --db a.db --as met --format paddle-metrics metrics_rank3.json && expect_out "already ingested into run 'met'"
 expect_eq "metrics records" "$(q a.db "run_id=(SELECT id FROM run WHERE name='met') AND name NOT LIKE 'interval%'")" "-1|1|-1|loss|loss|fp32|412de667|10.86875057|$M1087
 -1|1|-1|learning_rate|optim|fp64||0.0001499|
 -1|2|-1|loss|loss|fp64||8.75|

@@ -16,7 +16,7 @@ trap 'rm -rf "$work"' EXIT
 # return 1 when a record differs or is only in one run
 compare() {
 	local db="$work/$1-$2.db" v rc=0
-	if cmp -s "$5" "$6"; then # byte-identical traces (ingest would skip the second as already seen)
+	if cmp -s "$5" "$6"; then # byte-identical traces: equal without ingesting them (a shortcut)
 		printf '| %s | %s | traces byte-identical (%d records) |\n' "$1" "$2" "$(($(wc -l <"$5") - 1))"
 		return 0
 	fi
