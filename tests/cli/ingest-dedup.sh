@@ -51,10 +51,10 @@ expect_out "a/rank0-step1.atf: atf, 3 records into run 'D'"
 expect_out "b/rank0-step1.atf: already ingested into run 'D' .*nothing to do"
 expect_eq "D once" "$(sql a.db "SELECT count(*) || ' ' || (SELECT count(*) FROM source WHERE run_id = run.id) FROM record JOIN run ON run.id = run_id WHERE run.name = 'D'")" "3 1"
 
-# without --as each file is its own run: a copy under another name is another run, under the same name
-# (its run holds that content) a no-op
-cp a/rank1-step3.atf x.atf
-mkdir again && cp a/rank1-step3.atf again/x.atf && cp a/rank1-step3.atf y.atf
+# without --as (and without a run name in the ATF header) each file is its own run: a copy under another
+# name is another run, under the same name (its run holds that content) a no-op
+sed '1s/"run":"job",//' a/rank1-step3.atf > x.atf
+mkdir again && cp x.atf again/x.atf && cp x.atf y.atf
 run_align 0 ingest --db n.db x.atf && run_align 0 ingest --db n.db y.atf && expect_out "y.atf: atf, 3 records into run 'y'"
 run_align 0 ingest --db n.db again/x.atf && expect_out "already ingested into run 'x'"
 expect_eq "runs x and y" "$(db_count n.db)" "2 2 6"
