@@ -52,10 +52,10 @@ struct ingest {
 	double progress_at;
 	int64_t not_repr_warned; /* source_id + 1 of the file whose PREC_EXACT print that is not a value of
 				  * its dtype was warned (classify: once per file) */
-	char framework[64];   /* the file's own framework (parser's names hook), "" for the format's */
-	int name_from_header; /* the run name is the one the file's header gives (no --as) */
-	int64_t *made;	      /* runs this invocation created under names from headers: later files of */
-	size_t n_made;	      /* the same name extend them without --append */
+	char framework[64];	 /* the file's own framework (parser's names hook), "" for the format's */
+	int name_from_header;	 /* the run name is the one the file's header gives (no --as) */
+	int64_t *made;		 /* runs this invocation created under names from headers: later files of */
+	size_t n_made;		 /* the same name extend them without --append */
 };
 
 /* Rank from a file name (workerlog.N, rankN, _RANK_N_, globalrank-N), or -1. */
