@@ -43,10 +43,10 @@ enum {
 	S_GROUP_START,
 	S_GROUP_END,
 };
-static const char *const sym_names[RUN_NCCL_NSYM] = {
-	"ncclGetVersion", "ncclGetUniqueId", "ncclCommInitRank", "ncclCommDestroy", "ncclGetErrorString",
-	"ncclAllReduce",  "ncclReduceScatter", "ncclAllGather", "ncclSend", "ncclRecv", "ncclGroupStart",
-	"ncclGroupEnd"};
+static const char *const sym_names[RUN_NCCL_NSYM] = {"ncclGetVersion",	  "ncclGetUniqueId",	"ncclCommInitRank",
+						     "ncclCommDestroy",	  "ncclGetErrorString", "ncclAllReduce",
+						     "ncclReduceScatter", "ncclAllGather",	"ncclSend",
+						     "ncclRecv",	  "ncclGroupStart",	"ncclGroupEnd"};
 
 #define FN(n, s, f) ((decltype(&f))(n)->sym[s])
 
@@ -54,8 +54,8 @@ static const char *const sym_names[RUN_NCCL_NSYM] = {
 static int nccl_fail(struct run_nccl *n, ncclResult_t r, const char *call, int line)
 {
 	const char *what = n->sym[S_ERROR_STRING] ? FN(n, S_ERROR_STRING, ncclGetErrorString)(r) : "?";
-	return align_fail(n->err, ALIGN_ERR_INTERNAL, "rank %d: %s failed: %s (ncclResult %d) at %s:%d", n->rank,
-			  call, what, (int)r, __FILE__, line);
+	return align_fail(n->err, ALIGN_ERR_INTERNAL, "rank %d: %s failed: %s (ncclResult %d) at %s:%d", n->rank, call,
+			  what, (int)r, __FILE__, line);
 }
 #define NCCL_TRY(n, call, expr)                                                                                        \
 	do {                                                                                                           \
@@ -86,11 +86,12 @@ extern "C" int run_nccl_load(struct run_nccl *n, struct align_err *err)
 			snprintf(n->path, sizeof n->path, "%s", names[i]);
 	}
 	if (!n->lib)
-		return align_fail(err, ALIGN_ERR_UNSUPPORTED,
-				  "NCCL is needed for --ranks and was not found: %s (install NCCL 2 or put the directory "
-				  "of libnccl.so.2 on LD_LIBRARY_PATH; pip's nvidia-nccl-cu13 has it under "
-				  "site-packages/nvidia/nccl/lib)",
-				  first);
+		return align_fail(
+			err, ALIGN_ERR_UNSUPPORTED,
+			"NCCL is needed for --ranks and was not found: %s (install NCCL 2 or put the directory "
+			"of libnccl.so.2 on LD_LIBRARY_PATH; pip's nvidia-nccl-cu13 has it under "
+			"site-packages/nvidia/nccl/lib)",
+			first);
 	struct link_map *lm = NULL;
 	if (dlinfo(n->lib, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && lm->l_name[0])
 		snprintf(n->path, sizeof n->path, "%s", lm->l_name);
@@ -141,8 +142,9 @@ static int id_read(struct run_nccl *n, const char *path, double wait_s, ncclUniq
 			close(fd);
 			if (got == (ssize_t)sizeof *id)
 				return ALIGN_OK;
-			return align_fail(n->err, ALIGN_ERR_INPUT, "--nccl-id: '%s' holds %zd bytes, not an NCCL id (%zu)",
-					  path, got, sizeof *id);
+			return align_fail(n->err, ALIGN_ERR_INPUT,
+					  "--nccl-id: '%s' holds %zd bytes, not an NCCL id (%zu)", path, got,
+					  sizeof *id);
 		}
 		if (waited >= wait_s)
 			return align_fail(n->err, ALIGN_ERR_INPUT,
@@ -215,8 +217,10 @@ static int all_to_all(struct run_nccl *n, struct align_dev *d, const char *send,
 	for (int k = 0; k < n->nranks; k++) {
 		if (k == n->rank)
 			continue;
-		NCCL_TRY(n, "ncclSend", FN(n, S_SEND, ncclSend)(send + k * bytes, (size_t)C, nccl_dtype(dt), k, comm, s));
-		NCCL_TRY(n, "ncclRecv", FN(n, S_RECV, ncclRecv)(recv + k * bytes, (size_t)C, nccl_dtype(dt), k, comm, s));
+		NCCL_TRY(n, "ncclSend",
+			 FN(n, S_SEND, ncclSend)(send + k * bytes, (size_t)C, nccl_dtype(dt), k, comm, s));
+		NCCL_TRY(n, "ncclRecv",
+			 FN(n, S_RECV, ncclRecv)(recv + k * bytes, (size_t)C, nccl_dtype(dt), k, comm, s));
 	}
 	NCCL_TRY(n, "ncclGroupEnd", FN(n, S_GROUP_END, ncclGroupEnd)());
 	return ALIGN_OK;
@@ -230,9 +234,9 @@ static int coll_fixed(struct run_nccl *n, struct align_dev *d, const struct coll
 	int64_t C = fixed_chunk(c), N = c->N;
 	if (c->kind == COLL_REDUCE_SCATTER) {
 		ALIGN_TRY(n->err, all_to_all(n, d, (const char *)x, (char *)scratch, C, c->dtype));
-		return coll_sum_rows_cuda(scratch, c->dtype, N, C, C, y, s) ? align_fail(n->err, ALIGN_ERR_INTERNAL,
-											 "rank %d: the rank-order sum failed", n->rank)
-									   : ALIGN_OK;
+		return coll_sum_rows_cuda(scratch, c->dtype, N, C, C, y, s)
+			       ? align_fail(n->err, ALIGN_ERR_INTERNAL, "rank %d: the rank-order sum failed", n->rank)
+			       : ALIGN_OK;
 	}
 	char *send = (char *)scratch, *recv = send + N * C * es, *sum = recv + N * C * es, *all = sum + C * es;
 	CUDA_TRY(d, "cudaMemsetAsync (padding)", cudaMemsetAsync(send, 0, (size_t)(N * C) * es, s));
@@ -253,8 +257,9 @@ extern "C" int run_nccl_coll_dev(struct run_nccl *n, struct align_dev *d, const 
 	ncclComm_t comm = (ncclComm_t)n->comm;
 	ncclDataType_t dt = nccl_dtype(c->dtype);
 	if (c->N != n->nranks)
-		return align_fail(n->err, ALIGN_ERR_INPUT, "rank %d: the collective has N = %lld rows, the run %d ranks",
-				  n->rank, (long long)c->N, n->nranks);
+		return align_fail(n->err, ALIGN_ERR_INPUT,
+				  "rank %d: the collective has N = %lld rows, the run %d ranks", n->rank,
+				  (long long)c->N, n->nranks);
 	if (c->kind == COLL_ALL_GATHER) {
 		NCCL_TRY(n, "ncclAllGather", FN(n, S_ALL_GATHER, ncclAllGather)(x, y, (size_t)c->D, dt, comm, s));
 		return ALIGN_OK;
@@ -262,10 +267,11 @@ extern "C" int run_nccl_coll_dev(struct run_nccl *n, struct align_dev *d, const 
 	if (c->impl == ALIGN_COLL_IMPL_FIXED)
 		return coll_fixed(n, d, c, x, y, scratch);
 	if (c->impl != ALIGN_COLL_IMPL_NCCL)
-		return align_fail(n->err, ALIGN_ERR_UNSUPPORTED, "rank %d: ALIGN_COLL_IMPL: only fixed and nccl run on ranks",
-				  n->rank);
+		return align_fail(n->err, ALIGN_ERR_UNSUPPORTED,
+				  "rank %d: ALIGN_COLL_IMPL: only fixed and nccl run on ranks", n->rank);
 	if (c->kind == COLL_ALLREDUCE)
-		NCCL_TRY(n, "ncclAllReduce", FN(n, S_ALL_REDUCE, ncclAllReduce)(x, y, (size_t)c->D, dt, ncclSum, comm, s));
+		NCCL_TRY(n, "ncclAllReduce",
+			 FN(n, S_ALL_REDUCE, ncclAllReduce)(x, y, (size_t)c->D, dt, ncclSum, comm, s));
 	else
 		NCCL_TRY(n, "ncclReduceScatter",
 			 FN(n, S_REDUCE_SCATTER, ncclReduceScatter)(x, y, (size_t)c->D, dt, ncclSum, comm, s));

@@ -19,13 +19,13 @@ extern "C" {
 #define RUN_NCCL_NSYM 12
 
 struct run_nccl {
-	void *lib;		    /* dlopen handle, NULL until run_nccl_load */
-	char path[512];		    /* the library that was loaded (dlinfo's path, else the name asked for) */
-	int version;		    /* ncclGetVersion: 22809 = 2.28.9 */
-	void *sym[RUN_NCCL_NSYM];   /* the NCCL functions (run-nccl.cu names them) */
-	void *comm;		    /* ncclComm_t after run_nccl_init */
-	int rank, nranks;	    /* this process's place in the communicator */
-	struct align_err *err;	    /* where failures put their message */
+	void *lib;		  /* dlopen handle, NULL until run_nccl_load */
+	char path[512];		  /* the library that was loaded (dlinfo's path, else the name asked for) */
+	int version;		  /* ncclGetVersion: 22809 = 2.28.9 */
+	void *sym[RUN_NCCL_NSYM]; /* the NCCL functions (run-nccl.cu names them) */
+	void *comm;		  /* ncclComm_t after run_nccl_init */
+	int rank, nranks;	  /* this process's place in the communicator */
+	struct align_err *err;	  /* where failures put their message */
 };
 
 /* Load libnccl.so.2 (the loader's search path: LD_LIBRARY_PATH, then the CUDA toolkit's lib and lib64)

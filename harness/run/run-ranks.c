@@ -56,7 +56,8 @@ static int ranks_check(struct align_ctx *ctx, const struct run_opts *o, int nran
 	struct align_err *e = &ctx->err;
 	*op = ops_find(o->op);
 	if (!*op || !ops_op_reads_mode(*op, MODE_COLL_DTYPE))
-		return fail_input(e, "--ranks/--nccl-id: '%s' is not a collective (allreduce, reduce_scatter, all_gather)",
+		return fail_input(e,
+				  "--ranks/--nccl-id: '%s' is not a collective (allreduce, reduce_scatter, all_gather)",
 				  o->op);
 	if (o->variant)
 		return fail_input(e, "--variant: the parameter variants are the NCCL model's (CPU); ranks run NCCL, "
@@ -83,12 +84,12 @@ static int ranks_check(struct align_ctx *ctx, const struct run_opts *o, int nran
 /* ---- the launcher ---- */
 
 struct rank_proc {
-	pid_t pid;	  /* 0 once reaped */
-	int err_fd;	  /* read end of its stderr, -1 at EOF */
-	char line[4096];  /* the partial line being forwarded */
-	size_t len;	  /* bytes in line */
-	char msg[1024];	  /* its last "error: " line, without the prefix */
-	int status;	  /* waitpid status once reaped */
+	pid_t pid;	 /* 0 once reaped */
+	int err_fd;	 /* read end of its stderr, -1 at EOF */
+	char line[4096]; /* the partial line being forwarded */
+	size_t len;	 /* bytes in line */
+	char msg[1024];	 /* its last "error: " line, without the prefix */
+	int status;	 /* waitpid status once reaped */
 };
 
 /* Forward complete lines of a rank's stderr to ours, keeping "error: " lines (the launcher's own error
@@ -136,8 +137,8 @@ static int rank_argv(const struct run_opts *o, const char *id, char **argv, char
 	argv[k++] = (char *)o->op;
 	for (int i = 0; i < o->n_kv; i++)
 		argv[k++] = "--mode", argv[k++] = (char *)o->kv[i];
-	const char *pairs[][2] = {{"--profile", o->profile}, {"--shape", o->shape},   {"--inputs", o->inputs},
-				  {"--outputs", o->outputs}, {"--trace", o->trace},   {"--nccl-id", id}};
+	const char *pairs[][2] = {{"--profile", o->profile}, {"--shape", o->shape}, {"--inputs", o->inputs},
+				  {"--outputs", o->outputs}, {"--trace", o->trace}, {"--nccl-id", id}};
 	for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
 		if (pairs[i][1])
 			argv[k++] = (char *)pairs[i][0], argv[k++] = (char *)pairs[i][1];
@@ -466,9 +467,8 @@ static int rank_body(struct rank_run *rr, struct run_nccl *nc, struct align_dev 
 	}
 	if (!rc)
 		fprintf(ctx->out, "%s: rank %d of %d, %lld step%s on %s (device %d, NCCL %d.%d.%d)%s%s\n", o->op,
-			rr->rank, rr->nranks, o->steps, o->steps == 1 ? "" : "s", dev->name, local,
-			nc->version / 10000, nc->version / 100 % 100, nc->version % 100, t && *t ? ", trace " : "",
-			t && *t ? trace : "");
+			rr->rank, rr->nranks, o->steps, o->steps == 1 ? "" : "s", dev->name, local, nc->version / 10000,
+			nc->version / 100 % 100, nc->version % 100, t && *t ? ", trace " : "", t && *t ? trace : "");
 	return rc;
 }
 #endif

@@ -17,10 +17,10 @@ struct run_opts {
 	int n_kv;
 	unsigned long long seed;
 	long long steps;
-	long long variant; /* params_variant index (0 = the op's defaults) */
-	int list;	   /* --list */
-	int cuda;	   /* --device cuda */
-	long long ranks;   /* --ranks N: launch N processes, one per GPU (run-ranks.c); 0 = not given */
+	long long variant;   /* params_variant index (0 = the op's defaults) */
+	int list;	     /* --list */
+	int cuda;	     /* --device cuda */
+	long long ranks;     /* --ranks N: launch N processes, one per GPU (run-ranks.c); 0 = not given */
 	const char *nccl_id; /* --nccl-id FILE: this process is one rank (RANK, WORLD_SIZE in the environment) */
 };
 
