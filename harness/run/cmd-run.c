@@ -1,6 +1,8 @@
 /* cmd-run: align run OP [--profile P] [--mode K=V]... [--shape T=16,D=64] [--seed S] [--steps N]
  *                       [--variant K] [--inputs F.safetensors] [--outputs F.safetensors] [--trace F.atf]
  *                       [--device cpu|cuda]
+ *          align run allreduce|reduce_scatter|all_gather --ranks N | --nccl-id FILE [...]   (run-ranks.c)
+ *          align run allreduce|reduce_scatter --inputs X --explain Y                      (run-explain.c)
  *          align run --list
  * Runs one DSv4 reference block (its params_default, or params_variant K) under the modes resolved once
  * into ctx->modes (default < profile < environment < --mode), on inputs drawn from the counter-based RNG
@@ -58,6 +60,10 @@ static const struct cmd_opt run_opt_table[] = {
 	{"nccl-id", 'I', "FILE",
 	 "collectives: this process is rank $RANK of $WORLD_SIZE (mpirun); rank 0\n"
 	 "writes NCCL's unique id to FILE, the others read it",
+	 0},
+	{"explain", 'X', "Y",
+	 "allreduce/reduce_scatter: which order (fixed, NCCL Ring or Tree model with its\n"
+	 "channels and protocol) reproduces the observed 'y' in Y from --inputs, bitwise",
 	 0},
 	{"list", 'L', NULL, "list the ops, their inputs, default dims and switches", 0},
 	{NULL, 0, NULL, NULL, 0},
@@ -499,6 +505,9 @@ static int run_on_opt(void *u, int key, const char *arg)
 	case 'I':
 		o->nccl_id = arg;
 		return ALIGN_OK;
+	case 'X':
+		o->explain = arg;
+		return ALIGN_OK;
 	case 'L':
 		o->list = 1;
 		return ALIGN_OK;
@@ -534,6 +543,8 @@ int cmd_run(struct align_ctx *ctx, int argc, char **argv)
 	o.op = argv[first];
 	if (o.inputs && o.steps > 1)
 		return fail_input(&ctx->err, "--inputs gives one set of inputs: use --steps 1");
+	if (o.explain)
+		return run_explain(ctx, &o);
 	if (o.ranks || o.nccl_id)
 		return run_ranks(ctx, &o);
 	return run_op(ctx, &o);

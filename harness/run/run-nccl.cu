@@ -13,6 +13,7 @@
  *   all_gather:     ncclAllGather (a copy; no order to fix).
  * ALIGN_COLL_IMPL=nccl: ncclAllReduce / ncclReduceScatter / ncclAllGather (sum) under the NCCL_*
  * environment; NCCL chooses algorithm, protocol and channels. */
+#include "ops_cuda.h" /* first: it prepares ops.h for nvcc */
 #include "run-nccl.h"
 
 #include <cuda_runtime.h>
@@ -26,8 +27,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-#include "ops.h"
 
 enum {
 	S_VERSION,

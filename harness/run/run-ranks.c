@@ -504,7 +504,7 @@ static int ranks_worker(struct align_ctx *ctx, const struct run_opts *o)
 		free(rr.saved_data[i]);
 	if (rc && strncmp(e->msg, "rank ", 5)) { /* every rank's message names its rank */
 		char m[sizeof e->msg];
-		snprintf(m, sizeof m, "rank %d: %s", rank, e->msg);
+		snprintf(m, sizeof m, "rank %d: %.2000s", rank, e->msg);
 		snprintf(e->msg, sizeof e->msg, "%s", m);
 	}
 	return rc;

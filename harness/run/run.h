@@ -22,6 +22,7 @@ struct run_opts {
 	int cuda;	     /* --device cuda */
 	long long ranks;     /* --ranks N: launch N processes, one per GPU (run-ranks.c); 0 = not given */
 	const char *nccl_id; /* --nccl-id FILE: this process is one rank (RANK, WORLD_SIZE in the environment) */
+	const char *explain; /* --explain Y: which summation order reproduces Y (run-explain.c) */
 };
 
 /* The dims of op: its defaults, then what --shape names (a block's --shape may name dims of other ops:
@@ -31,6 +32,8 @@ int run_resolve_dims(struct align_err *e, const struct align_op *op, const char 
 /* Copy tensor t->name from the safetensors file f (read from path): dtype and shape must match t. */
 int run_load_input(struct align_err *e, const struct st_file *f, const char *path, struct align_tensor *t);
 
+/* `align run OP --inputs X --explain Y`: the orders (fixed, NCCL ring/tree models) that reproduce Y. */
+int run_explain(struct align_ctx *ctx, struct run_opts *o);
 /* `align run OP --ranks N` (launch) or `align run OP --nccl-id FILE` (one rank): run-ranks.c. */
 int run_ranks(struct align_ctx *ctx, struct run_opts *o);
 

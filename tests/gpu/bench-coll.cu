@@ -27,11 +27,12 @@
 #include <algorithm>
 #include <cuda_runtime.h>
 
+#include "ops_cuda.h" /* first: it prepares ops.h for nvcc */
+
 #include "coll.h"
 #include "cuda_check.h"
 #include "gpu-build-commit.h"
 #include "gpu_skip.h"
-#include "ops.h"
 #include "run-nccl.h"
 
 #define WARMUP 3
@@ -71,7 +72,8 @@ static int check_exact(const void *y, int dt, int64_t n, int64_t base, float mul
 	}
 	free(h);
 	if (bad)
-		printf("WRONG: %s: %lld of %lld elements differ from the exact sum\n", what, (long long)bad, (long long)n);
+		printf("WRONG: %s: %lld of %lld elements differ from the exact sum\n", what, (long long)bad,
+		       (long long)n);
 	return bad ? 1 : 0;
 }
 
@@ -80,8 +82,9 @@ static int rank_main(int rank, int nranks, const char *id_path, int64_t max_mib)
 {
 	if (gpu_none())
 		return 77;
-	struct align_err err = {0};
+	struct align_err err;
 	struct run_nccl nc;
+	memset(&err, 0, sizeof err);
 	struct align_dev dev;
 	memset(&dev, 0, sizeof dev);
 	if (!getenv("NCCL_NVLS_ENABLE"))
@@ -92,8 +95,10 @@ static int rank_main(int rank, int nranks, const char *id_path, int64_t max_mib)
 	}
 	cudaStream_t s = (cudaStream_t)dev.stream;
 	if (rank == 0)
-		printf("\n## NCCL %d (%s), %d rank(s), %s\n\n| op | dtype | MiB per rank | engine | median us | min | max | "
-		       "algbw GB/s | busbw GB/s | fixed / nccl |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | "
+		printf("\n## NCCL %d (%s), %d rank(s), %s\n\n| op | dtype | MiB per rank | engine | median us | min | "
+		       "max | "
+		       "algbw GB/s | busbw GB/s | fixed / nccl |\n| --- | --- | --- | --- | --- | --- | --- | --- | "
+		       "--- | "
 		       "--- |\n",
 		       nc.version, nc.path, nranks, dev.name);
 	int rc = 0;
@@ -133,16 +138,20 @@ static int rank_main(int rank, int nranks, const char *id_path, int64_t max_mib)
 						break;
 					}
 					if (bytes == 1 << 20)
-						rc = check_exact(y, dts[t], c.D, kinds[k] == COLL_REDUCE_SCATTER ? rank * c.D : 0,
-								 (float)(nranks * (nranks + 1) / 2), engine ? "fixed" : "nccl");
+						rc = check_exact(y, dts[t], c.D,
+								 kinds[k] == COLL_REDUCE_SCATTER ? rank * c.D : 0,
+								 (float)(nranks * (nranks + 1) / 2),
+								 engine ? "fixed" : "nccl");
 					float med = median(ms, REPS, &lo, &hi);
 					algbw[engine] = coll_algbw((double)bytes, med * 1e-3);
 					busbw[engine] = coll_busbw(kinds[k], nranks, (double)bytes, med * 1e-3);
 					if (rank == 0) {
 						double ratio = nranks > 1 ? busbw[1] / busbw[0] : algbw[1] / algbw[0];
-						printf("| %s | %s | %zu | %s | %.1f | %.1f | %.1f | %.1f | %.1f |", kinds[k] == COLL_ALLREDUCE ? "allreduce" : "reduce_scatter",
-						       dts[t] == ALIGN_DT_BF16 ? "bf16" : "fp32", bytes >> 20, engine ? "fixed" : "nccl",
-						       med * 1e3, lo * 1e3, hi * 1e3, algbw[engine] / 1e9, busbw[engine] / 1e9);
+						printf("| %s | %s | %zu | %s | %.1f | %.1f | %.1f | %.1f | %.1f |",
+						       kinds[k] == COLL_ALLREDUCE ? "allreduce" : "reduce_scatter",
+						       dts[t] == ALIGN_DT_BF16 ? "bf16" : "fp32", bytes >> 20,
+						       engine ? "fixed" : "nccl", med * 1e3, lo * 1e3, hi * 1e3,
+						       algbw[engine] / 1e9, busbw[engine] / 1e9);
 						if (engine)
 							printf(" %.2f |\n", ratio);
 						else
@@ -193,7 +202,7 @@ static int sum_kernel_part(int64_t max_mib)
 		CK(cudaMalloc(&y, row_cap));
 		for (int k = 0; k < R; k++)
 			fill_rank<<<1024, 256, 0, s>>>((char *)x + k * row_cap, ALIGN_DT_F32, (int64_t)(row_cap / 4),
-						      (float)(k + 1));
+						       (float)(k + 1));
 		for (size_t row = 1 << 20; row <= row_cap && !rc; row *= 4) {
 			int64_t n = (int64_t)(row / 4);
 			for (int i = 0; i < WARMUP + REPS && !rc; i++) {
