@@ -90,14 +90,17 @@ static int try_model(struct explain *ex, const struct coll_params *base, int imp
 		for (int c = 0; c < N_CHANNELS; c++) {
 			struct coll_params p = *base;
 			if (p.proto != proto) /* the protocol's default buffer (NCCL's own) */
-				p.buffsize = proto == COLL_PROTO_SIMPLE ? 4 << 20 : proto == COLL_PROTO_LL ? 256 << 10 : 4800 << 10;
+				p.buffsize = proto == COLL_PROTO_SIMPLE ? 4 << 20
+					     : proto == COLL_PROTO_LL	? 256 << 10
+									: 4800 << 10;
 			p.proto = proto;
 			p.nchannels = channel_list[c];
 			p.nnodes = nodes ? nodes : 1;
 			char what[96];
 			if (nodes)
-				snprintf(what, sizeof what, "tree, %d node%s, %s, %d channel%s", nodes, nodes == 1 ? "" : "s",
-					 proto_names[proto], p.nchannels, p.nchannels == 1 ? "" : "s");
+				snprintf(what, sizeof what, "tree, %d node%s, %s, %d channel%s", nodes,
+					 nodes == 1 ? "" : "s", proto_names[proto], p.nchannels,
+					 p.nchannels == 1 ? "" : "s");
 			else
 				snprintf(what, sizeof what, "ring, %s, %d channel%s", proto_names[proto], p.nchannels,
 					 p.nchannels == 1 ? "" : "s");
@@ -123,8 +126,8 @@ static int explain_load(struct explain *ex, const struct run_opts *o, struct st_
 	int one = ex->obs->ndim == 2 && ex->obs->shape[0] == 1 && ex->obs->shape[1] == cols &&
 		  !strcmp(ex->op->name, "allreduce");
 	if (!whole && !one)
-		return fail_input(e, "%s: tensor 'y' must be [%lld,%lld]%s", o->explain, (long long)rows, (long long)cols,
-				  strcmp(ex->op->name, "allreduce") ? "" : " or one rank's [1,D]");
+		return fail_input(e, "%s: tensor 'y' must be [%lld,%lld]%s", o->explain, (long long)rows,
+				  (long long)cols, strcmp(ex->op->name, "allreduce") ? "" : " or one rank's [1,D]");
 	ex->obs_elems = whole ? rows * cols : cols;
 	return ALIGN_OK;
 }
@@ -134,7 +137,8 @@ int run_explain(struct align_ctx *ctx, struct run_opts *o)
 	struct align_err *e = &ctx->err;
 	struct explain ex = {.ctx = ctx, .op = ops_find(o->op)};
 	if (!ex.op || !ops_op_reads_mode(ex.op, MODE_COLL_IMPL))
-		return fail_input(e, "--explain: '%s' has no summation order to find (allreduce or reduce_scatter)", o->op);
+		return fail_input(e, "--explain: '%s' has no summation order to find (allreduce or reduce_scatter)",
+				  o->op);
 	if (!o->inputs)
 		return fail_input(e, "--explain needs --inputs (the ranks' contributions x[N,cols])");
 	if (o->ranks || o->nccl_id || strcmp(o->device, "cpu") || o->trace || o->outputs || o->steps > 1 || o->variant)
@@ -148,7 +152,8 @@ int run_explain(struct align_ctx *ctx, struct run_opts *o)
 	ex.op->impl->params_default(&base, &d);
 	ALIGN_TRY(e, coll_params_from_env(&base, N, env_get, e));
 	struct st_file xf = {0}, yf = {0};
-	int rc = ops_tensor_alloc(ex.op, 0, 0, &d, &ctx->modes, &ex.x) || ops_tensor_alloc(ex.op, 1, 0, &d, &ctx->modes, &ex.y)
+	int rc = ops_tensor_alloc(ex.op, 0, 0, &d, &ctx->modes, &ex.x) ||
+				 ops_tensor_alloc(ex.op, 1, 0, &d, &ctx->modes, &ex.y)
 			 ? fail_input(e, "op '%s': bad dims", o->op)
 			 : explain_load(&ex, o, &xf, &yf);
 	if (!rc) {
