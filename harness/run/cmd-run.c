@@ -1,6 +1,8 @@
 /* cmd-run: align run OP [--profile P] [--mode K=V]... [--shape T=16,D=64] [--seed S] [--steps N]
  *                       [--variant K] [--inputs F.safetensors] [--outputs F.safetensors] [--trace F.atf]
  *                       [--device cpu|cuda]
+ *          align run allreduce|reduce_scatter|all_gather --ranks N | --nccl-id FILE [...]   (run-ranks.c)
+ *          align run allreduce|reduce_scatter --inputs X --explain Y                      (run-explain.c)
  *          align run --list
  * Runs one DSv4 reference block (its params_default, or params_variant K) under the modes resolved once
  * into ctx->modes (default < profile < environment < --mode), on inputs drawn from the counter-based RNG
@@ -17,6 +19,7 @@
 #include "ops.h"
 #include "opts.h"
 #include "run-trace.h"
+#include "run.h"
 #if ALIGN_HAVE_CUDA
 #include "run-device.h"
 #endif
@@ -27,20 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RUN_MAX_KV 64	  /* --mode options */
 #define RUN_MAX_SAVED 64  /* tensors in --outputs */
 #define RUN_MAX_TENSORS 8 /* inputs or outputs of one op */
-
-struct run_opts {
-	const char *op, *profile, *shape, *inputs, *outputs, *trace, *device;
-	const char *kv[RUN_MAX_KV]; /* --mode KEY=VALUE, in command-line order */
-	int n_kv;
-	unsigned long long seed;
-	long long steps;
-	long long variant; /* params_variant index (0 = the op's defaults) */
-	int list;	   /* --list */
-	int cuda;	   /* --device cuda */
-};
 
 #if ALIGN_HAVE_CUDA
 #define RUN_DEVICE_HELP "cpu (default) or cuda"
@@ -62,6 +53,18 @@ static const struct cmd_opt run_opt_table[] = {
 	{"outputs", 'o', "F", "write the outputs to a safetensors file (step<k>.<name> when N > 1)", 0},
 	{"trace", 't', "F", "write the ATF trace to F (default $ALIGN_TRACE if set)", 0},
 	{"device", 'd', "D", RUN_DEVICE_HELP, 0},
+	{"ranks", 'R', "N",
+	 "collectives: N processes on this host, one per GPU (CUDA device = rank), each\n"
+	 "with an NCCL communicator and its own trace (README \"Collectives\")",
+	 0},
+	{"nccl-id", 'I', "FILE",
+	 "collectives: this process is rank $RANK of $WORLD_SIZE (mpirun); rank 0\n"
+	 "writes NCCL's unique id to FILE, the others read it",
+	 0},
+	{"explain", 'X', "Y",
+	 "allreduce/reduce_scatter: which order (fixed, NCCL Ring or Tree model with its\n"
+	 "channels and protocol) reproduces the observed 'y' in Y from --inputs, bitwise",
+	 0},
 	{"list", 'L', NULL, "list the ops, their inputs, default dims and switches", 0},
 	{NULL, 0, NULL, NULL, 0},
 };
@@ -113,8 +116,8 @@ static int list_ops(FILE *out)
 	return ALIGN_OK;
 }
 
-static int resolve_dims(struct align_err *e, const struct align_op *op, const char *shape, int grouped,
-			struct align_dims *d)
+int run_resolve_dims(struct align_err *e, const struct align_op *op, const char *shape, int grouped,
+		     struct align_dims *d)
 {
 	char err[256];
 	ops_dims_default(op, d);
@@ -137,7 +140,7 @@ static int resolve_dims(struct align_err *e, const struct align_op *op, const ch
 }
 
 /* Copy input idx from a safetensors file: name, dtype and shape must match the op's spec. */
-static int load_input(struct align_err *e, const struct st_file *f, const char *path, struct align_tensor *t)
+int run_load_input(struct align_err *e, const struct st_file *f, const char *path, struct align_tensor *t)
 {
 	const struct st_tensor *s = safetensors_find(f, t->name);
 	if (!s)
@@ -241,7 +244,7 @@ static int run_steps(struct run_state *st)
 	for (int step = 1; step <= st->o->steps; step++) {
 		for (int i = 0; i < im->n_in; i++) {
 			if (st->inputs)
-				ALIGN_TRY(e, load_input(e, st->inputs, st->o->inputs, &st->in[i]));
+				ALIGN_TRY(e, run_load_input(e, st->inputs, st->o->inputs, &st->in[i]));
 			else if (ops_fill_input(st->op, i, &st->in[i], st->o->seed, step))
 				return fail_internal(e, "cannot fill input '%s'", st->in[i].name);
 			if (tr->f)
@@ -296,7 +299,7 @@ static int run_one(struct run_state *st, const char *name)
 	memset(st->in, 0, sizeof st->in);
 	memset(st->out, 0, sizeof st->out);
 	st->params = NULL;
-	int rc = resolve_dims(&st->ctx->err, st->op, st->o->shape, st->grouped, &st->d);
+	int rc = run_resolve_dims(&st->ctx->err, st->op, st->o->shape, st->grouped, &st->d);
 	if (!rc)
 		rc = run_alloc_and_steps(st);
 	for (int i = 0; i < RUN_MAX_TENSORS; i++) {
@@ -398,7 +401,7 @@ static int run_op(struct align_ctx *ctx, struct run_opts *o)
 	ALIGN_TRY(&ctx->err, ctx_resolve_modes(ctx, &ctx->modes, o->profile, 1, o->kv, o->n_kv));
 	struct align_dims d0 = {0};
 	if (!grouped)
-		ALIGN_TRY(&ctx->err, resolve_dims(&ctx->err, ops_find(o->op), o->shape, 0, &d0));
+		ALIGN_TRY(&ctx->err, run_resolve_dims(&ctx->err, ops_find(o->op), o->shape, 0, &d0));
 	ALIGN_TRY(&ctx->err, refuse_modes(ctx, o, names));
 	struct st_file inputs = {0};
 	if (o->inputs)
@@ -416,10 +419,14 @@ static int run_op(struct align_ctx *ctx, struct run_opts *o)
 	int rc = o->cuda ? open_device(ctx, names, &dev) : ALIGN_OK;
 	const char *trace = o->trace ? o->trace : getenv("ALIGN_TRACE");
 	if (!rc && trace && *trace) {
-		struct run_trace_head h = {o->op,	    o->cuda ? "cuda-twin" : "c11-twin",
-					   &ctx->modes,	    &d0,
-					   o->seed,	    (int)o->steps,
-					   (int)o->variant, ctx->dev};
+		struct run_trace_head h = {.op = o->op,
+					   .impl = o->cuda ? "cuda-twin" : "c11-twin",
+					   .m = &ctx->modes,
+					   .d = &d0,
+					   .seed = o->seed,
+					   .steps = (int)o->steps,
+					   .variant = (int)o->variant,
+					   .dev = ctx->dev};
 		rc = run_trace_open(&tr, trace, &h, &ctx->err);
 	}
 	if (!rc)
@@ -493,6 +500,14 @@ static int run_on_opt(void *u, int key, const char *arg)
 	case 'd':
 		o->device = arg;
 		return ALIGN_OK;
+	case 'R':
+		return parse_int(e, "--ranks", arg, 1, COLL_MAX_RANKS, &o->ranks);
+	case 'I':
+		o->nccl_id = arg;
+		return ALIGN_OK;
+	case 'X':
+		o->explain = arg;
+		return ALIGN_OK;
 	case 'L':
 		o->list = 1;
 		return ALIGN_OK;
@@ -528,5 +543,9 @@ int cmd_run(struct align_ctx *ctx, int argc, char **argv)
 	o.op = argv[first];
 	if (o.inputs && o.steps > 1)
 		return fail_input(&ctx->err, "--inputs gives one set of inputs: use --steps 1");
+	if (o.explain)
+		return run_explain(ctx, &o);
+	if (o.ranks || o.nccl_id)
+		return run_ranks(ctx, &o);
 	return run_op(ctx, &o);
 }

@@ -79,12 +79,20 @@ int run_trace_open(struct run_trace *t, const char *path, const struct run_trace
 	char run[512];
 	snprintf(run, sizeof run, "%s:%s", hd->op, m->profile[0] ? m->profile : "default");
 	json_t *h = json_pack("{s:i, s:s, s:s, s:i, s:i, s:s, s:s, s:s?, s:o, s:o, s:o, s:I, s:i, s:s, s:o, s:i}",
-			      "align_trace", 1, "run", run, "framework", "align", "rank", 0, "world_size", 1, "op",
-			      hd->op, "implementation", hd->impl, "profile", m->profile[0] ? m->profile : NULL, "modes",
-			      modes, "env", env, "dims", dims, "seed", (json_int_t)hd->seed, "steps", hd->steps,
-			      "numerics", numerics, "gpu_only", gpu, "variant", hd->variant);
+			      "align_trace", 1, "run", run, "framework", "align", "rank", hd->rank, "world_size",
+			      hd->world_size > 0 ? hd->world_size : 1, "op", hd->op, "implementation", hd->impl,
+			      "profile", m->profile[0] ? m->profile : NULL, "modes", modes, "env", env, "dims", dims,
+			      "seed", (json_int_t)hd->seed, "steps", hd->steps, "numerics", numerics, "gpu_only", gpu,
+			      "variant", hd->variant);
 	put_provenance(h, hd->dev);
 	put_nccl_env(h);
+	t->rank = hd->rank;
+	if (hd->nccl_version)
+		json_object_set_new(h, "nccl_version", json_integer(hd->nccl_version));
+	if (hd->nccl_library)
+		json_object_set_new(h, "nccl_library", json_string(hd->nccl_library));
+	if (hd->nccl_set)
+		json_object_set_new(h, "nccl_set_by_align", json_string(hd->nccl_set));
 	int rc = json_dumpf(h, t->f, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(h);
 	fputc('\n', t->f);
@@ -98,9 +106,9 @@ int run_trace_tensor(struct run_trace *t, const char *op, int step, const char *
 	digest_hex(digest_xxh3t64(x->data, bytes), hex);
 	snprintf(name, sizeof name, "%s.%s", op, x->name);
 	fprintf(t->f,
-		"{\"rank\":0,\"step\":%d,\"micro\":0,\"seq\":%lld,\"name\":\"%s\",\"phase\":\"%s\",\"dtype\":\"%s\","
+		"{\"rank\":%d,\"step\":%d,\"micro\":0,\"seq\":%lld,\"name\":\"%s\",\"phase\":\"%s\",\"dtype\":\"%s\","
 		"\"shape\":[",
-		step, t->seq++, name, phase, run_trace_dtype(x->dtype));
+		t->rank, step, t->seq++, name, phase, run_trace_dtype(x->dtype));
 	for (int i = 0; i < x->ndim; i++)
 		fprintf(t->f, "%s%lld", i ? "," : "", (long long)x->shape[i]);
 	fprintf(t->f, "],\"digest\":\"%s\",\"digest_alg\":\"%s\",\"head\":[", hex, DIGEST_ALG);

@@ -2,7 +2,9 @@
  * dims, seed, every resolved numeric mode and the provenance of the run (align_commit: the source tree
  * at build time; device: "cpu" or the GPU's name; with CUDA driver_version, cuda_runtime_version and the
  * cublas_version / cublaslt_version of a vendor GEMM), then one record per input and output tensor per
- * step (xxh3t64 digest, dtype, shape, first elements). Written to a temp file and renamed at close.
+ * step (xxh3t64 digest, dtype, shape, first elements). One rank of a collective (align run --ranks) writes
+ * its rank and world size, nccl_version and nccl_library, and nccl_set (variables align set itself); every
+ * trace records the NCCL_* variables in force (nccl_env). Written to a temp file and renamed at close.
  * Failures set their message in the error record given to run_trace_open. */
 #ifndef ALIGN_RUN_TRACE_H
 #define ALIGN_RUN_TRACE_H
@@ -17,6 +19,7 @@ struct run_trace {
 	char path[4096];       /* where it is renamed at close */
 	char tmp[4200];	       /* <path>.tmp.<pid> */
 	long long seq;	       /* the next record's seq */
+	int rank;	       /* the records' rank (the header's) */
 	struct align_err *err; /* where failures put their message */
 };
 
@@ -30,6 +33,10 @@ struct run_trace_head {
 	int steps;		     /* --steps */
 	int variant;		     /* params_variant index */
 	const struct align_dev *dev; /* the open device (--device cuda), NULL on the CPU */
+	int rank, world_size;	     /* one rank of a collective (align run --ranks); 0, 0: one process */
+	int nccl_version;	     /* ncclGetVersion (22809 = 2.28.9) when NCCL ran, else 0 */
+	const char *nccl_library;    /* the libnccl that was loaded, NULL when none */
+	const char *nccl_set;	     /* NCCL variables align set itself ("NCCL_NVLS_ENABLE"), NULL: none */
 };
 
 /* The ATF dtype name of a kernel tensor dtype (fp32, bf16, int32). */

@@ -7,7 +7,7 @@
  * y (reduce_scatter: y[N,D] is the column order of the sum). No reduction tree: the thread owning i runs
  * the C twin's loop, so the bits cannot depend on the launch (block, grid cap) or on D.
  * all_gather: the rows copied with cudaMemcpyAsync (the bytes).
- * ALIGN_COLL_IMPL=nccl needs the ranks' communicator (align run --ranks, harness/run/run-coll.c): on one
+ * ALIGN_COLL_IMPL=nccl needs the ranks' communicator (align run --ranks, harness/run/run-ranks.c, run-nccl.cu): on one
  * GPU it is refused (status 4), never substituted; the model values are CPU-only (coll_cfg_init).
  *
  * Napkin maths: reads N*D, writes N*D (allreduce) or D (reduce_scatter) elements: memory bound; on an

@@ -8,7 +8,7 @@
  *   all_gather     x[N,D]   -> y[N,N*D]  y[r, k*D+i] = x[k,i]                  (no arithmetic)
  * N = ranks (at most COLL_MAX_RANKS), D = elements per rank. The dtype of x and y is ALIGN_COLL_DTYPE
  * (fp32, bf16, fp16). With `align run OP --ranks N` each process holds one row and NCCL moves the data
- * (harness/run/run-coll.c); the rows and the bits are the same as here.
+ * (harness/run/run-ranks.c, run-nccl.cu); the rows and the bits are the same as here.
  *
  * Orders (ALIGN_COLL_IMPL). F = exact widening to binary32, R = rounding to the dtype (RNE), + = binary32
  * addition; binary32 addition is commutative bit for bit, so a chain is fixed by its sequence of ranks.

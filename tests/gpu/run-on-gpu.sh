@@ -31,7 +31,7 @@
 # "GPU build directory" below). GPU binaries link the CUDA runtime statically, so a directory built on a
 # machine without a GPU runs here. cuBLAS: the binaries carry a runpath to the toolkit's lib64;
 # /usr/local/cuda/lib64 and, failing that, the nvidia-cublas wheel of a torch install are added to
-# LD_LIBRARY_PATH.
+# LD_LIBRARY_PATH, and the nvidia-nccl wheel's lib (libnccl.so.2, opened by align run --ranks).
 #
 # The tests and benchmarks are read from the build directory's meson introspection files
 # (meson-info/intro-tests.json, intro-benchmarks.json), filtered on the suite 'gpu', so tests added to
@@ -74,7 +74,10 @@ elif [ ! -f "$build/meson-info/intro-tests.json" ] && command -v nvcc >/dev/null
 		{ echo "error: the build failed; see ${OUT:-.}/gpu-build.log" >&2; exit 2; }
 fi
 tl=$(python3 -c 'import os, nvidia.cublas as c; print(os.path.join(os.path.dirname(c.__file__), "lib"))' 2>/dev/null)
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64${tl:+:$tl}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# libnccl.so.2 for align run --ranks and bench-coll (opened with dlopen): the nvidia-nccl wheel of a torch
+# install when there is one, else the toolkit's lib (align itself also tries /usr/local/cuda/lib and lib64)
+nl=$(python3 -c 'import os, nvidia.nccl as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null)
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64${tl:+:$tl}${nl:+:$nl}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 out=${OUT:-.}
 mkdir -p "$out/gpu-logs" || exit 2
 out=$(cd "$out" && pwd)
