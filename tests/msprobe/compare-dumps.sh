@@ -1,14 +1,15 @@
 # compare-dumps.sh: sourced by the msprobe CLI tests (after tests/cli/lib.sh). msprobe_compare FP32 BF16
-# ingests two msprobe md5 dump directories of the tiny model of make-dumps.py, fp32 and bf16 (autocast),
-# and checks the report: fp32 against itself bitwise-equal in every record, exit 0; bf16 against fp32:
+# [FP32B] ingests msprobe md5 dump directories of the tiny model of make-dumps.py, fp32 (FP32B: a second
+# fp32 run, default FP32 itself) and bf16 (autocast), and checks the report: fp32 against the second fp32
+# run bitwise-equal in every record, exit 0; bf16 against fp32:
 # exit 1, the first difference is the first linear's output (Functional.linear.0.forward: its inputs are
 # the same fp32 tensors, its output is bf16) and it is flagged as the root cause.
-# align skips a file whose content is already ingested, so the second fp32 run is the same dump.json
-# with one less space of indentation (the same values, other bytes).
+# align skips a file whose content is already ingested (and a deterministic second run writes the same
+# bytes), so the second fp32 run is ingested with one less space of indentation (same values, other bytes).
 msprobe_compare() {
-	local fp32=$1 bf16=$2 db=cmp.db f n
+	local fp32=$1 bf16=$2 fp32b=${3:-$1} db=cmp.db f n
 	rm -rf fp32b "$db"
-	cp -r "$fp32" fp32b
+	cp -r "$fp32b" fp32b
 	while IFS= read -r f; do sed -i 's/^ //' "$f"; done < <(find fp32b -name dump.json)
 	run_align 0 ingest --db "$db" --quiet --as fp32 "$fp32" || return
 	run_align 0 ingest --db "$db" --quiet --as fp32b fp32b || return
