@@ -47,7 +47,7 @@ struct ms {
 	int64_t rank, step;
 	const char *key; /* the current call */
 	const char *phase;
-	int64_t n;	      /* records emitted */
+	int64_t n; /* records emitted */
 	int warned_dtype, warned_xor;
 };
 
@@ -146,7 +146,8 @@ static int emit_tensor(struct ms *m, const char *path, const char *io, json_t *t
 	}
 	static const char *const names[] = {"Max", "Min", "Mean", "Norm"};
 	for (int i = 0; i < 4; i++)
-		ALIGN_TRY(ingest_err(m->ig), stat_add(m, path, stats, sizeof stats, names[i], json_object_get(t, names[i])));
+		ALIGN_TRY(ingest_err(m->ig),
+			  stat_add(m, path, stats, sizeof stats, names[i], json_object_get(t, names[i])));
 	strcat(stats, "}");
 	struct rec r = {.rank = m->rank,
 			.step = m->step,
@@ -164,12 +165,14 @@ static int emit_tensor(struct ms *m, const char *path, const char *io, json_t *t
 		const char *s = json_is_string(md5) ? json_string_value(md5) : "";
 		if (crc_hex(s, digest)) {
 			r.digest = digest, r.digest_alg = "crc32";
-		} else if (strlen(s) == 18 && s[0] == '0' && s[1] == 'x' && strspn(s + 2, "0123456789abcdefABCDEF") == 16) {
+		} else if (strlen(s) == 18 && s[0] == '0' && s[1] == 'x' &&
+			   strspn(s + 2, "0123456789abcdefABCDEF") == 16) {
 			if (!m->warned_xor++)
-				ingest_warn(m->ig, m->line,
-					    "%s: 'md5' %s is an xor checksum (summary_mode xor), no digest align compares: "
-					    "kept in extra",
-					    path, s);
+				ingest_warn(
+					m->ig, m->line,
+					"%s: 'md5' %s is an xor checksum (summary_mode xor), no digest align compares: "
+					"kept in extra",
+					path, s);
 			snprintf(extra, sizeof extra, "{\"xor_checksum\":\"%s\"}", s);
 			r.extra = extra;
 		} else {
@@ -388,7 +391,8 @@ static int ms_walk(struct ms *m, json_t *doc)
 	json_object_foreach(data, key, entry) ALIGN_TRY(ingest_err(m->ig), walk_entry(m, key, entry));
 	if (m->n == 0)
 		return ingest_error(m->ig, data_line, "'data' holds no tensor or number (%s)",
-				    json_object_size(data) ? "only non-numeric arguments" : "empty: nothing was dumped");
+				    json_object_size(data) ? "only non-numeric arguments"
+							   : "empty: nothing was dumped");
 	return ALIGN_OK;
 }
 
@@ -450,7 +454,8 @@ static int ms_names(struct ingest *ig, const char *head, size_t len, char *run, 
 			if (p < end && *p == '"') {
 				const char *q = memchr(p + 1, '"', (size_t)(end - p - 1));
 				size_t n = q ? (size_t)(q - p - 1) : 0;
-				if (n && n < framework_size && n < 32 && strspn(p + 1, "abcdefghijklmnopqrstuvwxyz") >= n)
+				if (n && n < framework_size && n < 32 &&
+				    strspn(p + 1, "abcdefghijklmnopqrstuvwxyz") >= n)
 					snprintf(framework, framework_size, "%.*s", (int)n, p + 1);
 			}
 			break;
