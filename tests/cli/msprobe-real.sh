@@ -62,8 +62,8 @@ for level in mix L1; do
 	dump "md5-$level-bf16" md5 $level bf16
 	n=$(find "md5-$level-fp32" -name dump.json | wc -l)
 	expect_eq "$level: dump.json files (DUMP/step{0,1}/proc{PID})" "$n" "2"
-	diff -r -x stack.json -x '*.log' <(cd "md5-$level-fp32" && find . -name dump.json -exec cat {} +) \
-		<(cd "md5-$level-fp32-again" && find . -name dump.json -exec cat {} +) > /dev/null ||
+	cmp -s <(cd "md5-$level-fp32" && find . -name dump.json | sort | xargs cat) \
+		<(cd "md5-$level-fp32-again" && find . -name dump.json | sort | xargs cat) ||
 		fail "$level: two fp32 runs wrote different dump.json"
 	msprobe_compare "md5-$level-fp32" "md5-$level-bf16" "md5-$level-fp32-again"
 	expect_eq "$level: two steps" "$(sqlite3 cmp.db "SELECT group_concat(DISTINCT step) FROM record")" "1,2"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # compare-dumps.sh: sourced by the msprobe CLI tests (after tests/cli/lib.sh). msprobe_compare FP32 BF16
 # [FP32B] ingests msprobe md5 dump directories of the tiny model of make-dumps.py, fp32 (FP32B: a second
 # fp32 run, default FP32 itself) and bf16 (autocast), and checks the report: fp32 against the second fp32
