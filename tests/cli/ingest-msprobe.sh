@@ -11,7 +11,7 @@ S="$SRCROOT/tests/samples/msprobe"
 run_align 0 ingest --list-formats && expect_out "^msprobe +msprobe +msprobe \(mindstudio-probe\) dump.json"
 
 # a dump directory without --as: one run named after it; construct.json beside dump.json is not read
-run_align 0 ingest --db a.db "$S/md5-mix-fp32" && expect_out "md5-mix-fp32/step0/proc1/dump.json: msprobe, 61 records into run 'md5-mix-fp32'"
+run_align 0 ingest --db a.db "$S/md5-mix-fp32" && expect_out "md5-mix-fp32/step0/proc1/dump.json: msprobe, 45 records into run 'md5-mix-fp32'"
 expect_eq "run" "$(sql a.db "SELECT name||'|'||framework||'|'||format||'|'||header FROM run")" \
 	'md5-mix-fp32|pytorch|msprobe|{"msprobe_framework":"pytorch","msprobe_level":"mix","msprobe_task":"statistics"}'
 rec() { sql a.db "SELECT step||'|'||rank||'|'||micro||'|'||seq||'|'||phase||'|'||coalesce(dtype,'-')||'|'||coalesce(shape,'-')||'|'||coalesce(digest_alg||':'||digest,'-')||'|'||coalesce(call,'-')||'|'||coalesce(io,'-')||'|'||coalesce(text,'-')||'|'||line FROM record WHERE name='$1'"; }
@@ -24,7 +24,6 @@ expect_eq "module parameters" "$(rec Module.fc1.Linear.forward.0.parameters.weig
 expect_eq "backward input" "$(rec Functional.linear.1.backward.input.0 | cut -d'|' -f5,9,10)" "bwd|Functional.linear.1.backward|in"
 expect_eq "backward output" "$(rec Functional.linear.1.backward.output.2 | cut -d'|' -f5,9,10)" "bwd|Functional.linear.1.backward|out"
 expect_eq "parameter gradient" "$(rec Module.fc2.Linear.parameters_grad.0.weight.0 | cut -d'|' -f5,6,7,9,10)" "grad|fp32|[4,16]|Module.fc2.Linear.parameters_grad.0|out"
-expect_eq "a kwarg" "$(rec Tensor.add_.0.forward.input.alpha | cut -d'|' -f5,6,10,11)" "fwd|fp64|in|-0.1"
 expect_eq "None (backward output of a weightless input) is no record" "$(sql a.db "SELECT count(*) FROM record WHERE name='Functional.mse_loss.0.backward.output.1'")" "0"
 expect_eq "execution order = key order of data" "$(sql a.db "SELECT group_concat(call, ' ') FROM (SELECT DISTINCT call FROM record ORDER BY seq LIMIT 5)")" \
 	"Tensor.__mul__.0.forward Tensor.__add__.0.forward Functional.linear.0.forward Module.fc1.Linear.forward.0 Torch.relu.0.forward"
@@ -52,9 +51,12 @@ mkdir -p n/step0/rank0
 cat > n/step0/rank0/dump.json <<'J'
 {"task": "statistics", "level": "L1", "framework": "pytorch", "dump_data_dir": null, "data": {
  "Torch.log.0.forward": {"input_args": [{"type": "torch.Tensor", "dtype": "torch.bfloat16", "shape": [2], "Max": 1.0, "Min": -1.0, "Mean": 0.0, "Norm": 1.4140625, "requires_grad": false}],
-  "input_kwargs": {}, "output": [{"type": "torch.Tensor", "dtype": "torch.bfloat16", "shape": [2], "Max": NaN, "Min": -Infinity, "Mean": NaN, "Norm": NaN, "requires_grad": false}]}}}
+  "input_kwargs": {"alpha": {"type": "float", "value": -0.1}, "n": {"type": "int", "value": 3}, "keep": {"type": "bool", "value": true}, "dim": {"type": "torch.Size", "value": [2]}},
+  "output": [{"type": "torch.Tensor", "dtype": "torch.bfloat16", "shape": [2], "Max": NaN, "Min": -Infinity, "Mean": NaN, "Norm": NaN, "requires_grad": false}]}}}
 J
 run_align 0 ingest --db a.db --as nan n
+expect_eq "kwargs: float, int, bool; torch.Size is no value" "$(sql a.db "SELECT group_concat(name||'|'||dtype||'|'||coalesce(text,'-')||'|'||coalesce(bits,'-')||'|'||io, ' ') FROM (SELECT * FROM record WHERE name LIKE 'Torch.log.0.forward.input.%' ORDER BY seq)")" \
+	"Torch.log.0.forward.input.0|bf16|-|-|in Torch.log.0.forward.input.alpha|fp64|-0.1|-4631501856787818086|in Torch.log.0.forward.input.n|int64|3|3|in Torch.log.0.forward.input.keep|bool|-|1|in"
 expect_eq "NaN stats" "$(sql a.db "SELECT dtype||' '||stats FROM record WHERE name='Torch.log.0.forward.output.0'")" 'bf16 {"Max":"nan","Min":"-inf","Mean":"nan","Norm":"nan"}'
 
 bad() { # bad PATH PATTERN [OPTIONS...]: exit 2, PATTERN on stderr, database unchanged
