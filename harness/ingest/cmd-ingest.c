@@ -5,6 +5,7 @@
 #include "ctx.h"
 #include "err.h"
 #include "ingest.h"
+#include "ingest-walk.h"
 #include "opts.h"
 #include "store.h"
 
@@ -137,5 +138,5 @@ int cmd_ingest(struct align_ctx *ctx, int argc, char **argv)
 	ctx->db_path = cmd_db_path(a.db);
 	ALIGN_TRY(e, store_open_err(ctx->db_path, STORE_WRITE, ALIGN_BUSY_MS, &ctx->db, e));
 	/* the database is closed by ctx_close in main */
-	return ingest_files_err(ctx->db, ctx->db_path, a.as, a.append, a.format, &a.io, argv + first, argc - first, e);
+	return ingest_paths_err(ctx->db, ctx->db_path, a.as, a.append, a.format, &a.io, argv + first, argc - first, e);
 }

@@ -17,7 +17,11 @@
  * A loss key printed on an earlier iteration line of this file and absent from a later complete line is a
  * record with no text and `missing` set (Megatron omits NaN and negative losses). A line cut before the
  * end of its loss fields (no field printed after them, or it ends mid-field: iteration_complete) is a
- * warning and contributes nothing. The arguments print "log_interval ..... N" sets the interval that
+ * warning and contributes nothing, unless the next lines continue it: a logger that wraps long lines
+ * (Rich, textwrap, fold -s, a launcher prefix repeated on each piece) breaks the iteration line at blanks
+ * into several physical lines, which are joined (continue_held) until the record is complete (at most
+ * MLOG_MAX_JOINS lines; a line with its own iteration, or without a '|', ends the joining and the record
+ * is cut). The arguments print "log_interval ..... N" sets the interval that
  * decides the losses' dtype. An iteration number
  * <= the last one seen is a restart: the earlier records from that step on are superseded.
  * Launcher prefixes, ANSI colour codes and '\r' segments are handled by matching the iteration and
@@ -52,6 +56,13 @@ struct mlog_state {
 	int64_t n_lines;	/* iteration and validation lines parsed */
 	int header_set;
 	struct anchor_state as; /* alignment anchors on the same stream */
+	char *held;		/* an iteration record cut at the end of its line, from "iteration" on: the next
+				 * lines may continue it (a logger that wraps long lines); NULL none */
+	size_t held_len;
+	char held_prefix[64]; /* what stood before "iteration" on its line (a launcher prefix), repeated by
+			       * the continuation lines of some loggers */
+	int64_t held_line;    /* the line the held record starts on */
+	int held_joins;	      /* continuation lines joined so far */
 };
 
 struct field_kind {
@@ -397,11 +408,11 @@ static int iteration_complete(const struct mlog_state *s, const char *rest, cons
 }
 
 /* Remember the first line that looked like an iteration or validation line and what it lacked. */
-static void note_candidate(struct ingest *ig, struct mlog_state *s, const char *what)
+static void note_candidate(struct ingest *ig, struct mlog_state *s, const char *what, int64_t line)
 {
 	if (s->first_line)
 		return;
-	s->first_line = ingest_current_line(ig);
+	s->first_line = line ? line : ingest_current_line(ig);
 	snprintf(s->first_what, sizeof s->first_what, "%s", what);
 }
 
@@ -516,8 +527,43 @@ static void scan_log_interval(struct mlog_state *s, const char *seg, const char 
 	}
 }
 
-/* One '\r'-separated segment of a line: every iteration record in it, else a validation record. */
-static int parse_segment(struct ingest *ig, struct mlog_state *s, const char *seg, const char *end)
+#define MLOG_MAX_JOINS 8 /* continuation lines one iteration record may take */
+
+/* The held record is not continued: warn that it was cut, as for any cut line, and forget it. */
+static void drop_held(struct ingest *ig, struct mlog_state *s)
+{
+	if (!s->held)
+		return;
+	int64_t it = 0, total = 0;
+	const char *end = s->held + s->held_len;
+	match_iteration(s->held, end, &it, &total);
+	ingest_warn(ig, s->held_line,
+		    "iteration %lld: the line is cut before the end of its loss fields (a truncated log or an "
+		    "excerpt?): ignored",
+		    (long long)it);
+	note_candidate(ig, s, "is cut before the end of its loss fields", s->held_line);
+	free(s->held);
+	s->held = NULL;
+}
+
+/* Hold the record [at, end) cut at the end of its line (prefix: [seg, at)) for the next lines. */
+static int hold(struct ingest *ig, struct mlog_state *s, const char *seg, const char *at, const char *end, int64_t line)
+{
+	char *copy = malloc((size_t)(end - at) + 1);
+	if (!copy)
+		return fail_internal(ingest_err(ig), "out of memory");
+	memcpy(copy, at, (size_t)(end - at));
+	copy[end - at] = '\0';
+	size_t pn = (size_t)(at - seg);
+	snprintf(s->held_prefix, sizeof s->held_prefix, "%.*s", (int)(pn < sizeof s->held_prefix ? pn : 0), seg);
+	free(s->held);
+	s->held = copy, s->held_len = (size_t)(end - at), s->held_line = line;
+	return ALIGN_OK;
+}
+
+/* One '\r'-separated segment of a line: every iteration record in it, else a validation record. A record
+ * cut at the end of the segment is held when the segment ends the line (can_hold) and may be continued. */
+static int parse_segment(struct ingest *ig, struct mlog_state *s, const char *seg, const char *end, int can_hold)
 {
 	const char *at, *after;
 	int64_t it, total;
@@ -534,11 +580,15 @@ static int parse_segment(struct ingest *ig, struct mlog_state *s, const char *se
 			next_at = NULL;
 		const char *rec_end = next_at ? next_at : end;
 		if (!iteration_complete(s, after, rec_end, !next_at)) {
-			ingest_warn(ig, 0,
+			if (!next_at && can_hold && s->held_joins < MLOG_MAX_JOINS)
+				return hold(ig, s, seg, at, end,
+					    s->held_joins ? s->held_line : ingest_current_line(ig));
+			ingest_warn(ig, s->held_joins ? s->held_line : 0,
 				    "iteration %lld: the line is cut before the end of its loss fields (a truncated "
 				    "log or an excerpt?): ignored",
 				    (long long)it);
-			note_candidate(ig, s, "is cut before the end of its loss fields");
+			note_candidate(ig, s, "is cut before the end of its loss fields",
+				       s->held_joins ? s->held_line : 0);
 			at = next_at, after = next_after, it = next_it, total = next_total;
 			continue;
 		}
@@ -549,6 +599,46 @@ static int parse_segment(struct ingest *ig, struct mlog_state *s, const char *se
 		at = next_at, after = next_after, it = next_it, total = next_total;
 	}
 	return ALIGN_OK;
+}
+
+/* A line that continues the held record: no iteration of its own, and a field's '|' in it (Megatron ends
+ * every field with one). Joined with one blank (none when the held text ends with one, as fold -s leaves
+ * it) after the held prefix (when the line repeats it) and the line's indentation are removed (loggers
+ * wrap at blanks, so the break stood for a blank; a break inside a number is not joined), then parsed
+ * again: complete, it gives its records; still cut, it stays held. Returns 1 when the line was taken. */
+static int continue_held(struct ingest *ig, struct mlog_state *s, const char *line, size_t len, int *rc)
+{
+	const char *end = line + len, *at, *after;
+	int64_t it, total;
+	*rc = ALIGN_OK;
+	if (!s->held || find_iteration(line, end, &at, &after, &it, &total) || !memchr(line, '|', len) ||
+	    memchr(line, '\r', len))
+		return 0;
+	size_t pn = strlen(s->held_prefix);
+	if (pn && len >= pn && !memcmp(line, s->held_prefix, pn))
+		line += pn;
+	while (line < end && is_blank(*line))
+		line++;
+	int space = s->held_len && !is_blank(s->held[s->held_len - 1]); /* fold -s keeps the blank on the line */
+	size_t n = (size_t)(end - line), joined_len = s->held_len + (size_t)space + n;
+	char *joined = malloc(joined_len + 1);
+	if (!joined) {
+		*rc = fail_internal(ingest_err(ig), "out of memory");
+		return 1;
+	}
+	memcpy(joined, s->held, s->held_len);
+	if (space)
+		joined[s->held_len] = ' ';
+	memcpy(joined + s->held_len + (size_t)space, line, n);
+	joined[joined_len] = '\0';
+	free(s->held);
+	s->held = NULL;
+	s->held_joins++;
+	*rc = parse_segment(ig, s, joined, joined + joined_len, 1);
+	free(joined);
+	if (!s->held)
+		s->held_joins = 0;
+	return 1;
 }
 
 static int mlog_parse(struct ingest *ig, struct reader *rd)
@@ -567,16 +657,23 @@ static int mlog_parse(struct ingest *ig, struct reader *rd)
 			break;
 		}
 		len = strip_ansi(line, len);
+		if (continue_held(ig, s, line, len, &rc))
+			continue;
+		drop_held(ig, s);
+		s->held_joins = 0;
 		const char *end = line + len;
 		for (const char *seg = line; !rc && seg <= end;) {
 			const char *cr = memchr(seg, '\r', (size_t)(end - seg));
 			const char *seg_end = cr ? cr : end;
 			rc = anchor_scan_line(ig, &s->as, seg, (size_t)(seg_end - seg));
 			if (!rc)
-				rc = parse_segment(ig, s, seg, seg_end);
+				rc = parse_segment(ig, s, seg, seg_end, !cr);
 			seg = seg_end + 1;
 		}
 	}
+	if (!rc)
+		drop_held(ig, s);
+	free(s->held);
 	if (!rc && got != 0 && got != 1)
 		rc = got;
 	if (!rc && s->n_lines == 0 && s->as.n_anchors == 0)

@@ -7,6 +7,8 @@
  *    "%f"/"%.5e" prints of the step's own fp32 loss (no average): PREC_TEXT; loss, *_loss: dtype fp32,
  *    phase loss; "learning rate" is learning_rate (fp64, optim); epoch, batch, speed, ips, avg_*cost,
  *    *_time: meta; values that are no number ("1.52 step/s" keeps its number) are skipped.
+ *    Their evaluate() prints "eval loss: %f, acc: %s, " then "eval done total : T s" on the same line:
+ *    eval_loss (fp32, an interval) and eval_<metric> at the last global step, phase eval.
  * 2. The early Trainer's dict print, on one line or wrapped over several tab-indented lines:
  *      {'loss': 2.34567891, 'learning_rate': 4.9e-05, 'global_step': 10, 'epoch': 0.01}
  *    read by the Trainer dict rules (paddle_emit_dict): its step is the dict's global_step, so a wrapped
@@ -114,6 +116,61 @@ int paddle_legacy_step_line(struct ingest *ig, struct paddle_state *ps, const ch
 		else if (!strcmp(name, "ppl") || !strcmp(name, "acc") || !strcmp(name, "accuracy"))
 			phase = "metric";
 		if ((*rc = emit_text(ig, step, line, name, phase, dtype, m + vs, vn)))
+			return 1;
+	}
+	return 1;
+}
+
+/* "eval loss: %f, acc: %s, ...[, eval done total : T s]" of the example scripts' evaluate(), printed at the
+ * step of the last "global step N" line (the evaluation runs inside that step's iteration). The loss is
+ * "%f" of the fp32 loss tensor (eval_loss, phase eval, dtype fp32, an interval); acc, precision, recall,
+ * f1, ... are eval_<key> of unknown dtype; the timing after "eval done" is not kept. 1 when m is one. */
+int paddle_legacy_eval_line(struct ingest *ig, struct paddle_state *ps, const char *m, size_t n, int64_t line, int *rc)
+{
+	static const char tag[] = "eval loss: ";
+	*rc = ALIGN_OK;
+	if (n < sizeof tag || memcmp(m, tag, sizeof tag - 1))
+		return 0;
+	const char *done = memmem(m, n, "eval done", 9);
+	if (done)
+		n = (size_t)(done - m);
+	int64_t step = ps->last_step ? ps->last_step : ALIGN_NO_STEP;
+	if (!ps->last_step)
+		ingest_warn(ig, line, "'eval loss' before any 'global step N' line: recorded without a step");
+	size_t i = 0;
+	while (i < n) { /* "key: value, " pairs; "eval loss" first */
+		while (i < n && (m[i] == ',' || m[i] == ' '))
+			i++;
+		const char *colon = memchr(m + i, ':', n - i);
+		if (!colon)
+			break;
+		size_t ks = i, kl = (size_t)(colon - m) - i;
+		i = (size_t)(colon - m) + 1;
+		while (i < n && m[i] == ' ')
+			i++;
+		size_t vs = i;
+		const char *comma = memmem(m + i, n - i, ", ", 2);
+		size_t ve = comma ? (size_t)(comma - m) : n;
+		while (ve > vs && (m[ve - 1] == ' ' || m[ve - 1] == ','))
+			ve--;
+		i = comma ? (size_t)(comma - m) : n;
+		char name[64] = "eval_";
+		size_t o = 5;
+		size_t k0 = kl >= 5 && !memcmp(m + ks, "eval ", 5) ? 5 : 0;
+		for (size_t k = k0; k < kl && o + 1 < sizeof name; k++)
+			name[o++] = m[ks + k] == ' ' ? '_' : m[ks + k];
+		name[o] = '\0';
+		struct numtext nt;
+		int loss = !strcmp(name, "eval_loss");
+		if (ve == vs || numtext_parse(m + vs, ve - vs, PREC_TEXT, 0, &nt)) {
+			if (loss) {
+				*rc = ingest_error(ig, line, "field 'eval loss': not a number: '%.*s'",
+						   (int)(ve - vs > 40 ? 40 : ve - vs), m + vs);
+				return 1;
+			}
+			continue; /* a tuple, a word: no number */
+		}
+		if ((*rc = emit_text(ig, step, line, name, "eval", loss ? "fp32" : NULL, m + vs, ve - vs)))
 			return 1;
 	}
 	return 1;

@@ -570,6 +570,7 @@ static int segment(struct ingest *ig, struct plog *p, const char *s, size_t n, i
 	while (lm < n && (s[lm] == ' ' || s[lm] == '\t'))
 		lm++;
 	if (paddle_legacy_step_line(ig, &p->ps, s + lm, n - lm, line, &rc) ||
+	    paddle_legacy_eval_line(ig, &p->ps, s + lm, n - lm, line, &rc) ||
 	    paddle_legacy_dict(ig, &p->ps, &p->pl, s + lm, n - lm, line, &rc))
 		return rc;
 	if (!pe) {

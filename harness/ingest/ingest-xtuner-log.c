@@ -14,7 +14,12 @@
  *   time, data_time, memory (MB), eta (skipped: not a number), iteration counts: phase meta
  *   any other number           phase metric
  * A validation line's values go to the last training step, phase eval (eval_loss for its loss); its
- * time/data_time/memory are meta. An iteration that does not move forward is a rerun appended to the file:
+ * time/data_time/memory are meta.
+ * XTuner v1 (loguru, "[XTuner][RANK R][time][INFO] Step N/M data_time: 0.0578 lr: 0.000020 time: 4.9770
+ * text_tokens: 4008.0 total_loss: 1.722 reduced_llm_loss: 1.684 max_memory: 15.90 GB reserved_memory:
+ * 17.87 GB grad_norm: 13.948 tgs: 805.3 e2e_tgs: 796.1"): every rank prints its own line, so the records
+ * are at rank R (reruns are per rank); the losses and grad_norm are "{:.3f}" of one step's values, lr
+ * "{:.6f}": intervals as above; *memory*, *tokens*, tgs, e2e_tgs are meta; unit words (GB) are skipped. An iteration that does not move forward is a rerun appended to the file:
  * the earlier records from that step on are superseded (warning). */
 #include "anchor.h"
 
@@ -25,6 +30,7 @@
 #include <string.h>
 
 #define XL_MAX_FIELDS 64
+#define XL_MAX_RANKS 4096
 
 struct xl_field {
 	const char *key, *val;
@@ -34,10 +40,11 @@ struct xl_field {
 struct xl {
 	char *buf;
 	size_t cap;
-	int64_t last_step;     /* last training iteration (0: none) */
-	int64_t lines;	       /* train and val lines read */
-	int64_t first_mm;      /* first " - mmengine - " line (0: none) */
-	int64_t first_partial; /* first "Iter(train) [" line without a loss (0: none) */
+	int64_t last_step;		 /* last training iteration (0: none) */
+	int64_t lines;			 /* train and val lines read */
+	int64_t first_mm;		 /* first " - mmengine - " line (0: none) */
+	int64_t first_partial;		 /* first "Iter(train) [" line without a loss (0: none) */
+	int64_t rank_last[XL_MAX_RANKS]; /* XTuner v1: last step of rank R (0: none) */
 };
 
 static int is_digit(char c)
@@ -79,6 +86,30 @@ static const char *bracket_one(const char *p, const char *end, int64_t *e)
 
 /* The loop tag: "Iter(train) [i/N]", "Epoch(train) [E][i/N]" (or "(val)"), also mmcv's "Epoch [E][i/N]".
  * Returns where the fields start, with *step (1-based, over epochs) and *val set; NULL when absent. */
+/* XTuner v1: "[XTuner][RANK R]...] Step N/M " : *rank = R (0 without "[RANK R]"), the byte after M. */
+static const char *find_v1(const char *s, size_t n, int64_t *step, int64_t *rank)
+{
+	const char *end = s + n, *x = memmem(s, n, "[XTuner]", 8), *p;
+	if (!x || !(p = memmem(x, (size_t)(end - x), "] Step ", 7)))
+		return NULL;
+	*rank = 0;
+	const char *r = memmem(x, (size_t)(p - x), "[RANK ", 6);
+	if (r)
+		*rank = strtoll(r + 6, NULL, 10);
+	int64_t i = 0, m = 0;
+	const char *q = p + 7, *d = q;
+	for (; q < end && is_digit(*q) && q - d < 15; q++)
+		i = i * 10 + (*q - '0');
+	if (q == d || q >= end || *q != '/')
+		return NULL;
+	for (d = ++q; q < end && is_digit(*q) && q - d < 15; q++)
+		m = m * 10 + (*q - '0');
+	if (q == d || (q < end && *q != ' '))
+		return NULL;
+	*step = i;
+	return q;
+}
+
 static const char *find_tag(const char *s, size_t n, int64_t *step, int *val)
 {
 	static const char *const tags[] = {"Iter(train) ", "Iter(val) ", "Epoch(train) ", "Epoch(val) ", "Epoch "};
@@ -113,6 +144,9 @@ static size_t split_fields(const char *s, size_t n, struct xl_field *f, size_t m
 		size_t ks = i;
 		while (i < n && s[i] != ':' && s[i] != ' ' && s[i] != '\t' && s[i] != ',')
 			i++;
+		if ((i - ks == 2 || i - ks == 3) && (i == n || s[i] == ' ') &&
+		    (!memcmp(s + ks, "GB", 2) || !memcmp(s + ks, "MB", 2) || !memcmp(s + ks, "GiB", 3)))
+			continue; /* XTuner v1's "max_memory: 15.90 GB" */
 		if (i == n || s[i] != ':' || i == ks)
 			break;
 		size_t kl = i - ks;
@@ -137,14 +171,15 @@ static int key_has(const struct xl_field *f, const char *k)
 	return memmem(f->key, f->key_len, k, strlen(k)) != NULL;
 }
 
-static int emit_field(struct ingest *ig, const struct xl_field *f, int64_t step, int val, int64_t line)
+static int emit_field(struct ingest *ig, const struct xl_field *f, int64_t step, int val, int64_t line, int64_t rank)
 {
 	char name[96];
 	const char *phase = "metric", *dtype = NULL;
 	int is_loss = key_has(f, "loss");
 	snprintf(name, sizeof name, "%.*s", (int)(f->key_len < 95 ? f->key_len : 95), f->key);
 	if (key_is(f, "time") || key_is(f, "data_time") || key_is(f, "memory") || key_is(f, "eta") ||
-	    key_is(f, "iter") || key_is(f, "epoch"))
+	    key_is(f, "iter") || key_is(f, "epoch") || key_has(f, "memory") || key_has(f, "tokens") ||
+	    key_is(f, "tgs") || key_is(f, "e2e_tgs"))
 		phase = "meta", dtype = "fp64";
 	else if (is_loss)
 		phase = val ? "eval" : "loss";
@@ -164,7 +199,7 @@ static int emit_field(struct ingest *ig, const struct xl_field *f, int64_t step,
 					    (int)(f->val_len > 40 ? 40 : f->val_len), f->val);
 		return ALIGN_OK; /* eta "1:42:16" and other words */
 	}
-	struct rec r = {.rank = ALIGN_NO_RANK,
+	struct rec r = {.rank = rank,
 			.step = step,
 			.micro = ALIGN_NO_MICRO,
 			.seq = ALIGN_NO_SEQ,
@@ -178,13 +213,47 @@ static int emit_field(struct ingest *ig, const struct xl_field *f, int64_t step,
 	return ingest_emit(ig, &r);
 }
 
+/* An XTuner v1 step line of rank R (fields from fs). */
+static int xl_v1_line(struct ingest *ig, struct xl *x, const char *fs, size_t n, int64_t step, int64_t rank,
+		      int64_t line)
+{
+	struct xl_field f[XL_MAX_FIELDS];
+	size_t nf = split_fields(fs, n, f, XL_MAX_FIELDS), losses = 0;
+	for (size_t i = 0; i < nf; i++)
+		losses += key_has(&f[i], "loss");
+	if (!losses) {
+		if (!x->first_partial)
+			x->first_partial = line;
+		return ALIGN_OK;
+	}
+	if (rank < 0 || rank >= XL_MAX_RANKS)
+		return ingest_error(ig, line, "[RANK %lld]: ranks 0 to %d are read", (long long)rank, XL_MAX_RANKS - 1);
+	x->lines++;
+	int64_t *last = &x->rank_last[rank];
+	if (*last && step <= *last) {
+		ingest_warn(ig, line,
+			    "rank %lld: step %lld after step %lld: a rerun appended to this file? the earlier records "
+			    "of rank %lld from step %lld on are superseded",
+			    (long long)rank, (long long)step, (long long)*last, (long long)rank, (long long)step);
+		ALIGN_TRY(ingest_err(ig), ingest_supersede(ig, rank, step));
+	}
+	*last = step;
+	for (size_t i = 0; i < nf; i++)
+		ALIGN_TRY(ingest_err(ig), emit_field(ig, &f[i], step, 0, line, rank));
+	return ALIGN_OK;
+}
+
 static int xl_line(struct ingest *ig, struct xl *x, const char *s, size_t n, int64_t line)
 {
 	int64_t step;
 	int val;
 	if (!x->first_mm && memmem(s, n, " - mmengine - ", 14))
 		x->first_mm = line;
-	const char *fs = find_tag(s, n, &step, &val);
+	int64_t rank;
+	const char *fs = find_v1(s, n, &step, &rank);
+	if (fs)
+		return xl_v1_line(ig, x, fs, (size_t)(s + n - fs), step, rank, line);
+	fs = find_tag(s, n, &step, &val);
 	if (!fs)
 		return ALIGN_OK;
 	struct xl_field f[XL_MAX_FIELDS];
@@ -212,7 +281,7 @@ static int xl_line(struct ingest *ig, struct xl *x, const char *s, size_t n, int
 		x->last_step = step;
 	}
 	for (size_t i = 0; i < nf; i++)
-		ALIGN_TRY(ingest_err(ig), emit_field(ig, &f[i], step, val, line));
+		ALIGN_TRY(ingest_err(ig), emit_field(ig, &f[i], step, val, line, ALIGN_NO_RANK));
 	return ALIGN_OK;
 }
 
@@ -278,6 +347,10 @@ static int xl_detect(const char *head, size_t len, const char *path)
 		size_t n = nl ? (size_t)(nl - head) - i : len - i, at = i;
 		i += n + 1;
 		n = anchor_strip_ansi(head + at, n < sizeof s ? n : sizeof s, s);
+		int64_t rank;
+		const char *v1 = find_v1(s, n, &step, &rank);
+		if (v1 && memmem(v1, (size_t)(s + n - v1), "loss: ", 6))
+			return 90;
 		const char *fs = find_tag(s, n, &step, &val);
 		if (fs && memmem(fs, (size_t)(s + n - fs), "loss: ", 6) &&
 		    (memmem(fs, (size_t)(s + n - fs), "lr: ", 4) || memmem(fs, (size_t)(s + n - fs), "time: ", 6)))

@@ -186,6 +186,12 @@ expect_err "warning: cutlines.log:2: iteration 2: the line is cut before the end
 expect_err "warning: cutlines.log:3: iteration 3: the line is cut before the end of its loss fields"
 expect_eq "cut lines: nothing recorded" "$(sql c.db "SELECT count(*) FROM record WHERE step IN (2, 3)")" "0"
 expect_eq "complete line without the loss: missing" "$(sql c.db "SELECT group_concat(step||':'||coalesce(text, 'missing'), ' ') FROM (SELECT * FROM record WHERE name='lm loss' ORDER BY step)")" "1:1.086875E+01 4:missing 5:1.080001E+01"
+# an iteration line wrapped over several physical lines by the logger (fold -s, an indented continuation,
+# a repeated launcher prefix): joined, every field of every step kept, no warning
+run_align 0 ingest --db w.db "$SRCROOT/tests/samples/megatron-log/wrapped.log" && expect_out "wrapped.log: megatron-log, 45 records into run 'wrapped'"
+expect_eq "wrapped: no warning" "$(cat err.txt)" ""
+expect_eq "wrapped: the losses" "$(sql w.db "SELECT group_concat(step||':'||text, ' ') FROM (SELECT * FROM record WHERE name='lm loss' ORDER BY step)")" "1:1.086875E+01 2:1.080001E+01 3:1.071234E+01 4:1.061234E+01 5:1.051234E+01"
+expect_eq "wrapped: the same fields on every step" "$(sql w.db "SELECT count(DISTINCT n) FROM (SELECT step, group_concat(name) AS n FROM (SELECT * FROM record ORDER BY step, seq) GROUP BY step)")" "1"
 # a file of cut lines only: the error points at the first one and says what it lacked
 { echo ' iteration        1/      10 | consumed samples:           32 | elapsed time per iteration (ms): 1203.4 | lm loss: 1.0868'
   echo 'some other output'

@@ -211,6 +211,9 @@ expect_eq "no timestamp" "$(pl nostamp "r.phase<>'meta'")" "1:loss:loss:fp32:2.3
 run_align 0 ingest --db s.db "$SP/global-step.log" && expect_out "global-step.log: paddle-log, 18 records"
 expect_eq "global step lines" "$(pl global-step "r.phase<>'meta'")" "10:loss:loss:fp32:0.693147 20:loss:loss:fp32:0.541203 30:loss:loss:fp32:0.498811 40:loss:loss:fp32:9.867420 40:lm_loss:loss:fp32:9.341120 40:sop_loss:loss:fp32:0.526300 40:learning_rate:optim:fp64:9.99999e-05"
 expect_eq "global step meta" "$(pl global-step "r.step=40 AND r.phase='meta'")" "40:ips:meta:fp64:1234.56 40:avg_batch_cost:meta:fp64:0.72183"
+# the example scripts' evaluate() lines ("eval loss: %f, acc: %s, ... eval done total : T s") at the last global step
+run_align 0 ingest --db s.db "$SP/global-step-eval.log" && expect_out "global-step-eval.log: paddle-log, 24 records"
+expect_eq "global step eval lines" "$(pl global-step-eval "r.phase='eval'")" "200:eval_loss:eval:fp32:0.512345 200:eval_acc:eval:-:0.7734375 400:eval_loss:eval:fp32:0.462010 400:eval_acc:eval:-:0.8125 400:eval_precision:eval:-:0.8 400:eval_recall:eval:-:0.9 400:eval_f1:eval:-:0.8470588235294118 400:eval_acc_and_f1:eval:-:0.8297794117647059"
 expect_eq "%f is rounded, not a repr" "$(sql s.db "SELECT digits FROM record WHERE name='loss' AND step=10")" "6"
 run_align 0 ingest --db s.db "$SP/dict.log" && expect_out "dict.log: paddle-log, 11 records"
 expect_eq "dict prints" "$(pl dict "r.phase<>'meta'")" "1:loss:loss:fp32:2.34567891 1:learning_rate:optim:fp64:4.9e-05 2:loss:loss:fp32:2.21101761 2:learning_rate:optim:fp64:4.8e-05 2:eval_loss:eval:fp32:2.1904356479644775 4:loss:loss:fp64:2.1018 4:learning_rate:optim:fp64:4.7e-05"
@@ -229,6 +232,8 @@ P='[2026-08-20 10:16:01,000] [    INFO] - '
 printf '%sloss: 9.5, global_step: 1\n%sloss: abc, global_step: 2\n' "$P" "$P" > badloss.log
 bad badloss.log "badloss.log:2: field 'loss': not a number: 'abc'"
 printf '%sloss: 9.5, global_step: one\n' "$P" > badstep.log
+printf 'global step 10, epoch: 0, batch: 9, loss: 0.693147, speed: 1.52 step/s\neval loss: nan?, acc: 0.5, eval done total : 1.0 s\n' > badeval.log
+bad badeval.log "badeval.log:2: field 'eval loss': not a number: 'nan\\?'"
 bad badstep.log "badstep.log:1: field 'global_step': not a step number: 'one'"
 printf '%sloss: 9.5, global_step: 1, loss_md5: 36c089f8e14e6d67e0621d7c6dad1be\n' "$P" > badmd5.log
 bad badmd5.log "badmd5.log:1: field 'loss_md5': malformed md5 '36c089f8e14e6d67e0621d7c6dad1be' \(not 32 hex digits\)"
