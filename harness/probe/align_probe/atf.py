@@ -77,7 +77,7 @@ class Writer:
 def tensor_fields(dtype, shape, digest, payload=None):
     """The fields of a tensor record: dtype, shape, digest and, when given, the payload bytes."""
     out = {"dtype": dtype, "shape": list(shape), "digest": digest}
-    if payload is not None:
+    if payload:  # ATF refuses an empty payload: a zero-element tensor has only its digest
         out["payload"] = base64.b64encode(payload).decode("ascii")
     return out
 
