@@ -115,11 +115,11 @@ def build_torch(w, dtype="fp32"):
     m = Block()
     opt = torch.optim.SGD(m.parameters(), lr=LR)
 
-    def step(x):
+    def step(x, keep=True):
         y = m(x)
         loss = y.float().pow(2).mean()
         loss.backward()
-        grads = [(n + ".grad", raw(p.grad)) for n, p in m.named_parameters()]
+        grads = [(n + ".grad", raw(p.grad)) for n, p in m.named_parameters()] if keep else []
         opt.step()
         opt.zero_grad(set_to_none=True)
         return y, loss, grads
@@ -208,11 +208,11 @@ def build_paddle(w, dtype="fp32"):
     m = Block()
     opt = paddle.optimizer.SGD(learning_rate=LR, parameters=m.parameters())
 
-    def step(x):
+    def step(x, keep=True):
         y = m(x)
         loss = f32(y).pow(2).mean()
         loss.backward()
-        grads = [(n + ".grad", raw(p.grad)) for n, p in m.named_parameters()]
+        grads = [(n + ".grad", raw(p.grad)) for n, p in m.named_parameters()] if keep else []
         opt.step()
         opt.clear_grad(set_to_zero=False)
         return y, loss, grads

@@ -15,6 +15,14 @@ probe_env
 export PYTHONPATH=$TMP/site
 "$PY" -c "import align_probe, os; assert os.path.dirname(align_probe.__file__).startswith('$TMP/site')" ||
 	fail "the installed align_probe is not the one imported"
+# README's Probes example, as written there, with the installed package
+awk '/<!-- probe:begin -->/{f=1;next}/<!-- probe:end -->/{f=0}f' "$SRCROOT/README.md" | awk '/^```python/{f=1;next}/^```/{f=0}f' >example.py
+[ -s example.py ] || fail "README has no python block between the probe markers"
+if "$PY" example.py >ex.txt 2>&1 && run_align 0 ingest --db ex.db traces/megatron-rank0.atf; then
+	expect_out "megatron-rank0.atf: atf, [0-9]+ records into run 'megatron'" && ok "README example: $OUT_TXT"
+else
+	fail "README example: $(tail -5 ex.txt)"
+fi
 "$PY" -c "
 import sys; sys.path.insert(0, '$SRCROOT/tests/probe'); import dsv4_block
 from safetensors.numpy import save_file; save_file(dsv4_block.make_weights(), 'w.safetensors')" || exit 1
