@@ -10,7 +10,7 @@ import tempfile
 
 import torch
 
-from align_probe import Probe, DigestUnavailable
+from align_probe import Probe
 
 align = sys.argv[1]
 tmp = tempfile.mkdtemp()
@@ -59,13 +59,14 @@ if seqs != list(range(len(seqs))):
 r = subprocess.run([align, "ingest", "--db", os.path.join(tmp, "a.db"), path], capture_output=True, text=True)
 if r.returncode:
     fails.append("align ingest: " + r.stderr)
-os.environ.pop("ALIGNPROBE_LIB_DIR", None)
-try:
-    Probe(tmp, native=os.path.join(tmp, "nowhere"))
+# without the library anywhere (no ALIGNPROBE_LIB_DIR, no LD_LIBRARY_PATH, which meson sets for tests)
+env = {k: v for k, v in os.environ.items() if k not in ("ALIGNPROBE_LIB_DIR", "LD_LIBRARY_PATH")}
+r = subprocess.run([sys.executable, "-c", "from align_probe import Probe; Probe(%r, native=%r)"
+                    % (tmp, os.path.join(tmp, "nowhere"))], capture_output=True, text=True, env=env)
+if r.returncode == 0:
     fails.append("a Probe without its native library was created")
-except DigestUnavailable as e:
-    if "ninja -C build" not in str(e):
-        fails.append("the missing-library message does not say how to build it: %s" % e)
+elif "DigestUnavailable" not in r.stderr or "ninja -C build" not in r.stderr:
+    fails.append("the missing-library error does not say how to build it: %s" % r.stderr[-400:])
 for f in fails:
     print("FAIL: " + f)
 print("%d records; micro-batches, calls, scalars, rank, refusals checked" % (len(recs) - 1))
