@@ -12,8 +12,8 @@ multiplies with transpose_y, so both read the same safetensors bytes. `dtype` bf
 bf16 with the router in fp32; Paddle's CPU build has no bf16 matmul/softmax/silu kernels, so its block
 casts to fp32 around them (as a port to Paddle CPU would) and back.
 
-The training loop (train) keeps, when asked, every intermediate, the loss, each parameter's .grad and
-the updated parameters as raw bytes: the tests compare those independently of any probe.
+The training loop (train) keeps, when asked, every intermediate, the loss, each parameter's .grad, the
+input's gradient (the input requires grad) and the updated parameters as raw bytes: the tests compare those independently of any probe.
 """
 import numpy as np
 
@@ -124,8 +124,8 @@ def build_torch(w, dtype="fp32"):
         opt.zero_grad(set_to_none=True)
         return y, loss, grads
 
-    def to_input(a):
-        return torch.from_numpy(a.copy()).to(dt)
+    def to_input(a):  # a leaf that requires grad: its gradient sums the norm and residual paths
+        return torch.from_numpy(a.copy()).to(dt).requires_grad_(True)
     return m, step, to_input
 
 
@@ -217,16 +217,20 @@ def build_paddle(w, dtype="fp32"):
         opt.clear_grad(set_to_zero=False)
         return y, loss, grads
 
-    def to_input(a):
+    def to_input(a):  # a leaf that requires grad: its gradient sums the norm and residual paths
         t = paddle.to_tensor(a.copy())
-        return t if dt == "float32" else t.astype(dt)
+        t = t if dt == "float32" else t.astype(dt)
+        t.stop_gradient = False
+        return t
     return m, step, to_input
 
 
-def train(framework, w, steps, probe=None, keep=False, dtype="fp32"):
+def train(framework, w, steps, probe=None, keep=False, dtype="fp32", around=None):
     """Trains `steps` SGD steps; returns [(step, name, bytes)] in execution order: the forward
-    intermediates (keep), model.out, loss, each parameter's .grad, the updated parameters."""
+    intermediates (keep), model.out, loss, each parameter's .grad, the updated parameters.
+    around(model) -> (start, stop): called before and after each step (another tool's switches)."""
     m, step, to_input = (build_torch if framework == "torch" else build_paddle)(w, dtype)
+    start, stop = around(m) if around else (None, None)
     if probe is not None:
         probe.watch(m)
         probe.params(m)
@@ -239,12 +243,16 @@ def train(framework, w, steps, probe=None, keep=False, dtype="fp32"):
                 y, loss, grads = step(x)
                 probe.record("loss", loss)
             probe.params(m)
+        elif start:
+            start()
+            y, loss, grads = step(x)
+            stop()
         else:
             y, loss, grads = step(x)
         if keep:
             out += [(s, n, b) for n, b in [("norm.in", raw(x))] + m.keep]
         out += [(s, "model.out", raw(y)), (s, "loss", raw(loss))]
-        out += [(s, n, b) for n, b in grads]
+        out += [(s, n, b) for n, b in grads] + [(s, "input.grad", raw(x.grad))]
         out += [(s, n, raw(p)) for n, p in m.named_parameters()]
     if probe is not None:
         probe.close()

@@ -26,12 +26,47 @@ def compare(a, b):
     return ["%s at step %d" % (n, s) for (s, n, x), (_, _, y) in zip(a, b) if x != y]
 
 
+def measure_msprobe(a, w, plain):
+    """The same comparison with msprobe's PrecisionDebugger (md5 statistics) in place of the probe: a
+    measurement for README, printed, exit 0 whatever it finds."""
+    from msprobe.pytorch import PrecisionDebugger
+    cfg = os.path.join(a.out, "msprobe.json")
+    os.makedirs(a.out, exist_ok=True)
+    json.dump({"task": "statistics", "dump_path": os.path.join(a.out, "dump"), "rank": [], "step": [],
+               "level": a.msprobe, "statistics": {"scope": [], "list": [], "data_mode": ["all"],
+                                                  "summary_mode": "md5"}}, open(cfg, "w"))
+    dbg = PrecisionDebugger(config_path=cfg)
+
+    def around(m):
+        def stop():
+            dbg.stop()
+            dbg.step()
+        return (lambda: dbg.start(m)), stop
+    other = dsv4_block.train(a.framework, w, a.steps, dtype=a.dtype, around=around)
+    diffs = compare(plain, other)
+    print("msprobe %s md5, %s %s: %d tensors compared over %d steps; %d differ"
+          % (a.msprobe, a.framework, a.dtype, len(plain), a.steps, len(diffs)))
+    import numpy as np
+    width, ut = (32, np.uint32) if a.dtype == "fp32" else (16, np.uint16)
+    for (s, n, x), (_, _, y) in zip(plain, other):
+        if x != y:
+            bx, by = np.frombuffer(x, ut).astype(np.int64), np.frombuffer(y, ut).astype(np.int64)
+            sign = 1 << (width - 1)
+            kx = np.where(bx & sign, -(bx & (sign - 1)), bx)
+            ky = np.where(by & sign, -(by & (sign - 1)), by)
+            d = np.abs(kx - ky)
+            print("  %s at step %d: %d of %d elements differ, up to %d ulp of %s"
+                  % (n, s, int((d != 0).sum()), d.size, int(d.max()), a.dtype))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--framework", required=True)
     ap.add_argument("--dtype", default="fp32")
     ap.add_argument("--out", required=True)
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--msprobe", help="measure msprobe (md5 statistics at this level, L0 or L1) instead")
     a = ap.parse_args()
     w = dsv4_block.make_weights(steps=a.steps)
     plain = dsv4_block.train(a.framework, w, a.steps, dtype=a.dtype)
@@ -41,16 +76,18 @@ def main():
     if compare(plain, flipped) != ["%s at step %d" % (n, s)]:
         print("FAIL: the comparison does not see a flipped bit")
         return 1
+    if a.msprobe:
+        return measure_msprobe(a, w, plain)
     probe = Probe(a.out, run="%s-%s" % (a.framework, a.dtype), payload=["*"])
     probed = dsv4_block.train(a.framework, w, a.steps, probe=probe, dtype=a.dtype)
     diffs = compare(plain, probed)
-    print("%s %s: %d tensors compared over %d steps (model outputs, losses, parameter gradients, updated "
-          "parameters); %d differ" % (a.framework, a.dtype, len(plain), a.steps, len(diffs)))
+    print("%s %s: %d tensors compared over %d steps (model outputs, losses, parameter and input gradients, "
+          "updated parameters); %d differ" % (a.framework, a.dtype, len(plain), a.steps, len(diffs)))
     for d in diffs[:10]:
         print("FAIL: differs with the probe: " + d)
     # the trace holds the unprobed run's bytes
     dg = Digester()
-    want = {(s, n): dg.host_bytes(b) for s, n, b in plain if n != "model.out" and n != "loss"}
+    want = {(s, n): dg.host_bytes(b) for s, n, b in plain if n not in ("model.out", "loss", "input.grad")}
     seen = 0
     with open(probe.path) as f:
         next(f)

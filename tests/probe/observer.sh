@@ -15,4 +15,12 @@ for dt in fp32 bf16; do
 		fail "$fw $dt: $(cat obs.txt) $(grep -v -i warn err.txt | tail -5)"
 	fi
 done
+# the same comparison with msprobe's md5 statistics in place of the probe: printed, not judged (README
+# quotes it); torch only (msprobe has no Paddle support), where mindstudio-probe installed
+if [ "$fw" = torch ] && "$PY" -c "import msprobe" 2>/dev/null; then
+	for lv in L0 L1; do
+		"$PY" "$SRCROOT/tests/probe/observer.py" --framework torch --dtype fp32 --out ms-$lv --msprobe $lv 2>/dev/null |
+			grep -E '^(msprobe|  )'
+	done
+fi
 [ "$FAILS" = 0 ]
