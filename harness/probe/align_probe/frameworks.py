@@ -136,9 +136,16 @@ class Paddle:
             return ctypes.string_at(c.data_ptr(), nbytes) if nbytes else b""
 
     def stream(self, t):
+        """Paddle's current CUDA stream as an integer: the CUDA stream protocol (__cuda_stream__,
+        Paddle 3), else the stream object's raw handle (older releases)."""
         s = self.paddle.device.current_stream()
+        if hasattr(s, "__cuda_stream__"):
+            return int(s.__cuda_stream__()[1])
         base = getattr(s, "stream_base", s)
-        return int(base.cuda_stream)
+        for attr in ("raw_stream", "cuda_stream"):
+            if hasattr(base, attr):
+                return int(getattr(base, attr))
+        raise RuntimeError("align_probe: cannot find the handle of Paddle's current CUDA stream")
 
     def requires_grad(self, t):
         return not t.stop_gradient
