@@ -1,0 +1,117 @@
+"""The xxh3t64 digest (README: "The align trace (ATF v1)") of tensor memory, through align's native code.
+
+Host memory: libalign_probe_digest.so (harness/probe/native/probe_digest.c over harness/core/digest.c,
+the code `align ingest` checks payloads with), any strides, no copy. Device memory:
+libalign_probe_cuda.so (kernels/cuda/digest.cu), a device pointer and the framework's current stream,
+no host copy. There is no Python copy of the algorithm: without the library the probe refuses to start
+and says how to build it (no silent fallback).
+
+Where the libraries are looked for, in order: the `native` argument (a folder), the ALIGNPROBE_LIB_DIR
+variable (not ALIGN_*: align refuses unknown ALIGN_* variables), the package's own native/ folder,
+then the system's library path (meson installs both to libdir).
+"""
+import ctypes
+import ctypes.util
+import os
+
+_HOST = "align_probe_digest"
+_CUDA = "align_probe_cuda"
+
+
+class DigestUnavailable(RuntimeError):
+    pass
+
+
+def _candidates(stem, native):
+    dirs = []
+    if native:
+        dirs.append(native)
+    if os.environ.get("ALIGNPROBE_LIB_DIR"):
+        dirs.append(os.environ["ALIGNPROBE_LIB_DIR"])
+    dirs.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "native"))
+    out = [os.path.join(d, "lib%s.so" % stem) for d in dirs]
+    found = ctypes.util.find_library(stem)
+    if found:
+        out.append(found)
+    return out
+
+
+def _load(stem, native):
+    tried = []
+    for path in _candidates(stem, native):
+        if os.path.sep in path and not os.path.exists(path):
+            tried.append(path)
+            continue
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            tried.append("%s (%s)" % (path, e))
+    return None, tried
+
+
+class Digester:
+    """Computes xxh3t64 of host (strided) and device (contiguous) memory. `impl` says which ran."""
+
+    def __init__(self, native=None):
+        lib, where = _load(_HOST, native)
+        if lib is None:
+            raise DigestUnavailable(
+                "align_probe: no lib%s.so (tried %s); build it with `meson setup build && ninja -C build` "
+                "and pass native='build/harness/probe' or set ALIGNPROBE_LIB_DIR" % (_HOST, ", ".join(where)))
+        self.host_path = where
+        self._host = lib
+        lib.align_probe_digest_strided.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                                   ctypes.POINTER(ctypes.c_int64),
+                                                   ctypes.POINTER(ctypes.c_int64),
+                                                   ctypes.POINTER(ctypes.c_uint64)]
+        lib.align_probe_digest_strided.restype = ctypes.c_int
+        lib.align_probe_digest_contiguous.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
+                                                      ctypes.POINTER(ctypes.c_uint64)]
+        lib.align_probe_digest_contiguous.restype = ctypes.c_int
+        self._native = native
+        self._cuda = None
+        self.cuda_path = None
+
+    def host(self, ptr, elem_size, shape, strides):
+        """Digest of the tensor at host address ptr; strides in elements (None: contiguous)."""
+        n = len(shape)
+        shp = (ctypes.c_int64 * max(n, 1))(*shape)
+        std = (ctypes.c_int64 * max(n, 1))(*strides) if strides is not None else None
+        out = ctypes.c_uint64()
+        rc = self._host.align_probe_digest_strided(ctypes.c_void_p(ptr), elem_size, n, shp, std,
+                                                   ctypes.byref(out))
+        if rc:
+            raise ValueError("align_probe: digest of a host tensor failed (shape %s, strides %s)"
+                             % (list(shape), strides))
+        return "%016x" % out.value
+
+    def host_bytes(self, data):
+        """Digest of a bytes-like object (tests: the library against align's own)."""
+        buf = (ctypes.c_char * len(data)).from_buffer_copy(data) if len(data) else None
+        out = ctypes.c_uint64()
+        if self._host.align_probe_digest_contiguous(buf, len(data), ctypes.byref(out)):
+            raise ValueError("align_probe: digest failed")
+        return "%016x" % out.value
+
+    def _cuda_lib(self):
+        if self._cuda is None:
+            lib, where = _load(_CUDA, self._native)
+            if lib is None:
+                raise DigestUnavailable(
+                    "align_probe: a CUDA tensor, but no lib%s.so (tried %s); build with -Dcuda=enabled"
+                    % (_CUDA, ", ".join(where)))
+            lib.align_digest_cuda.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
+                                              ctypes.POINTER(ctypes.c_uint64), ctypes.c_void_p]
+            lib.align_digest_cuda.restype = ctypes.c_int
+            self._cuda, self.cuda_path = lib, where
+        return self._cuda
+
+    def device(self, ptr, nbytes, stream):
+        """Digest of nbytes contiguous bytes at a device address, enqueued on `stream` (a cudaStream_t
+        as an integer) and waited for there; nothing is copied to the host but the 8-byte digest."""
+        out = ctypes.c_uint64()
+        rc = self._cuda_lib().align_digest_cuda(ctypes.c_void_p(ptr), nbytes, ctypes.byref(out),
+                                                ctypes.c_void_p(stream))
+        if rc:
+            raise RuntimeError("align_probe: align_digest_cuda failed (%d)" % rc)
+        return "%016x" % out.value

@@ -1,0 +1,187 @@
+"""Framework adapters: what the probe needs from PyTorch and from Paddle, and nothing that changes a
+run. Every function here only reads: data pointers, strides, dtypes, devices; hooks are registered
+with functions that return None (a forward hook returning None keeps the output; a tensor hook
+returning None keeps the gradient), so the autograd graph, the accumulation order, dtypes, streams
+and the framework's allocator see no difference. Copies to the host happen only for payloads (names
+matching `payload=`) and for the scalars passed to Probe.record.
+
+Which hooks and why:
+- module inputs / outputs: forward pre-hooks and forward (post-)hooks, reading the tensors;
+- gradients w.r.t. a module's outputs: a hook on each output tensor that requires grad
+  (torch Tensor.register_hook, Paddle Tensor.register_hook): it runs when that gradient is complete
+  and adds no node to the graph. Not torch's register_full_backward_hook: it wraps the module's inputs
+  and outputs in an identity autograd Function (BackwardHookFunction), new nodes in the graph;
+- parameter gradients: a hook on each parameter (leaf) tensor: the gradient this backward delivers to
+  it, before it is added to .grad.
+"""
+import ctypes
+
+TORCH_DTYPES = {"torch.float64": "fp64", "torch.float32": "fp32", "torch.bfloat16": "bf16",
+                "torch.float16": "fp16", "torch.float8_e4m3fn": "fp8_e4m3", "torch.float8_e5m2": "fp8_e5m2",
+                "torch.int64": "int64", "torch.int32": "int32", "torch.int16": "int16", "torch.int8": "int8",
+                "torch.uint8": "uint8", "torch.bool": "bool"}
+PADDLE_DTYPES = {"paddle.float64": "fp64", "paddle.float32": "fp32", "paddle.bfloat16": "bf16",
+                 "paddle.float16": "fp16", "paddle.float8_e4m3fn": "fp8_e4m3", "paddle.float8_e5m2": "fp8_e5m2",
+                 "paddle.int64": "int64", "paddle.int32": "int32", "paddle.int16": "int16", "paddle.int8": "int8",
+                 "paddle.uint8": "uint8", "paddle.bool": "bool"}
+
+
+class TensorInfo:
+    __slots__ = ("dtype", "fw_dtype", "shape", "strides", "elem_size", "ptr", "cuda", "nbytes")
+
+
+class Torch:
+    name = "torch"
+
+    def __init__(self):
+        import torch
+        self.torch = torch
+        self.version = torch.__version__
+
+    def is_tensor(self, x):
+        return isinstance(x, self.torch.Tensor)
+
+    def is_module(self, x):
+        return isinstance(x, self.torch.nn.Module)
+
+    def info(self, t):
+        i = TensorInfo()
+        i.fw_dtype = str(t.dtype)
+        i.dtype = TORCH_DTYPES.get(i.fw_dtype)
+        i.shape = tuple(t.shape)
+        i.strides = tuple(t.stride())
+        i.elem_size = t.element_size()
+        i.ptr = t.data_ptr()
+        i.cuda = t.device.type == "cuda"
+        i.nbytes = t.numel() * i.elem_size
+        return i
+
+    def contiguous_device(self, t):
+        """A row-major copy on the tensor's device, for the device digest of a strided tensor."""
+        with self.torch.no_grad():
+            return t.detach().contiguous()
+
+    def raw_bytes(self, t, nbytes):
+        with self.torch.no_grad():
+            c = t.detach()
+            if c.device.type != "cpu":
+                c = c.cpu()
+            c = c.contiguous()
+            return ctypes.string_at(c.data_ptr(), nbytes) if nbytes else b""
+
+    def stream(self, t):
+        return self.torch.cuda.current_stream(t.device).cuda_stream
+
+    def requires_grad(self, t):
+        return t.requires_grad
+
+    def modules(self, model):
+        return list(model.named_modules())
+
+    def params(self, model):
+        return list(model.named_parameters())
+
+    def hook_module(self, mod, pre, post):
+        """pre(args, kwargs) before forward; post(output) after. Both return None."""
+        h1 = mod.register_forward_pre_hook(lambda m, args, kwargs: pre(args, kwargs), with_kwargs=True)
+        h2 = mod.register_forward_hook(lambda m, args, out: post(out))
+        return [h1, h2]
+
+    def hook_grad(self, t, fn):
+        return t.register_hook(lambda g: fn(g))
+
+    def rank_world(self):
+        d = self.torch.distributed
+        if d.is_available() and d.is_initialized():
+            return d.get_rank(), d.get_world_size()
+        return None
+
+
+class Paddle:
+    name = "paddle"
+
+    def __init__(self):
+        import paddle
+        self.paddle = paddle
+        self.version = paddle.__version__
+
+    def is_tensor(self, x):
+        return isinstance(x, self.paddle.Tensor)
+
+    def is_module(self, x):
+        return isinstance(x, self.paddle.nn.Layer)
+
+    def info(self, t):
+        i = TensorInfo()
+        i.fw_dtype = str(t.dtype)
+        i.dtype = PADDLE_DTYPES.get(i.fw_dtype)
+        i.shape = tuple(t.shape)
+        i.strides = tuple(t.strides) if len(i.shape) else ()
+        i.elem_size = t.element_size()
+        i.ptr = t.data_ptr() if t.numel() else 0
+        i.cuda = t.place.is_gpu_place()
+        i.nbytes = int(t.numel()) * i.elem_size
+        return i
+
+    def contiguous_device(self, t):
+        with self.paddle.no_grad():
+            return t.detach().contiguous()
+
+    def raw_bytes(self, t, nbytes):
+        with self.paddle.no_grad():
+            c = t.detach()
+            if not c.place.is_cpu_place():
+                c = c.cpu()
+            c = c.contiguous()
+            return ctypes.string_at(c.data_ptr(), nbytes) if nbytes else b""
+
+    def stream(self, t):
+        """Paddle's current CUDA stream as an integer: the CUDA stream protocol (__cuda_stream__,
+        Paddle 3), else the stream object's raw handle (older releases)."""
+        s = self.paddle.device.current_stream()
+        if hasattr(s, "__cuda_stream__"):
+            return int(s.__cuda_stream__()[1])
+        base = getattr(s, "stream_base", s)
+        for attr in ("raw_stream", "cuda_stream"):
+            if hasattr(base, attr):
+                return int(getattr(base, attr))
+        raise RuntimeError("align_probe: cannot find the handle of Paddle's current CUDA stream")
+
+    def requires_grad(self, t):
+        return not t.stop_gradient
+
+    def modules(self, model):
+        return list(model.named_sublayers(include_self=True))
+
+    def params(self, model):
+        return list(model.named_parameters())
+
+    def hook_module(self, mod, pre, post):
+        h1 = mod.register_forward_pre_hook(lambda m, inputs: pre(inputs, {}))
+        h2 = mod.register_forward_post_hook(lambda m, inputs, out: post(out))
+        return [h1, h2]
+
+    def hook_grad(self, t, fn):
+        return t.register_hook(lambda g: fn(g))
+
+    def rank_world(self):
+        d = self.paddle.distributed
+        try:
+            if d.is_initialized():
+                return d.get_rank(), d.get_world_size()
+        except (AttributeError, RuntimeError):
+            pass
+        return None
+
+
+def detect(obj):
+    """The adapter for a model or tensor: torch or paddle, from the object's type (the module that
+    defines it), without importing a framework the object does not come from."""
+    mod = type(obj).__module__ or ""
+    for base in type(obj).__mro__:
+        m = base.__module__ or ""
+        if m.startswith("torch"):
+            return Torch()
+        if m.startswith("paddle"):
+            return Paddle()
+    raise TypeError("align_probe: %s (from %s) is neither a PyTorch nor a Paddle object" % (type(obj).__name__, mod))

@@ -1,0 +1,73 @@
+"""api.py ALIGN: the Probe API's bookkeeping on torch: micro-batches counted per model call and set with
+probe.micro(k), call names per (step, micro), Python numbers with exact bits, RANK/WORLD_SIZE, bad
+arguments refused, and a missing native library refused with the message that says how to build it.
+The trace must ingest (align checks seq, call/io links and bits)."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import torch
+
+from align_probe import Probe
+
+align = sys.argv[1]
+tmp = tempfile.mkdtemp()
+fails = []
+os.environ["RANK"], os.environ["WORLD_SIZE"] = "3", "4"
+m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh())
+p = Probe(tmp, run="api")
+p.watch(m)
+with p.step(1):
+    for _ in range(2):  # two micro-batches, counted by the model's calls
+        m(torch.ones(2, 4)).sum().backward()
+    p.record("lr", 0.1)
+    p.record("tokens", 4096)
+with p.step(2):
+    with p.micro(5):
+        m(torch.ones(2, 4)).sum().backward()
+        p.record("loss", torch.tensor(2.5, dtype=torch.bfloat16))
+for bad in (-1, 1.5):
+    try:
+        with p.step(bad):
+            pass
+        fails.append("step(%r) was accepted" % bad)
+    except ValueError:
+        pass
+path = p.close()
+recs = [json.loads(line) for line in open(path)]
+h = recs[0]
+if (h["rank"], h["world_size"], os.path.basename(path)) != (3, 4, "api-rank3.atf"):
+    fails.append("rank/world/file: %r %r %s" % (h["rank"], h["world_size"], path))
+outs = [(r["step"], r["micro"], r.get("call")) for r in recs[1:] if r["name"] == "0.out"]
+if outs != [(1, 0, "0#0"), (1, 1, "0#0"), (2, 5, "0#0")]:
+    fails.append("0.out records (step, micro, call): %r" % outs)
+grads = [(r["step"], r["micro"]) for r in recs[1:] if r["name"] == "0.weight.grad"]
+if grads != [(1, 0), (1, 1), (2, 5)]:
+    fails.append("0.weight.grad records (step, micro): %r" % grads)
+by = {r["name"]: r for r in recs[1:]}
+want = {"lr": ("fp64", "0x3fb999999999999a", 0.1), "tokens": ("int64", "0x0000000000001000", 4096),
+        "loss": ("bf16", "0x4020", 2.5)}
+for n, (dt, bits, v) in want.items():
+    r = by.get(n, {})
+    if (r.get("dtype"), r.get("bits"), r.get("value")) != (dt, bits, v):
+        fails.append("%s: %r" % (n, r))
+seqs = [r["seq"] for r in recs[1:]]
+if seqs != list(range(len(seqs))):
+    fails.append("seq is not 0..n-1 in file order")
+r = subprocess.run([align, "ingest", "--db", os.path.join(tmp, "a.db"), path], capture_output=True, text=True)
+if r.returncode:
+    fails.append("align ingest: " + r.stderr)
+# without the library anywhere (no ALIGNPROBE_LIB_DIR, no LD_LIBRARY_PATH, which meson sets for tests)
+env = {k: v for k, v in os.environ.items() if k not in ("ALIGNPROBE_LIB_DIR", "LD_LIBRARY_PATH")}
+r = subprocess.run([sys.executable, "-c", "from align_probe import Probe; Probe(%r, native=%r)"
+                    % (tmp, os.path.join(tmp, "nowhere"))], capture_output=True, text=True, env=env)
+if r.returncode == 0:
+    fails.append("a Probe without its native library was created")
+elif "DigestUnavailable" not in r.stderr or "ninja -C build" not in r.stderr:
+    fails.append("the missing-library error does not say how to build it: %s" % r.stderr[-400:])
+for f in fails:
+    print("FAIL: " + f)
+print("%d records; micro-batches, calls, scalars, rank, refusals checked" % (len(recs) - 1))
+sys.exit(1 if fails else 0)
