@@ -11,7 +11,11 @@
 static const struct align_tensor_spec in_specs[] = {
 	{"q", ALIGN_DT_BF16, "T,H,D", {ALIGN_FILL_SPECIAL, 1.0f, 8.0f}, "queries (q_norm, RoPE applied)"},
 	{"kv", ALIGN_DT_BF16, "S,D", {ALIGN_FILL_NORMAL, 1.0f, 0}, "keys = values: raw KV then compressed KV"},
-	{"idx", ALIGN_DT_I32, "T,N", {ALIGN_FILL_KV_IDX, 0, 96.0f}, "kv rows per query, [window | compressed], -1 invalid"},
+	{"idx",
+	 ALIGN_DT_I32,
+	 "T,N",
+	 {ALIGN_FILL_KV_IDX, 0, 96.0f},
+	 "kv rows per query, [window | compressed], -1 invalid"},
 	{"sink", ALIGN_DT_F32, "H", {ALIGN_FILL_NORMAL, 2.0f, 0}, "attention sink logit per head"},
 };
 static const struct align_tensor_spec out_specs[] = {
@@ -32,8 +36,8 @@ static int sparse_attn_cfg_modes(struct sparse_attn_cfg *c, const struct align_m
 	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_CSA_QK, ALIGN_CSA_QK_FP32, ALIGN_CSA_QK_BF16_TC, &c->qk_tc));
 	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_CSA_SUM_ORDER, ALIGN_CSA_SUM_ORDER_SEQ,
 				   ALIGN_CSA_SUM_ORDER_TORCH, &c->torch_sums));
-	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_CSA_SINK, ALIGN_CSA_SINK_FP32, ALIGN_CSA_SINK_BF16,
-				   &c->sink_bf16));
+	ALIGN_TRY(err,
+		  op_cfg_flag(err, op, fn, m, MODE_CSA_SINK, ALIGN_CSA_SINK_FP32, ALIGN_CSA_SINK_BF16, &c->sink_bf16));
 	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_CSA_INDEX_ORDER, ALIGN_CSA_INDEX_ORDER_WINDOW_FIRST,
 				   ALIGN_CSA_INDEX_ORDER_COMPRESSED_FIRST, &c->comp_first));
 	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_CSA_EMPTY_ROW, ALIGN_CSA_EMPTY_ROW_IEEE,
@@ -68,8 +72,8 @@ int sparse_attn_cfg_init(struct sparse_attn_cfg *c, const struct sparse_attn_par
 				  (double)p->scale);
 	if (c->torch_sums && (D > SPARSE_ATTN_TORCH_D || N > SPARSE_ATTN_TORCH_N))
 		return align_fail(err, ALIGN_ERR_INPUT,
-				  "%s: ALIGN_CSA_SUM_ORDER=torch models D <= %d and N <= %d, got D = %lld, N = %lld", op,
-				  SPARSE_ATTN_TORCH_D, SPARSE_ATTN_TORCH_N, (long long)D, (long long)N);
+				  "%s: ALIGN_CSA_SUM_ORDER=torch models D <= %d and N <= %d, got D = %lld, N = %lld",
+				  op, SPARSE_ATTN_TORCH_D, SPARSE_ATTN_TORCH_N, (long long)D, (long long)N);
 	c->T = T, c->H = H, c->D = D, c->S = S, c->N = N, c->W = p->window;
 	c->c = c->exp2 ? p->scale * ALIGN_LOG2E_F : p->scale;
 	return ALIGN_OK;
@@ -213,9 +217,17 @@ static int cfg_check(const void *params, const struct align_modes *m, const stru
 	return sparse_attn_cfg_init(&c, params, m, in, 4, out, 1, device, err);
 }
 
-static const int modes_read[] = {MODE_MATH_IMPL,     MODE_CSA_SINK_IN_MAX, MODE_CSA_SOFTMAX, MODE_CSA_P,
-				 MODE_CSA_EXP,	     MODE_CSA_QK,	   MODE_CSA_SUM_ORDER, MODE_CSA_SINK,
-				 MODE_CSA_INDEX_ORDER, MODE_CSA_EMPTY_ROW, -1};
+static const int modes_read[] = {MODE_MATH_IMPL,
+				 MODE_CSA_SINK_IN_MAX,
+				 MODE_CSA_SOFTMAX,
+				 MODE_CSA_P,
+				 MODE_CSA_EXP,
+				 MODE_CSA_QK,
+				 MODE_CSA_SUM_ORDER,
+				 MODE_CSA_SINK,
+				 MODE_CSA_INDEX_ORDER,
+				 MODE_CSA_EMPTY_ROW,
+				 -1};
 
 const struct align_op_impl sparse_attn_impl = {
 	4,

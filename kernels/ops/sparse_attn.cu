@@ -48,10 +48,10 @@ struct sa_args {
 	const float *sink;
 	align_bf16 *o;
 	struct sparse_attn_cfg c;
-	int hb;		   /* heads per block */
-	int64_t groups;	   /* T * ceil(H / hb) */
-	int64_t nb;	   /* online blocks: ceil(N / 64) (1 for full; 0 when N = 0) */
-	int64_t nba;	   /* nb, at least 1 (shared-memory rows) */
+	int hb;		/* heads per block */
+	int64_t groups; /* T * ceil(H / hb) */
+	int64_t nb;	/* online blocks: ceil(N / 64) (1 for full; 0 when N = 0) */
+	int64_t nba;	/* nb, at least 1 (shared-memory rows) */
 };
 
 /* shared-memory carve-up; 16-byte aligned pieces */
@@ -118,8 +118,8 @@ __global__ void sparse_attn_kernel(sa_args a)
 			int64_t hl = w / N, k = w % N;
 			int32_t j = s.js[k];
 			int v = sa_valid(&c, j);
-			s.z[hl * N + k] = v ? sa_logit(&c, sa_dot(&c, s.q + hl * D, a.kv + (int64_t)j * D, tmp), 1)
-					    : -INFINITY;
+			s.z[hl * N + k] =
+				v ? sa_logit(&c, sa_dot(&c, s.q + hl * D, a.kv + (int64_t)j * D, tmp), 1) : -INFINITY;
 		}
 		__syncthreads();
 		/* 2. running max per head */
@@ -143,7 +143,7 @@ __global__ void sparse_attn_kernel(sa_args a)
 		if (c.online)
 			for (int64_t w = tid; w < (int64_t)nh * a.nb; w += nt) {
 				int64_t hl = w / a.nb, b = w % a.nb;
-				float prev = b > 0 ? s.mb[hl * a.nba + b - 1]
+				float prev = b > 0	     ? s.mb[hl * a.nba + b - 1]
 					     : c.sink_in_max ? sa_sink(&c, a.sink[h0 + hl])
 							     : -INFINITY;
 				s.a[hl * a.nba + b] = sa_e(&c, hn_sub(prev, s.mb[hl * a.nba + b]));

@@ -66,7 +66,8 @@ ALIGN_HD static inline float sa_dot(const struct sparse_attn_cfg *c, const align
 		for (int64_t d0 = 0; d0 < D; d0 += 16) {
 			double s = 0.0;
 			for (int64_t d = d0; d < D && d < d0 + 16; d++)
-				s = hn_addd(s, hn_muld(hn_f2d(align_bf16_to_f32(q[d])), hn_f2d(align_bf16_to_f32(kv[d]))));
+				s = hn_addd(s,
+					    hn_muld(hn_f2d(align_bf16_to_f32(q[d])), hn_f2d(align_bf16_to_f32(kv[d]))));
 			acc = hn_add(acc, hn_d2f(s));
 		}
 		return acc;
