@@ -296,6 +296,14 @@ int ops_fill_tensor(const struct align_fill *f, const char *op_name, struct alig
 				return ALIGN_ERR_INPUT;
 			for (int64_t r = 0; r < n / k; r++)
 				fill_distinct_row(p + r * k, k, lim, seed, stream, r);
+		} else if (f->kind == ALIGN_FILL_KV_IDX) {
+			int64_t k = t->shape[t->ndim - 1];
+			for (int64_t i = 0; i < n; i++) {
+				int64_t r = i / k; /* a row's draws depend on its index only (batch invariance) */
+				int empty = align_rng_u64(seed, stream ^ 0x9e3779b97f4a7c15ull, (uint64_t)r) % 16 == 0;
+				uint64_t v = align_rng_u64(seed, stream, (uint64_t)i) % (uint64_t)(lim + (lim + 7) / 8);
+				p[i] = empty || v >= (uint64_t)lim ? -1 : (int32_t)v;
+			}
 		} else {
 			for (int64_t i = 0; i < n; i++)
 				p[i] = (int32_t)(align_rng_u64(seed, stream, (uint64_t)i) % (uint64_t)lim);

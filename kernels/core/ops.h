@@ -54,9 +54,10 @@ enum align_dim {
 	ALIGN_DIM_G,
 	ALIGN_DIM_H,
 	ALIGN_DIM_V,
+	ALIGN_DIM_S, /* key/value rows (sparse attention) */
 	ALIGN_DIM_COUNT
 };
-#define ALIGN_DIM_LETTERS "TDEKFNGHV"
+#define ALIGN_DIM_LETTERS "TDEKFNGHVS"
 
 struct align_dims {
 	int64_t v[ALIGN_DIM_COUNT]; /* 0 = unused by the op */
@@ -70,6 +71,7 @@ enum align_fill_kind {
 	ALIGN_FILL_CONST,      /* every element = scale */
 	ALIGN_FILL_EXPERT_IDS, /* each row (last dim K) holds K distinct ids in [0, limit) */
 	ALIGN_FILL_TOKEN_IDS,  /* ids in [0, limit) */
+	ALIGN_FILL_KV_IDX,     /* sparse-attention index rows: ids in [0, limit) with ~1/9 -1 slots, 1/16 rows all -1 */
 };
 
 struct align_fill {

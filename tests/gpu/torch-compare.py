@@ -29,6 +29,11 @@ Cases (contracts in kernels/ops/swiglu.h, router.h, mhc_pre.h):
   router-sigmoid  `align run router --variant 1` (V3.2 gate): sigmoid(l), 8 groups keep 4 (group score =
            top-K/4 values summed, torch.topk on the group scores), other groups' b = -inf
            (masked_fill), torch.topk(K) on b, w / sum(w) [+ 1e-20 for megatron], * 2.5.
+  sparse_attn  megatron-cuda only (its unfused fp32 path; DS-ref's online bf16-P TileLang kernel has no
+           eager form): S = where(valid, (F(q)*F(kv_g)).sum(-1) * scale, -inf), m = max(S.amax(-1), sink),
+           e = exp(S - m), p = e / (e.sum(-1) + exp(sink - m)), o = R((p * kv_g).sum(-2)), the sink in the
+           max, fp32 throughout; kv_g = kv[idx] with invalid rows 0. Inputs with tied slots (repeated
+           indices), all -1 rows, huge logits (exp underflow), tiny logits (uniform weights).
   matmul   informational only (not part of the verdict): MATMUL_IMPL=cublas against torch's a @ b.t()
            in bf16 (both cuBLAS; equal bits need the same algorithm choice, which depends on the
            workspace and heuristics of each library build).
@@ -402,6 +407,7 @@ SW_T, SW_F = 4, 64
 R_T, R_E, R_K = 8, 16, 4
 M_T, M_N, M_D = 2, 4, 8
 MM_T, MM_D, MM_F = 128, 1024, 512
+SA_T, SA_H, SA_D, SA_S, SA_N = 8, 4, 64, 40, 48  # D < 128, N < 64: ALIGN_CSA_SUM_ORDER=torch's range
 PROFILES = ["megatron-cuda", "deepseek-ref-cuda", "megatron", "deepseek-ref"]
 VERDICT_PROFILES = ("megatron-cuda", "deepseek-ref-cuda")  # must be bitwise equal to PyTorch
 
@@ -417,6 +423,47 @@ def torch_matmul(torch, inp, dev):
     a = to_torch(torch, inp["a"], dev).bfloat16()
     b = to_torch(torch, inp["b"], dev).bfloat16()
     return {"y": a @ b.t()}  # nn.Linear without bias: cuBLAS bf16 GEMM, fp32 accumulate, bf16 out
+
+
+def sparse_attn_inputs(T, H, D, S, N):
+    r = random.Random(17)
+    q = []
+    for t in range(T):
+        mag = 16.0 if t == 3 else 1e-30 if t == 4 else 1.0  # huge logits; tiny logits
+        q += [bf16_bits(r.uniform(-1, 1) * mag) for _ in range(H * D)]
+    kv = [rnd_bf16(r, -2, 2) for _ in range(S * D)]
+    idx = []
+    for t in range(T):
+        W = N // 2
+        if t == 5:  # no valid slot at all
+            idx += [-1] * N
+            continue
+        win = [j if j <= t + 8 else -1 for j in range(max(0, t - W + 1), max(0, t - W + 1) + W)]
+        comp = [r.randrange(S) if r.random() < 0.8 else -1 for _ in range(N - W)]
+        if t == 6:  # ties: one kv row repeated in every compressed slot
+            comp = [7] * (N - W)
+        idx += win + comp
+    return {"q": tensor("BF16", [T, H, D], q), "kv": tensor("BF16", [S, D], kv),
+            "idx": tensor("I32", [T, N], [v & 0xFFFFFFFF for v in idx]),
+            "sink": tensor("F32", [H], [f32_bits(r.uniform(-2, 2)) for _ in range(H)])}
+
+
+def torch_sparse_attn(torch, inp, dev, D):
+    q = to_torch(torch, inp["q"], dev).float()
+    kv = to_torch(torch, inp["kv"], dev).float()
+    idx = to_torch(torch, inp["idx"], dev).long()
+    sink = to_torch(torch, inp["sink"], dev).view(1, -1, 1)
+    S = kv.shape[0]
+    valid = (idx >= 0) & (idx < S)
+    kvg = torch.where(valid.unsqueeze(-1), kv[idx.clamp(0, S - 1)], torch.zeros((), device=dev))  # [T,N,D]
+    scale = struct.unpack("<f", struct.pack("<f", D ** -0.5))[0]
+    dot = (q.unsqueeze(2) * kvg.unsqueeze(1)).sum(-1)  # [T,H,N]
+    scores = torch.where(valid.unsqueeze(1), dot * scale, torch.full((), float("-inf"), device=dev))
+    m = torch.maximum(scores.amax(-1, keepdim=True), sink)
+    e = torch.exp(scores - m)
+    den = e.sum(-1, keepdim=True) + torch.exp(sink - m)
+    p = e / den
+    return {"o": (p.unsqueeze(-1) * kvg.unsqueeze(1)).sum(-2).to(torch.bfloat16)}
 
 
 def cases():
@@ -447,6 +494,11 @@ def cases():
             out.append(dict(op="mhc_pre[%s]" % name, label=prof, profile=prof, modes=[],
                             shape="T=%d,N=%d,D=%d" % (M_T, M_N, M_D), inputs=mi,
                             outputs=["comb", "pre", "post", "y"], ref=("mhc_pre", {})))
+    sa = sparse_attn_inputs(SA_T, SA_H, SA_D, SA_S, SA_N)
+    for prof in ("megatron-cuda", "megatron"):
+        out.append(dict(op="sparse_attn", label=prof, profile=prof, modes=[],
+                        shape="T=%d,H=%d,D=%d,S=%d,N=%d" % (SA_T, SA_H, SA_D, SA_S, SA_N), inputs=sa,
+                        outputs=["o"], ref=("sparse_attn", {})))
     return out
 
 
@@ -683,6 +735,8 @@ def compare_run(align, device, workdir):
             elif kind == "router":
                 ref = torch_router(torch, F, c["inputs"], c["profile"], dev, R_K, extra["sp_eps"],
                                    extra.get("sigmoid", False), extra.get("groups", 0), extra.get("keep", 0))
+            elif kind == "sparse_attn":
+                ref = torch_sparse_attn(torch, c["inputs"], dev, SA_D)
             else:
                 ref = torch_mhc_pre(torch, F, c["inputs"], c["profile"], dev, M_N)
         print("\n## %s, profile %s\n$ %s" % (c["op"], c["label"], " ".join(cmd)))

@@ -1,7 +1,7 @@
 /* test-ops-ref.c: every op result, under every combination of the switches it reads, lies
  * within the error bound its header states against an fp64 (long double) reference computed
  * independently here from the same inputs. Ops covered: matmul, rmsnorm, qnorm, swiglu,
- * moe_combine, mhc_post (router, mhc_pre and mhc_head: tests/kernels/test-ops-ref2.c).
+ * moe_combine, mhc_post, sparse_attn (router, mhc_pre and mhc_head: tests/kernels/test-ops-ref2.c).
  * Exit status 0 = pass; prints the seed, op, modes and worst element on failure. */
 #include <inttypes.h>
 #include <math.h>
@@ -11,6 +11,7 @@
 
 #include "matmul.h"
 #include "ops.h"
+#include "sparse_attn.h"
 #include "swiglu.h"
 
 #define SEED 0x0f64f64ull
@@ -201,14 +202,76 @@ static void ref_mhc_post(struct ctx *c)
 			}
 }
 
+/* sparse_attn.h: exact sink softmax over the valid slots (their order does not matter in fp64) */
+static void ref_sparse_attn(struct ctx *c)
+{
+	const struct sparse_attn_params *p = c->params;
+	int64_t T = c->in[0].shape[0], H = c->in[0].shape[1], D = c->in[0].shape[2], S = c->in[1].shape[0],
+		N = c->in[2].shape[1];
+	const int32_t *idx = c->in[2].data;
+	const float *sinkp = c->in[3].data;
+	int pb = c->m->v[MODE_CSA_P] == ALIGN_CSA_P_BF16, sb = c->m->v[MODE_CSA_SINK] == ALIGN_CSA_SINK_BF16;
+	ld *sc = malloc(sizeof(ld) * (size_t)N), *ds = malloc(sizeof(ld) * (size_t)N);
+	for (int64_t t = 0; t < T; t++)
+		for (int64_t h = 0; h < H; h++) {
+			ld s = (ld)(sb ? align_round_bf16(sinkp[h]) : sinkp[h]), m = s;
+			int any = 0;
+			for (int64_t k = 0; k < N; k++) {
+				int32_t j = idx[t * N + k];
+				if (j < 0 || j >= S)
+					continue;
+				ld dot = 0, abs = 0;
+				for (int64_t d = 0; d < D; d++) {
+					ld pr = ld_in(c, 0, (t * H + h) * D + d) * ld_in(c, 1, (int64_t)j * D + d);
+					dot += pr;
+					abs += fabsl(pr);
+				}
+				sc[k] = (ld)p->scale * dot;
+				ds[k] = (ld)p->scale * D * U * abs;
+				m = sc[k] > m ? sc[k] : m;
+				any = 1;
+			}
+			if (!any)
+				continue;
+			ld den = expl(s - m), dsmax = 0;
+			for (int64_t k = 0; k < N; k++) {
+				int32_t j = idx[t * N + k];
+				if (j < 0 || j >= S)
+					continue;
+				den += expl(sc[k] - m);
+				ld e = ds[k] + 4 * U * (fabsl(sc[k]) + fabsl(m));
+				dsmax = e > dsmax ? e : dsmax;
+			}
+			for (int64_t d = 0; d < D; d++) {
+				ld ref = 0, A = 0;
+				for (int64_t k = 0; k < N; k++) {
+					int32_t j = idx[t * N + k];
+					if (j < 0 || j >= S)
+						continue;
+					ld pk = expl(sc[k] - m) / den, v = ld_in(c, 1, (int64_t)j * D + d);
+					ref += pk * v;
+					A += pk * fabsl(v);
+				}
+				if (!isfinite(ref))
+					continue;
+				ld tol = ulp_bf16(ref) + (pb ? UB * A : 0) + (4 * dsmax + (N + D + 16) * U) * 2 * A;
+				int64_t i = (t * H + h) * D + d;
+				judge(c, i, ld_out(c, 0, i), ref, tol + 0x1p-133L);
+			}
+		}
+	free(sc);
+	free(ds);
+}
+
 struct ref_entry {
 	const char *op;
 	void (*fn)(struct ctx *);
 };
 
 static const struct ref_entry refs[] = {
-	{"matmul", ref_matmul}, {"rmsnorm", ref_rmsnorm},	  {"qnorm", ref_qnorm},
-	{"swiglu", ref_swiglu}, {"moe_combine", ref_moe_combine}, {"mhc_post", ref_mhc_post},
+	{"matmul", ref_matmul},		  {"rmsnorm", ref_rmsnorm},	    {"qnorm", ref_qnorm},
+	{"swiglu", ref_swiglu},		  {"moe_combine", ref_moe_combine}, {"mhc_post", ref_mhc_post},
+	{"sparse_attn", ref_sparse_attn},
 };
 
 static int check_op(const struct align_op *op, void (*fn)(struct ctx *))

@@ -1,0 +1,262 @@
+/* sparse_attn.cu: CUDA twin of the DSv4 sparse MQA attention with sink (contract: sparse_attn.h;
+ * specification: sparse_attn.c). q[T,H,D] bf16, kv[S,D] bf16, idx[T,N] i32, sink[H] f32 -> o[T,H,D] bf16,
+ * the C twin's bytes in every portable mode; shapes and modes from sparse_attn_cfg_init (sparse_attn.c);
+ * the scalar steps (dot product, E, max, sink, P rounding) are sparse_attn_row.h's, shared with the C twin.
+ * MATH_IMPL=libm has no GPU twin (status 4); MATH_IMPL=cuda / cuda_fast (GPU only) take exp / exp2 from
+ * CUDA (math_cuda.cuh).
+ *
+ * Layout: one block per (token t, group of HB heads) (HB = launch.rows_per_block, default 4, at most H),
+ * grid-stride over the T * ceil(H / HB) groups. Shared memory: the visiting order's kv rows js[N], the HB
+ * query rows (bf16), the logits z[HB][N], the weights e[HB][N], per head and online block the running max
+ * after the block mb[HB][nb] and the rescale factor a[HB][nb], and l[HB].
+ *   1. every thread takes (head, slot) pairs: z = sa_logit(sa_dot(q, kv_j)) (the dot product is the C
+ *      twin's sequential loop, one thread per dot product: bitwise by construction).
+ *   2. one thread per head: the running max in visiting order (full: m; online: mb per block, from -inf
+ *      or the sink) - comparisons only.
+ *   3. every thread: e = E(z - m) (online: m = mb of the slot's block; a = E(mb[b-1] - mb[b])).
+ *   4. one thread per head: l in visiting order (full: seq or torch_sum_lastdim, + E(s - m); online:
+ *      l = l * a + block sum, + E(s - m)), then every thread: full P = R?(e / l); online P = R?(e).
+ *   5. one thread per (head, d): the PV sum over the visiting order (online: acc * a at each block
+ *      start), o = R(acc / l) or R(acc); coalesced kv reads across d.
+ * Every binary32 operation is the C twin's, unfused (nvcc --fmad=false), through nan_host.h.
+ * Knobs: block (threads, default 256), rows_per_block (HB), grid_cap (blocks), serial (one thread, HB = 1:
+ * the same steps run by a single thread).
+ *
+ * Napkin maths (DSv4-Flash: H = 64, D = 512, N = 640, T = 1024): 2 T H N D = 42.9 G multiply-add pairs
+ * (QK and PV; no FMA contraction: 85.9 GFLOP of binary32 issue) -> ~1.3 ms at the H100's ~67 TFLOP/s fp32
+ * issue if compute bound; bytes: q 67 MB + o 67 MB + gathered kv rows 1 KB x N x T (670 MB, mostly L2
+ * hits across the HB heads and the H / HB blocks of a token). The kernel uses CUDA cores, not tensor
+ * cores (the bitwise contract fixes the accumulation order), so its roofline is the fp32 issue rate.
+ * tests/gpu/bench-sparse-attn.cu measures it against a PyTorch-eager-equivalent cuBLAS path.
+ *
+ * Run: tests/gpu/test-ops-cuda (bytes vs the C twin), tests/gpu/bench-sparse-attn.
+ */
+#include "sparse_attn.h"
+
+#include "math_cuda.cuh"
+#include "rows_cuda.cuh"
+
+#include "op_cfg.h" /* after ops_cuda.h (rows_cuda.cuh), which prepares ops.h for the device pass */
+#include "sparse_attn_row.h"
+
+#define SA_DEF_HB 4
+#define SA_TMP 128 /* torch order scratch: D <= 127, N <= 63 */
+
+struct sa_args {
+	const align_bf16 *q, *kv;
+	const int32_t *idx;
+	const float *sink;
+	align_bf16 *o;
+	struct sparse_attn_cfg c;
+	int hb;		/* heads per block */
+	int64_t groups; /* T * ceil(H / hb) */
+	int64_t nb;	/* online blocks: ceil(N / 64) (1 for full; 0 when N = 0) */
+	int64_t nba;	/* nb, at least 1 (shared-memory rows) */
+};
+
+/* shared-memory carve-up; 16-byte aligned pieces */
+struct sa_smem {
+	int32_t *js;
+	align_bf16 *q;
+	float *z, *e, *mb, *a, *l;
+	int *any;
+};
+
+ALIGN_HD static inline size_t sa_al16(size_t b)
+{
+	return (b + 15) / 16 * 16;
+}
+
+ALIGN_HD static inline size_t sa_smem_bytes(const sa_args &a)
+{
+	size_t N = (size_t)(a.c.N > 0 ? a.c.N : 1), hb = (size_t)a.hb;
+	return sa_al16(N * 4) + sa_al16(hb * (size_t)a.c.D * 2) + 2 * sa_al16(hb * N * 4) +
+	       2 * sa_al16(hb * (size_t)a.nba * 4) + sa_al16(hb * 4) + 16;
+}
+
+__device__ static inline sa_smem sa_carve(const sa_args &a)
+{
+	unsigned char *p = align_cuda_dyn_smem();
+	size_t N = (size_t)(a.c.N > 0 ? a.c.N : 1), hb = (size_t)a.hb;
+	sa_smem s;
+	s.js = (int32_t *)p, p += sa_al16(N * 4);
+	s.q = (align_bf16 *)p, p += sa_al16(hb * (size_t)a.c.D * 2);
+	s.z = (float *)p, p += sa_al16(hb * N * 4);
+	s.e = (float *)p, p += sa_al16(hb * N * 4);
+	s.mb = (float *)p, p += sa_al16(hb * (size_t)a.nba * 4);
+	s.a = (float *)p, p += sa_al16(hb * (size_t)a.nba * 4);
+	s.l = (float *)p, p += sa_al16(hb * 4);
+	s.any = (int *)p;
+	return s;
+}
+
+__global__ void sparse_attn_kernel(sa_args a)
+{
+	const sparse_attn_cfg &c = a.c;
+	const int64_t N = c.N, D = c.D, hpg = (c.H + a.hb - 1) / a.hb;
+	sa_smem s = sa_carve(a);
+	const int tid = threadIdx.x, nt = blockDim.x;
+	for (int64_t g = blockIdx.x; g < a.groups; g += gridDim.x) {
+		const int64_t t = g / hpg, h0 = (g % hpg) * a.hb;
+		const int nh = (int)(c.H - h0 < a.hb ? c.H - h0 : a.hb);
+		if (tid == 0)
+			*s.any = 0;
+		__syncthreads();
+		for (int64_t k = tid; k < N; k += nt) {
+			int32_t j = a.idx[t * N + sa_slot(&c, k)];
+			s.js[k] = j;
+			if (sa_valid(&c, j))
+				*s.any = 1; /* a benign race: every writer stores 1 */
+		}
+		for (int64_t i = tid; i < (int64_t)nh * D; i += nt)
+			s.q[i] = a.q[(t * c.H + h0) * D + i];
+		__syncthreads();
+		const int empty = !*s.any;
+		/* 1. logits */
+		float tmp[SA_TMP];
+		for (int64_t w = tid; w < (int64_t)nh * N; w += nt) {
+			int64_t hl = w / N, k = w % N;
+			int32_t j = s.js[k];
+			int v = sa_valid(&c, j);
+			s.z[hl * N + k] =
+				v ? sa_logit(&c, sa_dot(&c, s.q + hl * D, a.kv + (int64_t)j * D, tmp), 1) : -INFINITY;
+		}
+		__syncthreads();
+		/* 2. running max per head */
+		for (int hl = tid; hl < nh; hl += nt) {
+			float m = c.sink_in_max ? sa_sink(&c, a.sink[h0 + hl]) : -INFINITY;
+			const float *z = s.z + hl * N;
+			for (int64_t b = 0; b < a.nb; b++) {
+				int64_t k0 = c.online ? b * SPARSE_ATTN_BLOCK : 0;
+				int64_t k1 = c.online && k0 + SPARSE_ATTN_BLOCK < N ? k0 + SPARSE_ATTN_BLOCK : N;
+				for (int64_t k = k0; k < k1; k++)
+					m = sa_max(m, z[k]);
+				s.mb[hl * a.nba + b] = m;
+			}
+		}
+		__syncthreads();
+		/* 3. exponentials and rescale factors */
+		for (int64_t w = tid; w < (int64_t)nh * N; w += nt) {
+			int64_t hl = w / N, k = w % N, b = c.online ? k / SPARSE_ATTN_BLOCK : 0;
+			s.e[w] = sa_e(&c, hn_sub(s.z[w], s.mb[hl * a.nba + b]));
+		}
+		if (c.online)
+			for (int64_t w = tid; w < (int64_t)nh * a.nb; w += nt) {
+				int64_t hl = w / a.nb, b = w % a.nb;
+				float prev = b > 0	     ? s.mb[hl * a.nba + b - 1]
+					     : c.sink_in_max ? sa_sink(&c, a.sink[h0 + hl])
+							     : -INFINITY;
+				s.a[hl * a.nba + b] = sa_e(&c, hn_sub(prev, s.mb[hl * a.nba + b]));
+			}
+		__syncthreads();
+		/* 4. denominators */
+		for (int hl = tid; hl < nh; hl += nt) {
+			const float *e = s.e + hl * N;
+			float sk = sa_sink(&c, a.sink[h0 + hl]), l = 0.0f;
+			float m = a.nb > 0 ? s.mb[hl * a.nba + a.nb - 1] : c.sink_in_max ? sk : -INFINITY;
+			if (!c.online) {
+				if (c.torch_sums)
+					l = N > 0 ? torch_sum_lastdim(e, 1, N) : 0.0f;
+				else
+					for (int64_t k = 0; k < N; k++)
+						l = hn_add(l, e[k]);
+			} else {
+				for (int64_t b = 0; b < a.nb; b++) {
+					int64_t k0 = b * SPARSE_ATTN_BLOCK;
+					int64_t k1 = k0 + SPARSE_ATTN_BLOCK < N ? k0 + SPARSE_ATTN_BLOCK : N;
+					float bs = 0.0f;
+					for (int64_t k = k0; k < k1; k++)
+						bs = hn_add(bs, e[k]);
+					l = hn_add(hn_mul(l, s.a[hl * a.nba + b]), bs);
+				}
+			}
+			s.l[hl] = hn_add(l, sa_e(&c, hn_sub(sk, m)));
+		}
+		__syncthreads();
+		for (int64_t w = tid; w < (int64_t)nh * N; w += nt)
+			s.e[w] = c.online ? sa_p(&c, s.e[w]) : sa_p(&c, hn_div(s.e[w], s.l[w / N]));
+		__syncthreads();
+		/* 5. PV */
+		for (int64_t w = tid; w < (int64_t)nh * D; w += nt) {
+			int64_t hl = w / D, d = w % D;
+			align_bf16 *out = a.o + (t * c.H + h0) * D + w;
+			if (empty && c.empty_zero) {
+				*out = align_f32_to_bf16(0.0f);
+				continue;
+			}
+			const float *P = s.e + hl * N;
+			float x = 0.0f;
+			if (!c.online && c.torch_sums) {
+				for (int64_t k = 0; k < N; k++) {
+					int32_t j = s.js[k];
+					float v = sa_valid(&c, j) ? align_bf16_to_f32(a.kv[(int64_t)j * D + d]) : 0.0f;
+					tmp[k] = hn_mul(P[k], v);
+				}
+				x = N > 0 ? torch_sum_strided(tmp, 1, N) : 0.0f;
+				*out = align_f32_to_bf16(x);
+				continue;
+			}
+			for (int64_t k = 0; k < N; k++) {
+				if (c.online && k % SPARSE_ATTN_BLOCK == 0)
+					x = hn_mul(x, s.a[hl * a.nba + k / SPARSE_ATTN_BLOCK]);
+				int32_t j = s.js[k];
+				float v = sa_valid(&c, j) ? align_bf16_to_f32(a.kv[(int64_t)j * D + d]) : 0.0f;
+				x = hn_add(x, hn_mul(P[k], v));
+			}
+			*out = align_f32_to_bf16(c.online ? hn_div(x, s.l[hl]) : x);
+		}
+		__syncthreads();
+	}
+}
+
+extern "C" int sparse_attn_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,
+				    int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
+				    struct align_dev *dev)
+{
+	cudaStream_t stream = (cudaStream_t)dev->stream;
+	sa_args a;
+	ALIGN_TRY(dev->err, sparse_attn_cfg_init(&a.c, (const struct sparse_attn_params *)params, m, in, n_in, out,
+						 n_out, ALIGN_DEVICE_CUDA, dev->err));
+	ALIGN_TRY(dev->err, op_cfg_data(dev->err, "sparse_attn", in, n_in, out, n_out));
+	struct align_launch none = {0, 0, 0, 0};
+	const struct align_launch *L = launch ? launch : &none;
+	if (L->block < 0 || L->rows_per_block < 0 || L->grid_cap < 0 || L->serial < 0)
+		return ops_cuda_bad_input("sparse_attn", "negative launch knob");
+	a.q = (const align_bf16 *)in[0].data;
+	a.kv = (const align_bf16 *)in[1].data;
+	a.idx = (const int32_t *)in[2].data;
+	a.sink = (const float *)in[3].data;
+	a.o = (align_bf16 *)out[0].data;
+	if (a.c.T <= 0 || a.c.H <= 0 || a.c.D <= 0)
+		return ALIGN_OK;
+	int hb = L->serial > 0 ? 1 : L->rows_per_block > 0 ? L->rows_per_block : SA_DEF_HB;
+	a.hb = (int)(hb > a.c.H ? a.c.H : hb);
+	a.nb = a.c.online ? (a.c.N + SPARSE_ATTN_BLOCK - 1) / SPARSE_ATTN_BLOCK : 1;
+	a.nba = a.nb > 0 ? a.nb : 1;
+	a.groups = a.c.T * ((a.c.H + a.hb - 1) / a.hb);
+	size_t smem = sa_smem_bytes(a);
+	int maxs = dev->max_smem_optin > 0 ? dev->max_smem_optin : 48 * 1024;
+	while (smem > (size_t)maxs && a.hb > 1) { /* fewer heads per block until the rows fit */
+		a.hb = (a.hb + 1) / 2;
+		a.groups = a.c.T * ((a.c.H + a.hb - 1) / a.hb);
+		smem = sa_smem_bytes(a);
+	}
+	if (smem > (size_t)maxs)
+		return ops_cuda_bad_input("sparse_attn", "N and D need more shared memory than the device has");
+	if (smem > 48 * 1024)
+		OPS_CUDA_TRY(cudaFuncSetAttribute(sparse_attn_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+						  (int)smem));
+	int block = L->serial > 0 ? 1 : L->block > 0 ? (L->block > 1024 ? 1024 : L->block) : 256, maxb = 0;
+	int rc = rows_max_block(sparse_attn_kernel, &maxb);
+	if (rc)
+		return rc;
+	block = block > maxb ? maxb : block;
+	int64_t grid = a.groups, cap = (int64_t)(dev->sm_count > 0 ? dev->sm_count : 1) * 32;
+	if (grid > cap)
+		grid = cap;
+	if (L->grid_cap > 0 && grid > L->grid_cap)
+		grid = L->grid_cap;
+	ALIGN_CUDA_LAUNCH(sparse_attn_kernel, (unsigned)grid, block, smem, stream, a);
+	OPS_CUDA_TRY(cudaGetLastError()); /* the launch */
+	return ALIGN_OK;
+}
