@@ -5,7 +5,10 @@
  * against record.name (as printed, unanchored unless written with ^ $), NAME the canonical name the
  * record takes (normalised like any name: "lm loss" -> "loss"). The last "->" of a line separates the
  * two. The first matching rule wins; records no rule matches keep their built-in canonical name.
- * Blank lines and lines starting with '#' are ignored. */
+ * Blank lines and lines starting with '#' are ignored.
+ * A pattern is bounded before regcomp sees it (map_bound): at most MAP_MAX_PATTERN bytes, no
+ * back-references (their matching is exponential), and at most MAP_MAX_EXPANDED atoms once its bounded
+ * repetitions are written out (glibc's regcomp expands "a{1000}{1000}" into a million nodes: gigabytes). */
 #include "report-impl.h"
 
 #include "err.h"
@@ -89,6 +92,123 @@ int rp_metrics_sync(struct rp_ctx *c)
 	return ALIGN_OK;
 }
 
+#define MAP_STR_(x) #x
+#define MAP_STR(x) MAP_STR_(x)
+#define MAP_MAX_PATTERN 1024
+#define MAP_MAX_EXPANDED 4096
+
+/* The end of the bracket expression starting at p ('['): the byte after its ']', or NULL if unclosed. */
+static const char *bracket_end(const char *p)
+{
+	p++;
+	if (*p == '^')
+		p++;
+	if (*p == ']')
+		p++; /* a leading ']' is a member */
+	for (; *p && *p != ']'; p++)
+		if (p[0] == '[' && (p[1] == ':' || p[1] == '.' || p[1] == '=')) {
+			const char *close = strchr(p + 2, p[1]);
+			while (close && close[1] != ']')
+				close = strchr(close + 1, p[1]);
+			if (!close)
+				return NULL;
+			p = close + 1;
+		}
+	return *p ? p + 1 : NULL;
+}
+
+/* "{m}", "{m,}", "{m,n}" at p: the largest count it allows a piece to be written out ({m,} counts m+1),
+ * *end past it; -1 when p does not start a bound (regcomp then judges the text). */
+static long repeat_count(const char *p, const char **end)
+{
+	char *q;
+	if (p[1] < '0' || p[1] > '9')
+		return -1;
+	long m = strtol(p + 1, &q, 10), n = m;
+	if (*q == ',') {
+		n = q[1] >= '0' && q[1] <= '9' ? strtol(q + 1, &q, 10) : m + 1;
+		if (*q == ',')
+			return -1;
+	}
+	if (*q != '}')
+		return -1;
+	*end = q + 1;
+	return n > m ? n : m;
+}
+
+/* NULL when regcomp may see re, else why not. The size is counted like regcomp expands it: an atom 1, a
+ * group the sum of its alternatives, a piece with {m,n} times max(m, n) ('+' twice, '*' '?' once). */
+static const char *map_bound(const char *re)
+{
+	if (strlen(re) > MAP_MAX_PATTERN)
+		return "longer than " MAP_STR(MAP_MAX_PATTERN) " bytes";
+	enum { DEPTH = 64 };
+	double total[DEPTH] = {0}, last[DEPTH] = {0}; /* per open group: its size, and its last piece's */
+	int depth = 0;
+	for (const char *p = re; *p;) {
+		double atom = 1;
+		const char *end;
+		long count;
+		switch (*p) {
+		case '\\':
+			if (p[1] >= '1' && p[1] <= '9')
+				return "back-references are not supported (matching them takes exponential time)";
+			p += p[1] ? 2 : 1;
+			break;
+		case '[':
+			if (!(end = bracket_end(p)))
+				return NULL; /* unclosed: regcomp says so */
+			p = end;
+			break;
+		case '(':
+			if (++depth == DEPTH)
+				return "groups nested deeper than 63";
+			total[depth] = last[depth] = 0;
+			p++;
+			continue;
+		case ')':
+			if (depth == 0) {
+				p++; /* a lone ')' is an ordinary character in ERE */
+				break;
+			}
+			atom = total[depth--] + 1;
+			p++;
+			break;
+		case '|':
+			p++;
+			continue;
+		case '*':
+		case '?':
+		case '+':
+			total[depth] += *p == '+' ? last[depth] : 0;
+			last[depth] *= *p == '+' ? 2 : 1;
+			p++;
+			continue;
+		case '{':
+			if ((count = repeat_count(p, &end)) < 0) {
+				p++;
+				break;
+			}
+			total[depth] += last[depth] * (double)(count > 1 ? count - 1 : 0);
+			last[depth] *= (double)(count > 1 ? count : 1);
+			p = end;
+			if (total[depth] > MAP_MAX_EXPANDED)
+				return "too large once its repetitions are expanded (at most " MAP_STR(
+					MAP_MAX_EXPANDED) " atoms)";
+			continue;
+		default:
+			p++;
+			break;
+		}
+		total[depth] += atom;
+		last[depth] = atom;
+		if (total[depth] > MAP_MAX_EXPANDED)
+			return "too large once its repetitions are expanded (at most " MAP_STR(
+				MAP_MAX_EXPANDED) " atoms)";
+	}
+	return NULL;
+}
+
 static char *trim(char *s)
 {
 	while (*s == ' ' || *s == '\t')
@@ -121,6 +241,9 @@ static int map_line(struct rp_ctx *c, const char *path, long lineno, char *line)
 		return fail_input(c->e, "%s:%ld: empty regex before '->'", path, lineno);
 	if (!*name)
 		return fail_input(c->e, "%s:%ld: empty name after '->'", path, lineno);
+	const char *why = map_bound(re);
+	if (why)
+		return fail_input(c->e, "%s:%ld: regex refused: %s", path, lineno, why);
 	struct rp_rule *grown = realloc(c->rules, (c->n_rules + 1) * sizeof *grown);
 	if (!grown)
 		return fail_internal(c->e, "out of memory");

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# fuzz-findings.sh: what fuzzing found (issue 11), through the command line. Each input is also kept in
+# tests/fuzz/crashes/<target>/ and replayed by the fuzz-* tests (under ASan/UBSan in the sanitizer build).
+source "$SRCROOT/tests/cli/lib.sh"
+
+# --- Megatron golden values with an empty "values" object: no record (exit 2), nothing written --------
+printf '{"":{"values":{}}}' > golden_values.json
+run_align 0 ingest --db g.db --quiet "$SRCROOT/tests/samples/atf/demo.atf"
+before=$(sqlite3 g.db .dump | sha256sum)
+run_align 2 ingest --db g.db --format megatron-golden golden_values.json &&
+	expect_err "^error: golden_values.json: no records: read as megatron-golden, but no metric in it has a value$"
+expect_eq "golden: database unchanged" "$(sqlite3 g.db .dump | sha256sum)" "$before"
+
+# --- --map: a pattern is bounded before regcomp (which expands a{1000}{1000} into gigabytes) --------------
+sed 's/"run":"demo"/"run":"b"/' "$SRCROOT/tests/samples/atf/demo.atf" > b.atf
+run_align 0 ingest --db r.db --quiet "$SRCROOT/tests/samples/atf/demo.atf" b.atf
+printf '^loss$ -> loss\n(a{1000}){1000} -> x\n' > big.map
+# a bounded address space: without the bound the old regcomp fails here (or takes the machine's memory)
+(ulimit -v 4000000; run_align 2 report --db r.db --runs demo,b --map big.map) &&
+	expect_err "^error: big.map:2: regex refused: too large once its repetitions are expanded \(at most 4096 atoms\)$"
+printf 'a{1000}{1000}{1000} -> x\n' > nested.map
+(ulimit -v 4000000; run_align 2 report --db r.db --runs demo,b --map nested.map) &&
+	expect_err "^error: nested.map:1: regex refused: too large"
+printf '# back-references: exponential matching\n(a*)*b\\1 -> x\n' > backref.map
+run_align 2 report --db r.db --runs demo,b --map backref.map &&
+	expect_err "^error: backref.map:2: regex refused: back-references are not supported"
+python3 -c 'print("a" * 1100 + " -> x")' > long.map
+run_align 2 report --db r.db --runs demo,b --map long.map &&
+	expect_err "^error: long.map:1: regex refused: longer than 1024 bytes$"
+# what a real map needs still loads: classes, alternation, bounded repeats, escaped '{'
+printf '^(decoder|model)\\.layers\\.[0-9]{1,3}\\.mlp$ -> mlp\n[[:alpha:]]{2,8}\\{x\\} -> y\n^x$ -> x\n' > fine.map
+run_align 0 report --db r.db --runs demo,b --map fine.map --format json --out fine.json
+expect_eq "fine map: metrics" "$(python3 -c 'import json; print(sorted(m["name"] for m in json.load(open("fine.json"))["metrics"]))')" "['loss', 'x']"
+finish
