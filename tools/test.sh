@@ -12,6 +12,7 @@ bash tools/deps.sh || exit 2
 build=${ALIGN_BUILD:-build-test}
 setup=(-Dwerror=true -Dbuildtype=debugoptimized)
 san_logs=
+test_args=()
 if [ "${CI_SANITIZE:-0}" = 1 ]; then
 	build=${ALIGN_BUILD:-build-sanitize}
 	export CC=clang
@@ -20,13 +21,15 @@ if [ "${CI_SANITIZE:-0}" = 1 ]; then
 	# set here, meson test keeps them (it only fills in options that are unset)
 	export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:abort_on_error=1:log_path=$san_logs/asan"
 	export UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1:log_path=$san_logs/ubsan"
+	# the kernels' exhaustive checks run ~3-5x slower instrumented (the ingest tests size themselves down)
+	test_args=(--timeout-multiplier 3)
 fi
 if [ ! -d "$build" ]; then
 	meson setup "$build" "${setup[@]}" >"$build.setup.log" 2>&1 || { cat "$build.setup.log"; exit 2; }
 fi
 [ -z "$san_logs" ] || { rm -rf "$san_logs" && mkdir -p "$san_logs"; }
 ninja -C "$build" || exit 2
-meson test -C "$build" --print-errorlogs --num-processes "$(nproc)" "$@"
+meson test -C "$build" --print-errorlogs --num-processes "$(nproc)" "${test_args[@]}" "$@"
 rc=$?
 log="$build/meson-logs/testlog.json"
 passed=$(grep -c '"result": "OK"' "$log" || true)

@@ -280,7 +280,8 @@ static int match(struct rp_ctx *c)
 		else
 			rc = add_pair(c, -1, (int32_t)j++);
 	}
-	qsort(c->pairs, c->n_pairs, sizeof *c->pairs, by_exec);
+	if (c->n_pairs > 1) /* pairs is NULL when both sides are empty: never NULL to qsort */
+		qsort(c->pairs, c->n_pairs, sizeof *c->pairs, by_exec);
 	return rc;
 }
 
