@@ -2,55 +2,78 @@
 # ingest-crash.sh: align ingest killed with SIGKILL at any point leaves the database as it was (issue 11):
 # PRAGMA integrity_check says ok, the run is absent, the rest is unchanged, and ingesting again (over
 # the hot journal the kill left) succeeds. The trace is hundreds of MB (1.5M records, ~210 MB; 300k
-# records under ASan/UBSan, ~5x slower); the kill points are fractions of one full ingest's time, the
-# late ones inside the commit.
+# records under ASan/UBSan, ~5x slower); the kill points are how far the ingest has read the file (its
+# file position, /proc/PID/fdinfo), and seconds after it read the whole file (inside the commit).
 source "$SRCROOT/tests/cli/lib.sh"
 records=1500000
 grep -q __asan_init "$ALIGN" && records=300000
 python3 "$SRCROOT/tests/bench/gen-trace.py" "$records" big.atf
 run_align 0 ingest --db pristine.db --quiet "$SRCROOT/tests/samples/atf/demo.atf"
-want=$(sqlite3 pristine.db .dump | sha256sum)
+want_dump=$(sqlite3 pristine.db .dump | sha256sum)
 
-# one full ingest (into a copy) gives the time the kill points are fractions of
-cp pristine.db full.db
-t0=$(date +%s%N)
-run_align 0 ingest --db full.db --quiet --as big big.atf
-full_ms=$((($(date +%s%N) - t0) / 1000000))
-expect_eq "full ingest" "$(sql full.db "SELECT count(*) FROM record JOIN run ON run.id = record.run_id WHERE run.name = 'big'")" "$records"
-rm -f full.db
-echo "full ingest of $records records: ${full_ms} ms"
-
+size=$(stat -c %s big.atf)
+target=$(realpath big.atf)
+# pos_of PID: how far the ingest has read big.atf (its file position), or nothing once it has exited
+pos_of() {
+	local fd
+	for fd in /proc/"$1"/fd/*; do
+		if [ "$(readlink "$fd" 2>/dev/null)" = "$target" ]; then
+			awk '/^pos:/ { print $2 }' /proc/"$1"/fdinfo/"${fd##*/}" 2>/dev/null
+			return
+		fi
+	done
+}
 cp pristine.db c.db
-killed=0 hot=0
-for permille in 20 100 250 500 750 900 970 990; do
+killed=0 in_commit=0 hot=0
+# kill points: a fraction (per mille) of the file read, or "eof+S": S seconds after the whole file was
+# read (the stepsums and the commit: hundreds of MB written)
+for point in 20 250 500 900 eof+0 eof+0.3 eof+1 eof+3; do
 	"$ALIGN" ingest --db c.db --quiet --as big big.atf >/dev/null 2>kill.err &
 	pid=$!
-	sleep "$(awk -v ms="$full_ms" -v p="$permille" 'BEGIN { printf "%.3f", ms * p / 1000 / 1000 }')"
+	case $point in
+	eof+*) want=$size delay=${point#eof+} ;;
+	*) want=$((size / 1000 * point)) delay=0 ;;
+	esac
+	while kill -0 "$pid" 2>/dev/null; do
+		pos=$(pos_of "$pid")
+		[ -n "$pos" ] && [ "$pos" -ge "$want" ] && break
+		sleep 0.02
+	done
+	sleep "$delay"
 	if kill -KILL "$pid" 2>/dev/null; then
 		wait "$pid" 2>/dev/null
 		killed=$((killed + 1))
+		case $point in eof+*) in_commit=$((in_commit + 1)) ;; esac
 		[ -f c.db-journal ] && hot=$((hot + 1))
 	else
-		# finished before the kill (a slower point this time): the run is there; start again from pristine
-		wait "$pid" || fail "ingest (not killed, ${permille}/1000) failed: $(cat kill.err)"
+		# finished before the kill (a late point on a fast machine): the run is there; start again from pristine
+		wait "$pid" || fail "ingest (not killed, at $point) failed: $(cat kill.err)"
+		echo "kill point $point: the ingest had finished"
 		cp pristine.db c.db
 		rm -f c.db-journal
 		continue
 	fi
 	# any reader rolls the hot journal back first; then the database is exactly as before
-	expect_eq "integrity after a kill at ${permille}/1000" "$(sql c.db "PRAGMA integrity_check")" "ok"
-	expect_eq "run absent after a kill at ${permille}/1000" "$(sql c.db "SELECT count(*) FROM run WHERE name = 'big'")" "0"
-	expect_eq "database unchanged after a kill at ${permille}/1000" "$(sqlite3 c.db .dump | sha256sum)" "$want"
+	expect_eq "integrity after a kill at $point" "$(sql c.db "PRAGMA integrity_check")" "ok"
+	expect_eq "run absent after a kill at $point" "$(sql c.db "SELECT count(*) FROM run WHERE name = 'big'")" "0"
+	expect_eq "database unchanged after a kill at $point" "$(sqlite3 c.db .dump | sha256sum)" "$want_dump"
 done
-echo "killed $killed times, $hot of them with a hot journal left"
-[ "$killed" -ge 5 ] || fail "only $killed of 8 ingests were killed before they finished"
-# the last kill left the database as before: ingest again, with a fresh kill first to leave a hot journal
+echo "killed $killed of 8 times ($in_commit after the whole file was read), $hot with a hot journal left"
+[ "$killed" -ge 6 ] || fail "only $killed of 8 ingests were killed before they finished"
+[ "$in_commit" -ge 1 ] || fail "no kill after the whole file was read (in the commit)"
+# the last kill left the database as before: kill once more mid-way (a hot journal), then ingest again
 "$ALIGN" ingest --db c.db --quiet --as big big.atf >/dev/null 2>&1 &
 pid=$!
-sleep "$(awk -v ms="$full_ms" 'BEGIN { printf "%.3f", ms * 0.6 / 1000 }')"
+while kill -0 "$pid" 2>/dev/null; do
+	pos=$(pos_of "$pid")
+	[ -n "$pos" ] && [ "$pos" -ge $((size / 2)) ] && break
+	sleep 0.02
+done
 kill -KILL "$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
+t0=$(date +%s)
 run_align 0 ingest --db c.db --quiet --as big big.atf
+echo "ingest of $records records ($size bytes) after the kills: $(($(date +%s) - t0)) s"
 expect_eq "re-ingest: every record" "$(sql c.db "SELECT count(*) FROM record JOIN run ON run.id = record.run_id WHERE run.name = 'big'")" "$records"
 expect_eq "re-ingest: integrity" "$(sql c.db "PRAGMA integrity_check")" "ok"
 finish
