@@ -119,18 +119,28 @@ static const char *bracket_end(const char *p)
 	return *p ? p + 1 : NULL;
 }
 
-/* "{m}", "{m,}", "{m,n}" at p: the largest count it allows a piece to be written out ({m,} counts m+1),
- * *end past it; -1 when p does not start a bound (regcomp then judges the text). */
+/* "{m}", "{m,}", "{m,n}", "{,n}" (glibc: {0,n}) at p: the largest count it allows a piece to be
+ * written out ({m,} counts m+1), *end past it; -1 when p does not start a bound (an ordinary '{', or
+ * regcomp's error). */
 static long repeat_count(const char *p, const char **end)
 {
-	char *q;
-	if (p[1] < '0' || p[1] > '9')
+	char *q = (char *)p + 1;
+	long m = 0, n;
+	if (*q >= '0' && *q <= '9')
+		m = strtol(q, &q, 10);
+	else if (*q != ',')
 		return -1;
-	long m = strtol(p + 1, &q, 10), n = m;
+	/* strtol saturates at LONG_MAX: clamp (regcomp refuses counts over RE_DUP_MAX anyway) */
+	m = m > 1000000 ? 1000000 : m;
+	n = m;
 	if (*q == ',') {
-		n = q[1] >= '0' && q[1] <= '9' ? strtol(q + 1, &q, 10) : m + 1;
-		if (*q == ',')
-			return -1;
+		if (q[1] >= '0' && q[1] <= '9')
+			n = strtol(q + 1, &q, 10);
+		else if (q == p + 1)
+			return -1; /* "{,}" */
+		else
+			n = m + 1, q++; /* {m,}: counted as m + 1 */
+		n = n > 1000000 ? 1000000 : n;
 	}
 	if (*q != '}')
 		return -1;

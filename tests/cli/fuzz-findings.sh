@@ -39,6 +39,13 @@ run_align 2 report --db r.db --runs demo,b --map backref.map &&
 python3 -c 'print("a" * 1100 + " -> x")' > long.map
 run_align 2 report --db r.db --runs demo,b --map long.map &&
 	expect_err "^error: long.map:1: regex refused: longer than 1024 bytes$"
+# {m,} and {,n} are bounds too (found by reading map_bound after fuzz-map's count overflow), counts saturate
+printf 'a{30000,} -> x\n' > open.map
+run_align 2 report --db r.db --runs demo,b --map open.map && expect_err "^error: open.map:1: regex refused: too large"
+printf 'a{,30000} -> x\n' > upto.map
+run_align 2 report --db r.db --runs demo,b --map upto.map && expect_err "^error: upto.map:1: regex refused: too large"
+printf 'a{99999999999999999999999,} -> x\n' > huge.map
+run_align 2 report --db r.db --runs demo,b --map huge.map && expect_err "^error: huge.map:1: regex refused: too large"
 # what a real map needs still loads: classes, alternation, bounded repeats, escaped '{'
 printf '^(decoder|model)\\.layers\\.[0-9]{1,3}\\.mlp$ -> mlp\n[[:alpha:]]{2,8}\\{x\\} -> y\n^((a|b)+c?)*$ -> z\n^x$ -> x\n' > fine.map
 run_align 0 report --db r.db --runs demo,b --map fine.map --format json --out fine.json
