@@ -16,6 +16,8 @@
 #   tests/gpu/run-on-gpu.sh --budget 560 --only '^gpu-sanitize$'
 # or, one device call per tool when the whole set does not fit one call:
 #   OUT=$OUT bash tests/gpu/sanitize.sh --tools memcheck build-gpu
+# A GPU machine without the CUDA toolkit gets compute-sanitizer from PyPI's wheel, carried with the build:
+#   pip download --no-deps 'nvidia-cuda-sanitizer-api==13.0.*' -d .gpucarry   (here, once; 14 MB)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 tools=memcheck,racecheck,initcheck only="" ops_args="--quick"
@@ -30,12 +32,21 @@ while [ $# -gt 0 ]; do
 done
 build=${1:-build-gpu}
 case $build in /*) ;; *) build=$root/$build ;; esac
+# compute-sanitizer: PATH, the toolkit, else the nvidia-cuda-sanitizer-api wheel carried in .gpucarry/
+# (a GPU machine without the toolkit; see the usage above), unpacked on first use
 cs=$(command -v compute-sanitizer || true)
 for c in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
 	[ -n "$cs" ] || { [ -x "$c" ] && cs=$c; }
 done
+wheel=$(ls "$root"/.gpucarry/nvidia_cuda_sanitizer_api-*.whl 2>/dev/null | tail -1)
+if [ -z "$cs" ] && [ -n "$wheel" ]; then
+	unpacked=$root/.gpucarry/cuda-sanitizer
+	[ -d "$unpacked" ] || python3 -m zipfile -e "$wheel" "$unpacked" || exit 2
+	cs=$(find "$unpacked" -name compute-sanitizer -type f | head -1)
+	[ -z "$cs" ] || chmod +x "$cs" "$(dirname "$cs")"/* 2>/dev/null
+fi
 if [ -z "$cs" ]; then
-	echo "skip: no compute-sanitizer (PATH, /usr/local/cuda/bin)" >&2
+	echo "skip: no compute-sanitizer (PATH, /usr/local/cuda/bin, .gpucarry/nvidia_cuda_sanitizer_api-*.whl)" >&2
 	exit 77
 fi
 if ! nvidia-smi -L >/dev/null 2>&1; then
