@@ -11,6 +11,13 @@ run_align 2 ingest --db g.db --format megatron-golden golden_values.json &&
 	expect_err "^error: golden_values.json: no records: read as megatron-golden, but no metric in it has a value$"
 expect_eq "golden: database unchanged" "$(sqlite3 g.db .dump | sha256sum)" "$before"
 
+# --- anchors: an MTP depth of many digits overflowed an int (UBSan; found by fuzz-ingest-anchor), and the
+# wrapped depth was ingested: now it is the depth error, nothing written ----------------------------------
+printf 'final_loss: rank=0 val=10.86875057220458984375 md5=36c089f8e14e6d67e0621d7c6dad1be5\n[MTP_LOSS_PATH_MD5] rank=1 mtp1999999999999999999999.final_loss=10.5\n' > anchors.log
+before=$(sqlite3 g.db .dump | sha256sum)
+run_align 2 ingest --db g.db --format anchor anchors.log && expect_err "^error: anchors.log:2: \[MTP_LOSS_PATH_MD5\] anchor: MTP depth [0-9]+ is beyond 7$"
+expect_eq "anchors: database unchanged" "$(sqlite3 g.db .dump | sha256sum)" "$before"
+
 # --- --map: a pattern is bounded before regcomp (which expands a{1000}{1000} into gigabytes) --------------
 sed 's/"run":"demo"/"run":"b"/' "$SRCROOT/tests/samples/atf/demo.atf" > b.atf
 run_align 0 ingest --db r.db --quiet "$SRCROOT/tests/samples/atf/demo.atf" b.atf
