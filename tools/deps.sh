@@ -2,7 +2,7 @@
 # deps.sh: install the Debian packages align builds and tests with, only those missing.
 # Safe to run repeatedly; needs root (or sudo) only when something is missing.
 set -euo pipefail
-pkgs=(gcc clang-format meson ninja-build pkg-config python3 libsqlite3-dev zlib1g-dev libjansson-dev libxxhash-dev
+pkgs=(gcc clang clang-format meson ninja-build pkg-config python3 libsqlite3-dev zlib1g-dev libjansson-dev libxxhash-dev
       libssl-dev sqlite3 gzip)
 missing=()
 for p in "${pkgs[@]}"; do

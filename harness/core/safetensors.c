@@ -140,7 +140,8 @@ int safetensors_read_err(const char *path, struct st_file *out, struct align_err
 	}
 	json_decref(h);
 	if (!rc) {
-		qsort(out->t, out->n, sizeof *out->t, cmp_offset);
+		if (out->n > 1) /* t is NULL in a file of no tensor: never NULL to qsort */
+			qsort(out->t, out->n, sizeof *out->t, cmp_offset);
 		for (size_t i = 1; i < out->n; i++)
 			if ((char *)out->t[i - 1].data + out->t[i - 1].bytes > (char *)out->t[i].data) {
 				rc = fail_input(e, "%s: tensors '%s' and '%s' overlap", path, out->t[i - 1].name,

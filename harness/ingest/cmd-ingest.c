@@ -136,7 +136,9 @@ int cmd_ingest(struct align_ctx *ctx, int argc, char **argv)
 	if (a.format && !ingest_format_find(a.format))
 		return fail_input(e, "unknown format '%s' (see 'align ingest --list-formats')", a.format);
 	ctx->db_path = cmd_db_path(a.db);
-	ALIGN_TRY(e, store_open_err(ctx->db_path, STORE_WRITE, ALIGN_BUSY_MS, &ctx->db, e));
+	/* another ingest into the database holds its write lock for a whole file: wait for it, however long */
+	ALIGN_TRY(e, store_open_err(ctx->db_path, STORE_WRITE,
+				    a.io.quiet ? STORE_WAIT_UNBOUNDED_QUIET : STORE_WAIT_UNBOUNDED, &ctx->db, e));
 	/* the database is closed by ctx_close in main */
 	return ingest_paths_err(ctx->db, ctx->db_path, a.as, a.append, a.format, &a.io, argv + first, argc - first, e);
 }

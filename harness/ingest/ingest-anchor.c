@@ -462,8 +462,11 @@ static int mtp_tick_kind(const struct afield *f)
 	size_t i = 3;
 	if (f->key_len < 15 || memcmp(f->key, "mtp", 3))
 		return 0;
-	while (i < f->key_len && f->key[i] >= '0' && f->key[i] <= '9')
-		k = k * 10 + (f->key[i++] - '0');
+	while (i < f->key_len && f->key[i] >= '0' && f->key[i] <= '9') {
+		if (k < 1000) /* saturates: the caller refuses anything over ANCHOR_MAX_KINDS (no int overflow) */
+			k = k * 10 + (f->key[i] - '0');
+		i++;
+	}
 	if (i == 3 || strncmp(f->key + i, ".final_loss", 11) || i + 11 != f->key_len)
 		return 0;
 	return k;

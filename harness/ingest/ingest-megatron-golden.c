@@ -312,7 +312,8 @@ static size_t placeholder_end(const struct golden *g)
 
 static int emit_all(struct golden *g)
 {
-	qsort(g->v, g->n, sizeof *g->v, cmp_gval);
+	if (g->n > 1) /* g->v is NULL when no metric has a value: never NULL to qsort */
+		qsort(g->v, g->n, sizeof *g->v, cmp_gval);
 	size_t skip = placeholder_end(g);
 	if (skip)
 		ingest_warn(g->ig, g->v[0].tok.line,

@@ -49,7 +49,10 @@ static long tt_decimals(const char *v, size_t n)
 		e = memchr(v, 'E', n);
 	const char *mant_end = e ? e : v + n;
 	long frac = dot && dot < mant_end ? (long)(mant_end - dot - 1) : 0;
-	return frac - (e ? strtol(e + 1, NULL, 10) : 0);
+	long ex = e ? strtol(e + 1, NULL, 10) : 0;
+	/* strtol saturates at LONG_MIN/MAX: clamp (no double has an exponent near) so the difference fits */
+	ex = ex > 100000 ? 100000 : ex < -100000 ? -100000 : ex;
+	return frac - ex;
 }
 
 #define TT_ROUNDED_DECIMALS 5 /* round(loss, 5) of the writers before 2026-03-06 */

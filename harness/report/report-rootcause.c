@@ -99,8 +99,10 @@ int rp_root_cause_step(struct rp_ctx *c, int64_t step)
 	ALIGN_TRY(c->e, collect_inputs(c, 1, &n));
 	n_b = n - n_a;
 	struct rp_input *in_a = c->inputs, *in_b = c->inputs + n_a;
-	qsort(in_a, n_a, sizeof *in_a, by_call);
-	qsort(in_b, n_b, sizeof *in_b, by_call);
+	if (n_a > 1) /* inputs is NULL when no record is an input: never NULL to qsort */
+		qsort(in_a, n_a, sizeof *in_a, by_call);
+	if (n_b > 1)
+		qsort(in_b, n_b, sizeof *in_b, by_call);
 	for (size_t i = 0; i < c->n_pairs; i++) {
 		const struct rp_pair *p = &c->pairs[i];
 		if ((p->verdict != VERDICT_DIFFER && p->verdict != VERDICT_INCOMPARABLE) || p->ia < 0 || p->ib < 0 ||

@@ -211,6 +211,8 @@ static void number_side(struct rp_ctx *c, int side)
 {
 	struct rp_row *w = c->rows[side];
 	size_t n = c->n_rows[side];
+	if (!n)
+		return; /* w is NULL: never NULL to qsort */
 	qsort(w, n, sizeof *w, by_run_order);
 	for (size_t i = 0; i < n; i++) {
 		int same = i && w[i].rank == w[i - 1].rank && w[i].micro == w[i - 1].micro;
@@ -223,6 +225,8 @@ static void order_side(struct rp_ctx *c, int side)
 {
 	struct rp_row *w = c->rows[side];
 	size_t n = c->n_rows[side];
+	if (!n)
+		return; /* w is NULL: never NULL to qsort */
 	number_side(c, side);
 	if (!c->n_rules) {
 		qsort(w, n, sizeof *w, by_key);
@@ -276,7 +280,8 @@ static int match(struct rp_ctx *c)
 		else
 			rc = add_pair(c, -1, (int32_t)j++);
 	}
-	qsort(c->pairs, c->n_pairs, sizeof *c->pairs, by_exec);
+	if (c->n_pairs > 1) /* pairs is NULL when both sides are empty: never NULL to qsort */
+		qsort(c->pairs, c->n_pairs, sizeof *c->pairs, by_exec);
 	return rc;
 }
 

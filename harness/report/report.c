@@ -253,7 +253,8 @@ static int load_units(struct rp_ctx *c)
 {
 	struct unit_merge m = {.c = c};
 	ALIGN_TRY(c->e, store_report_stepsums(c->db, c->r->a.id, c->r->b.id, unit_merge_row, &m, c->e));
-	qsort(c->units, c->n_units, sizeof *c->units, by_step_rank);
+	if (c->n_units > 1) /* units is NULL when no stepsum row: never NULL to qsort */
+		qsort(c->units, c->n_units, sizeof *c->units, by_step_rank);
 	c->unit_slot_cap = 64;
 	while (c->unit_slot_cap < 2 * c->n_units)
 		c->unit_slot_cap *= 2;
@@ -431,7 +432,8 @@ static void finish(struct rp_ctx *c)
 		}
 	}
 	r->n_metrics = k;
-	qsort(r->metrics, r->n_metrics, sizeof *r->metrics, by_metric_name);
+	if (r->n_metrics > 1) /* metrics is NULL when no name: never NULL to qsort */
+		qsort(r->metrics, r->n_metrics, sizeof *r->metrics, by_metric_name);
 	free(c->names.s);
 	free(c->names.slot);
 	memset(&c->names, 0, sizeof c->names);

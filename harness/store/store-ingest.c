@@ -4,6 +4,7 @@
 #include "err.h"
 #include "store.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,7 +22,7 @@ static const char *const record_params[STORE_REC_N] = {":run_id",
 static int step_done(sqlite3 *db, sqlite3_stmt *st, struct align_err *e)
 {
 	int rc = sqlite3_step(st);
-	int ret = rc == SQLITE_DONE ? ALIGN_OK : fail_internal(e, "sqlite: %s", sqlite3_errmsg(db));
+	int ret = rc == SQLITE_DONE ? ALIGN_OK : store_fail_sqlite(db, NULL, NULL, e);
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
 	return ret;
@@ -32,7 +33,7 @@ static int step_int64(sqlite3 *db, sqlite3_stmt *st, int64_t dflt, int64_t *v, s
 {
 	int rc = sqlite3_step(st);
 	*v = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : dflt;
-	int ret = rc == SQLITE_ROW || rc == SQLITE_DONE ? ALIGN_OK : fail_internal(e, "sqlite: %s", sqlite3_errmsg(db));
+	int ret = rc == SQLITE_ROW || rc == SQLITE_DONE ? ALIGN_OK : store_fail_sqlite(db, NULL, NULL, e);
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
 	return ret;
@@ -48,7 +49,7 @@ static int step_text(sqlite3 *db, sqlite3_stmt *st, char **out, struct align_err
 	    !(*out = strdup((const char *)sqlite3_column_text(st, 0))))
 		ret = fail_internal(e, "out of memory");
 	else if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		ret = fail_internal(e, "sqlite: %s", sqlite3_errmsg(db));
+		ret = store_fail_sqlite(db, NULL, NULL, e);
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
 	return ret;
@@ -131,7 +132,7 @@ int store_rec_insert(struct store_ingest *s, int *duplicate)
 		if ((rc & 0xff) == SQLITE_CONSTRAINT)
 			*duplicate = 1;
 		else
-			ret = fail_internal(s->e, "sqlite: %s", sqlite3_errmsg(s->db));
+			ret = store_fail_sqlite(s->db, NULL, NULL, s->e);
 	}
 	sqlite3_reset(s->record);
 	sqlite3_clear_bindings(s->record); /* unset columns of the next row are NULL */
@@ -184,7 +185,7 @@ static int value_rows(struct store_ingest *s, sqlite3_stmt *st, int64_t want, in
 			fn(u, &v);
 		++*n;
 	}
-	int ret = rc == SQLITE_DONE ? ALIGN_OK : fail_internal(s->e, "sqlite: %s", sqlite3_errmsg(s->db));
+	int ret = rc == SQLITE_DONE ? ALIGN_OK : store_fail_sqlite(s->db, NULL, NULL, s->e);
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
 	return ret;
@@ -271,8 +272,11 @@ static int insert_once(sqlite3 *db, sqlite3_stmt *st, const char *what, const ch
 	int ret = ALIGN_OK;
 	if (sqlite3_step(st) == SQLITE_DONE)
 		*id = sqlite3_last_insert_rowid(db);
-	else
-		ret = fail_internal(e, "cannot %s '%s': %s", what, subject, sqlite3_errmsg(db));
+	else {
+		char doing[320];
+		snprintf(doing, sizeof doing, "%s '%s'", what, subject);
+		ret = store_fail_sqlite(db, NULL, doing, e);
+	}
 	return done_once(st, ret);
 }
 

@@ -16,14 +16,22 @@ int store_schema_version(void)
 	return schema_migration_count;
 }
 
+int store_fail_sqlite(sqlite3 *db, const char *path, const char *what, struct align_err *e)
+{
+	int code = sqlite3_extended_errcode(db) & 0xff;
+	const char *file = path ? path : sqlite3_db_filename(db, "main");
+	if (code == SQLITE_READONLY || code == SQLITE_FULL || code == SQLITE_IOERR || code == SQLITE_CANTOPEN ||
+	    code == SQLITE_PERM)
+		return fail_input(e, "cannot write database '%s'%s%s: %s%s", file && *file ? file : "(memory)",
+				  what ? " to " : "", what ? what : "", sqlite3_errmsg(db),
+				  code == SQLITE_READONLY ? " (the file or its directory is read-only)" : "");
+	return fail_internal(e, "%s%s: %s", what ? "cannot " : "sqlite", what ? what : "", sqlite3_errmsg(db));
+}
+
 int store_exec_err(sqlite3 *db, const char *sql, struct align_err *e)
 {
-	char *msg = NULL;
-	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-		int rc = fail_internal(e, "sqlite: %s", msg ? msg : sqlite3_errmsg(db));
-		sqlite3_free(msg);
-		return rc;
-	}
+	if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+		return store_fail_sqlite(db, NULL, NULL, e);
 	return ALIGN_OK;
 }
 
@@ -111,14 +119,22 @@ int store_open_err(const char *path, enum store_mode mode, int busy_ms, sqlite3 
 		sqlite3_close(db);
 		return rc;
 	}
-	sqlite3_busy_timeout(db, busy_ms);
+	if (busy_ms < 0)
+		store_wait_install(db, path, busy_ms == STORE_WAIT_UNBOUNDED_QUIET);
+	else
+		sqlite3_busy_timeout(db, busy_ms);
 	sqlite3_extended_result_codes(db, 1);
+	/* SQLite opens a file it may not write read-only without a word: say so before any work */
+	if (mode == STORE_WRITE && sqlite3_db_readonly(db, "main") == 1) {
+		sqlite3_close(db);
+		return fail_input(e, "cannot write database '%s': the file is read-only", path);
+	}
 	int version = 0, rc;
 	if (query_int(db, "PRAGMA user_version", &version)) {
 		int code = sqlite3_errcode(db);
-		rc = is_busy(code)
-			     ? fail_input(e, "database '%s' is locked by another process (waited %d ms)", path, busy_ms)
-			     : fail_input(e, "'%s' is not an align database: %s", path, sqlite3_errmsg(db));
+		rc = is_busy(code) ? fail_input(e, "database '%s' is locked by another process (waited %d ms)", path,
+						busy_ms < 0 ? 0 : busy_ms)
+				   : fail_input(e, "'%s' is not an align database: %s", path, sqlite3_errmsg(db));
 		sqlite3_close(db);
 		return rc;
 	}
@@ -160,7 +176,7 @@ int store_begin_err(sqlite3 *db, const char *path, struct align_err *e)
 	sqlite3_free(msg);
 	if (is_busy(rc & 0xff))
 		return fail_input(e, "database '%s' is locked by another writer (gave up waiting)", path);
-	return fail_internal(e, "cannot start a transaction on '%s': %s", path, sqlite3_errmsg(db));
+	return store_fail_sqlite(db, path, "start a transaction", e);
 }
 
 int store_commit_err(sqlite3 *db, const char *path, struct align_err *e)
@@ -172,7 +188,7 @@ int store_commit_err(sqlite3 *db, const char *path, struct align_err *e)
 	sqlite3_free(msg);
 	if (is_busy(rc & 0xff))
 		return fail_input(e, "database '%s' is locked by another process (commit gave up waiting)", path);
-	return fail_internal(e, "cannot commit to '%s': %s", path, sqlite3_errmsg(db));
+	return store_fail_sqlite(db, path, "commit", e);
 }
 
 void store_rollback(sqlite3 *db)

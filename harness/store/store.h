@@ -16,6 +16,11 @@ struct align_err;
 
 enum store_mode { STORE_READ, STORE_WRITE };
 
+/* busy_ms of store_open_err: wait for another writer without a bound, saying so on stderr every 10 s
+ * (STORE_WAIT_UNBOUNDED) or silently (STORE_WAIT_UNBOUNDED_QUIET); store-wait.c. */
+#define STORE_WAIT_UNBOUNDED (-1)
+#define STORE_WAIT_UNBOUNDED_QUIET (-2)
+void store_wait_install(sqlite3 *db, const char *path, int quiet);
 /* Open (creating for STORE_WRITE) the database at path. */
 int store_open_err(const char *path, enum store_mode mode, int busy_ms, sqlite3 **out, struct align_err *e);
 void store_close(sqlite3 *db);
@@ -24,7 +29,12 @@ void store_close(sqlite3 *db);
 int store_begin_err(sqlite3 *db, const char *path, struct align_err *e);
 int store_commit_err(sqlite3 *db, const char *path, struct align_err *e);
 void store_rollback(sqlite3 *db);
-/* Run SQL with no result rows; on failure the SQLite message, ALIGN_EINTERNAL. */
+/* The failure of the SQLite call on db that just failed, as the one message in e: what the environment
+ * causes (a read-only file or directory, a full disk, an I/O error, a file that cannot be opened) is an
+ * input error naming the database file (path, NULL: the file db has open), exit 2; anything else is
+ * internal (exit 3). what: what was being done ("create run 'x'"), NULL for nothing to add. */
+int store_fail_sqlite(sqlite3 *db, const char *path, const char *what, struct align_err *e);
+/* Run SQL with no result rows; on failure the SQLite message (store_fail_sqlite). */
 int store_exec_err(sqlite3 *db, const char *sql, struct align_err *e);
 /* Number of migrations embedded in this binary (the user_version a current database has). */
 int store_schema_version(void);

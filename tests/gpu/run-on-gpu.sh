@@ -6,7 +6,8 @@
 #                        [--ops-args ARGS] [BUILD_DIR]
 #   BUILD_DIR       defaults to build-gpu, relative to the repository root.
 #   --only REGEX    run the tests and benchmarks whose names match REGEX (Python re.search), e.g.
-#                   '^gpu-(ops|matmul)$', so a long suite can be split over several calls.
+#                   '^gpu-(ops|matmul)$', so a long suite can be split over several calls. Tests also in
+#                   suite gpu-long (gpu-sanitize) run only when --only is given.
 #   --budget S      stop starting tests after S seconds (the rest are reported NOT RUN) and cap each
 #                   test's timeout at the time left, so that one device call (10 minutes) ends with a
 #                   report; the report is rewritten after every test, so a call killed from outside
@@ -129,8 +130,11 @@ def gpu_entries(name):
         entries = read_json(name)
     except FileNotFoundError:
         return []
-    return [e for e in entries if any(s == "gpu" or s.endswith(":gpu") for s in e.get("suite", []))
-            and (not only or re.search(only, e["name"]))]
+    def in_suite(e, name):
+        return any(s == name or s.endswith(":" + name) for s in e.get("suite", []))
+    # suite gpu-long (gpu-sanitize: an hour of compute-sanitizer) runs only when --only names it
+    return [e for e in entries if in_suite(e, "gpu") and (not only or re.search(only, e["name"]))
+            and (only or not in_suite(e, "gpu-long"))]
 
 def time_left(timeout):
     """The timeout of the next run, capped by what is left of --budget (None: no time left)."""

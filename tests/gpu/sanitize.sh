@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# sanitize.sh: the CUDA twins (test-gpu-ops-cuda, test-gpu-rows-cuda) and the digest kernel
+# (test-gpu-digest-cuda) under NVIDIA compute-sanitizer: memcheck (with --leak-check full), racecheck,
+# initcheck. Every run must end with 0 errors (0 hazards for racecheck) and the test's own exit 0.
+#
+# Usage: tests/gpu/sanitize.sh [--tools memcheck,racecheck,initcheck] [--only REGEX] [--ops-args ARGS]
+#                              [BUILD_DIR]
+#   BUILD_DIR      a -Dcuda=enabled build (default build-gpu, relative to the repository root)
+#   --tools T      the tools, comma-separated (default all three)
+#   --only REGEX   the binaries whose short name (ops, rows, digest) matches REGEX (grep -E)
+#   --ops-args A   arguments of test-gpu-ops-cuda (default "--quick": every op, variant and mode set,
+#                  smaller shapes; the sanitizer runs each launch 10-100x slower)
+# Logs: ${OUT:-.}/gpu-logs/sanitize-TOOL-NAME.log; a summary table on stdout, ending "N clean, N not".
+# Exit: 0 all clean, 1 any error, 77 no GPU or no compute-sanitizer (run-on-gpu.sh counts 77 as a failure).
+# It is the test gpu-sanitize (tests/gpu/meson.build), so run-on-gpu.sh runs it:
+#   tests/gpu/run-on-gpu.sh --budget 560 --only '^gpu-sanitize$'
+# or, one device call per tool when the whole set does not fit one call:
+#   OUT=$OUT bash tests/gpu/sanitize.sh --tools memcheck build-gpu
+# A GPU machine without the CUDA toolkit gets compute-sanitizer from PyPI's wheel, carried with the build:
+#   pip download --no-deps 'nvidia-cuda-sanitizer-api==13.0.*' -d .gpucarry   (here, once; 14 MB)
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+tools=memcheck,racecheck,initcheck only="" ops_args="--quick"
+while [ $# -gt 0 ]; do
+	case $1 in
+	--tools) tools=${2:?--tools needs a list}; shift 2 ;;
+	--only) only=${2:?--only needs a regular expression}; shift 2 ;;
+	--ops-args) ops_args=${2?--ops-args needs arguments}; shift 2 ;;
+	-*) echo "error: unknown option '$1'" >&2; exit 2 ;;
+	*) break ;;
+	esac
+done
+build=${1:-build-gpu}
+case $build in /*) ;; *) build=$root/$build ;; esac
+# compute-sanitizer: PATH, the toolkit, else the nvidia-cuda-sanitizer-api wheel carried in .gpucarry/
+# (a GPU machine without the toolkit; see the usage above), unpacked on first use
+cs=$(command -v compute-sanitizer || true)
+for c in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
+	[ -n "$cs" ] || { [ -x "$c" ] && cs=$c; }
+done
+wheel=$(ls "$root"/.gpucarry/nvidia_cuda_sanitizer_api-*.whl 2>/dev/null | tail -1)
+if [ -z "$cs" ] && [ -n "$wheel" ]; then
+	unpacked=$root/.gpucarry/cuda-sanitizer
+	[ -d "$unpacked" ] || python3 -m zipfile -e "$wheel" "$unpacked" || exit 2
+	cs=$(find "$unpacked" -name compute-sanitizer -type f | head -1)
+	[ -z "$cs" ] || chmod +x "$cs" "$(dirname "$cs")"/* 2>/dev/null
+fi
+if [ -z "$cs" ]; then
+	echo "skip: no compute-sanitizer (PATH, /usr/local/cuda/bin, .gpucarry/nvidia_cuda_sanitizer_api-*.whl)" >&2
+	exit 77
+fi
+if ! nvidia-smi -L >/dev/null 2>&1; then
+	echo "skip: no NVIDIA GPU here" >&2
+	exit 77
+fi
+out=${OUT:-.}/gpu-logs
+mkdir -p "$out" || exit 2
+# short name, binary, arguments
+read -r -a ops_argv <<<"$ops_args"
+names=(ops rows digest)
+declare -A bin=([ops]=test-gpu-ops-cuda [rows]=test-gpu-rows-cuda [digest]=test-gpu-digest-cuda)
+declare -A args=([ops]="${ops_argv[*]}" [rows]="--quick" [digest]="")
+echo "compute-sanitizer: $("$cs" --version | tail -1); device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1); $(date -u '+%Y-%m-%d %H:%M UTC')"
+clean=0 bad=0
+IFS=, read -r -a tool_list <<<"$tools"
+for tool in "${tool_list[@]}"; do
+	extra=()
+	case $tool in
+	memcheck) extra=(--leak-check full) ;;
+	racecheck) extra=(--racecheck-report all) ;;
+	initcheck) ;;
+	*) echo "error: unknown tool '$tool'" >&2; exit 2 ;;
+	esac
+	for n in "${names[@]}"; do
+		[ -z "$only" ] || grep -Eq -- "$only" <<<"$n" || continue
+		exe=$build/tests/gpu/${bin[$n]}
+		log=$out/sanitize-$tool-$n.log
+		if [ ! -x "$exe" ]; then
+			echo "| $tool | $n | not built: $exe |"
+			bad=$((bad + 1))
+			continue
+		fi
+		t0=$(date +%s)
+		read -r -a argv <<<"${args[$n]}"
+		# --error-exitcode: a report fails the run even when the test itself passes
+		"$cs" --tool "$tool" --error-exitcode 86 --print-limit 100 --target-processes all "${extra[@]}" \
+			"$exe" "${argv[@]}" >"$log" 2>&1
+		rc=$?
+		secs=$(($(date +%s) - t0))
+		summary=$(grep -E '^========= (ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY)' "$log" | tail -3 | tr '\n' ' ')
+		if [ "$rc" -eq 0 ] && ! grep -Eq '^========= (ERROR SUMMARY: [1-9]|RACECHECK SUMMARY: [1-9])' "$log"; then
+			verdict=clean clean=$((clean + 1))
+		else
+			verdict="NOT CLEAN (exit $rc)" bad=$((bad + 1))
+		fi
+		echo "| $tool | $n | $verdict | ${secs} s | ${summary:-no summary line} | $log |"
+	done
+done
+echo "$clean clean, $bad not"
+[ "$bad" -eq 0 ]
