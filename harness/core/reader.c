@@ -19,7 +19,8 @@ struct reader {
 	int gzip;  /* 1 when the content is gzip */
 	char *buf; /* decompressed bytes [start, end) not yet consumed */
 	size_t cap, start, end;
-	int eof; /* the gz stream is exhausted */
+	size_t max_line; /* the longest line accepted (READER_MAX_LINE unless reader_set_max_line) */
+	int eof;	 /* the gz stream is exhausted */
 	int64_t lineno;
 	uint64_t bytes; /* decompressed bytes read so far */
 	EVP_MD_CTX *sha;
@@ -42,6 +43,7 @@ int reader_open_err(const char *path, struct align_err *e, struct reader **out)
 	r->e = e;
 	r->gzip = got == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
 	r->path = strdup(path);
+	r->max_line = READER_MAX_LINE;
 	r->cap = READER_MAX_LINE + 2 * CHUNK;
 	r->buf = malloc(r->cap + 1); /* +1: room for the NUL after a last line */
 	r->sha = EVP_MD_CTX_new();
@@ -55,6 +57,12 @@ int reader_open_err(const char *path, struct align_err *e, struct reader **out)
 	gzbuffer(r->gz, CHUNK);
 	*out = r;
 	return ALIGN_OK;
+}
+
+void reader_set_max_line(struct reader *r, size_t max_line)
+{
+	if (max_line > r->max_line)
+		r->max_line = max_line; /* the buffer grows when a line needs it (fill) */
 }
 
 int reader_open(const char *path, struct reader **out)
@@ -84,6 +92,14 @@ static int fill(struct reader *r)
 		memmove(r->buf, r->buf + r->start, r->end - r->start);
 		r->end -= r->start;
 		r->start = 0;
+	}
+	if (r->cap - r->end < CHUNK && r->cap < r->max_line + 2 * CHUNK) {
+		/* a long line (reader_set_max_line): grow up to the longest line accepted */
+		size_t cap = 2 * r->cap < r->max_line + 2 * CHUNK ? 2 * r->cap : r->max_line + 2 * CHUNK;
+		char *grown = realloc(r->buf, cap + 1);
+		if (!grown)
+			return fail_internal(r->e, "out of memory reading a long line of '%s'", r->path);
+		r->buf = grown, r->cap = cap;
 	}
 	size_t room = r->cap - r->end;
 	if (room > CHUNK)
@@ -132,9 +148,9 @@ int reader_next_line(struct reader *r, char **line, size_t *len, int *terminated
 		if (nl || (r->eof && avail > 0)) {
 			size_t n = nl ? (size_t)(nl - p) : avail;
 			r->lineno++;
-			if (n > READER_MAX_LINE)
-				return fail_input(r->e, "%s:%lld: line longer than 1 MiB (%zu bytes)", r->path,
-						  (long long)r->lineno, n);
+			if (n > r->max_line)
+				return fail_input(r->e, "%s:%lld: line longer than %zu MiB (%zu bytes)", r->path,
+						  (long long)r->lineno, r->max_line >> 20, n);
 			if (memchr(p, '\0', n))
 				return fail_input(r->e, "%s:%lld: binary data (NUL byte) in a text line", r->path,
 						  (long long)r->lineno);
@@ -148,8 +164,9 @@ int reader_next_line(struct reader *r, char **line, size_t *len, int *terminated
 		if (r->eof)
 			return 0;
 		scanned = avail;
-		if (avail > READER_MAX_LINE)
-			return fail_input(r->e, "%s:%lld: line longer than 1 MiB", r->path, (long long)r->lineno + 1);
+		if (avail > r->max_line)
+			return fail_input(r->e, "%s:%lld: line longer than %zu MiB", r->path, (long long)r->lineno + 1,
+					  r->max_line >> 20);
 		int rc = fill(r);
 		if (rc)
 			return rc;

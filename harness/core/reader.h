@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define READER_MAX_LINE (1u << 20)    /* 1 MiB */
+#define READER_MAX_LINE (1u << 20)    /* 1 MiB: the longest line unless a format allows more */
 #define READER_MAX_SLURP (1ull << 31) /* 2 GiB: the most reader_slurp returns */
 
 struct reader;
@@ -23,6 +23,9 @@ int reader_open_err(const char *path, struct align_err *e, struct reader **out);
 /* TRANSITIONAL: reader_open_err(path, NULL, out), for callers not yet on struct align_err. */
 int reader_open(const char *path, struct reader **out);
 void reader_close(struct reader *r);
+/* Accept lines up to max_line bytes (a multiple of 1 MiB; only ever raised): for formats whose
+ * records carry bulk data on one line (ATF payloads). The buffer grows only when a line needs it. */
+void reader_set_max_line(struct reader *r, size_t max_line);
 /* First bytes of the decompressed content (up to 64 KiB) for format detection; does not consume. */
 int reader_peek(struct reader *r, const char **buf, size_t *len);
 /* Next line: 1 with a line, 0 at end of input, else an exit-code class (message in the reader's e). */

@@ -513,12 +513,17 @@ static int atf_header(struct ingest *ig, struct atf_state *s, json_t *h)
 	return rc;
 }
 
+/* The longest ATF line: a record carries its payload inline (base64, 4/3 of the tensor's bytes), so a
+ * 192 MiB tensor fits; other formats keep the reader's 1 MiB. */
+#define ATF_MAX_LINE ((size_t)256 << 20)
+
 static int atf_parse(struct ingest *ig, struct reader *rd)
 {
 	struct atf_state s = {0};
 	char *line;
 	size_t len;
 	int term, got, rc = ALIGN_OK, have_header = 0;
+	reader_set_max_line(rd, ATF_MAX_LINE);
 	while ((got = reader_next_line(rd, &line, &len, &term)) == 1) {
 		size_t sp = strspn(line, " \t\r");
 		if (sp == len)

@@ -46,8 +46,20 @@ printf '{"align_trace":1}\n{"step":1,"name":"a","value":1}\ngarbage here\n' > ga
 bad garbage.atf "garbage.atf:3: not a JSON object"
 head -c 3000 /dev/urandom > random.bin
 bad random.bin "random.bin"
-{ printf '{"align_trace":1}\n{"step":1,"name":"'; head -c 1100000 /dev/zero | tr '\0' a; printf '"}\n'; } > huge.atf
-bad huge.atf "huge.atf:2: line longer than 1 MiB"
+# a record carries its payload on its line: lines up to 256 MiB (a 1.5 MiB payload of 393216 fp32 zeros
+# is a 2 MiB line, accepted with its digest checked); a longer line is refused
+python3 - <<'PY'
+import base64, json
+raw = bytes(4 * 393216)
+with open("bigpay.atf", "w") as f:
+    f.write('{"align_trace":1,"run":"bigpay"}\n')
+    f.write(json.dumps({"step": 1, "name": "w", "dtype": "fp32", "shape": [393216],
+                        "payload": base64.b64encode(raw).decode()}) + "\n")
+PY
+run_align 0 ingest --db big.db bigpay.atf && expect_out "bigpay.atf: atf, 1 records into run 'bigpay'"
+expect_eq "payload kept, shape" "$(sqlite3 big.db "SELECT length(payload) > 0, shape, digest_alg FROM record")" "1|[393216]|xxh3t64"
+{ printf '{"align_trace":1}\n{"step":1,"name":"'; head -c 270000000 /dev/zero | tr '\0' a; printf '"}\n'; } | gzip -1 > huge.atf.gz
+bad huge.atf.gz "huge.atf.gz:2: line longer than 256 MiB"
 gzip -c good.atf | head -c 60 > cut.atf.gz
 bad cut.atf.gz "cut.atf.gz: truncated gzip file"
 { gzip -c good.atf | head -c 30; head -c 200 /dev/urandom; } > corrupt.atf.gz
