@@ -320,8 +320,14 @@ int align_probe_cuda_enqueue(struct probe_cuda *c, const void *ptr, size_t elem_
  * whose kernels ran, after one that has not, is not counted). */
 size_t align_probe_cuda_done(struct probe_cuda *c)
 {
-	while (c->done < c->tensors && cudaEventQuery(c->events[c->done]) == cudaSuccess)
+	while (c->done < c->tensors) {
+		cudaError_t e = cudaEventQuery(c->events[c->done]);
+		if (e != cudaSuccess) {
+			(void)cudaGetLastError(); /* not ready (or an error flush reports): not the next launch's */
+			break;
+		}
 		c->done++;
+	}
 	return c->done;
 }
 
