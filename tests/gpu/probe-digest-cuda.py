@@ -8,7 +8,7 @@ payloads and ingested the same way.
 
 The deferred digest (DeviceBatch, harness/probe/native/probe_cuda.cu: leaf kernels enqueued per tensor
 on torch's stream, leaves copied back once, roots on the host): every case above plus slices, expanded
-(stride 0), permuted 3-d, bf16 transposes and a 9-dimensional permutation (the copy fallback), several
+(stride 0), permuted 3-d and 9-d, bf16 transposes and a 17-dimensional permutation (the copy fallback), several
 hundred tensors per batch and three batches through one context (chunk and scratch reuse), each equal
 to the CPU digest of the same tensor; a tensor whose last reference is dropped right after it was
 enqueued, its memory then overwritten by the next allocation, still gets the digest of the values it
@@ -129,7 +129,8 @@ dcases += [("fp32[64,96,40][:, 5:70:3, ::2]", base[:, 5:70:3, ::2]),
            ("fp16[300,257].T", torch.randn(300, 257, device="cuda", generator=g).half().t()),
            ("fp32 expand", torch.randn(1, 513, device="cuda", generator=g).expand(77, 513)),
            ("int64[1000,3].T", torch.randint(-9, 9, (1000, 3), device="cuda", generator=g).t()),
-           ("fp32[2]*9 permuted (copy fallback)", torch.randn([2] * 9, device="cuda", generator=g).permute(8, 7, 6, 5, 4, 3, 2, 1, 0)),
+           ("fp32[2]*9 permuted", torch.randn([2] * 9, device="cuda", generator=g).permute(8, 7, 6, 5, 4, 3, 2, 1, 0)),
+           ("fp32[2]*17 permuted (copy fallback)", torch.randn([2] * 17, device="cuda", generator=g).permute(*range(16, -1, -1))),
            ("fp32[0,5].T", torch.randn(0, 5, device="cuda").t())]
 for i in range(300):  # many tensors per batch
     k = (i * 7919) % 5000 + 1

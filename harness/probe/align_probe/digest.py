@@ -169,13 +169,13 @@ class DeviceBatch:
 
     def add(self, ptr, elem_size, shape, strides, nbytes, stream, keep):
         """Enqueue one tensor (strides in elements, None: row-major). False when the library cannot
-        (more than 8 dimensions that do not merge): the caller digests a row-major copy instead."""
+        (more than 16 dimensions that do not merge): the caller digests a row-major copy instead."""
         n = len(shape)
         shp = (ctypes.c_int64 * max(n, 1))(*shape)
         std = (ctypes.c_int64 * max(n, 1))(*strides) if strides is not None else None
         rc = self._lib.align_probe_cuda_enqueue(self._ctx, ctypes.c_void_p(ptr), elem_size, n, shp, std,
                                                 ctypes.c_void_p(stream))
-        if rc == 2 and n > 8:
+        if rc == 4:  # PROBE_EDIMS of probe_cuda.cu
             return False
         if rc:
             raise RuntimeError("align_probe: align_probe_cuda_enqueue failed (%d)" % rc)

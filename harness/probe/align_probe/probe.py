@@ -24,7 +24,9 @@ CUDA tensors are digested deferred (defer=True, the default): the leaf kernel is
 framework's current stream and the record waits in memory; at the end of `with probe.step(...)` (and at
 close) the probe waits for the GPU once, finishes every digest on the host and writes the records in
 their order. Records made outside a step (Probe.params after the step) are written at the next step's
-end or at close. defer=False digests each CUDA tensor when it is recorded (one wait per tensor).
+end or at close. defer=False digests each CUDA tensor when it is recorded (one wait per tensor). A
+tensor with more than 16 dimensions that do not merge is digested as with defer=False (a row-major
+copy made by the framework).
 """
 import contextlib
 import fnmatch

@@ -25,9 +25,10 @@
 
 #include "digest_cuda.h"
 
-#define PROBE_LEAF_BYTES 65536u		/* = DIGEST_LEAF_BYTES of harness/core/digest.h */
-#define PROBE_CHUNK_LEAVES (1u << 20)	/* leaves per chunk of device memory (8 MiB) */
-#define PROBE_GATHER_DIMS 8		/* dimensions after merging (more: EINVAL, the caller copies) */
+#define PROBE_LEAF_BYTES 65536u	      /* = DIGEST_LEAF_BYTES of harness/core/digest.h */
+#define PROBE_CHUNK_LEAVES (1u << 20) /* leaves per chunk of device memory (8 MiB) */
+#define PROBE_GATHER_DIMS 16	      /* dimensions after merging (more: PROBE_EDIMS, the caller copies) */
+#define PROBE_EDIMS 4		      /* returned (no message) for more dimensions than the gather takes */
 #define PROBE_GATHER_CTA 256
 
 struct probe_chunk {
@@ -91,7 +92,8 @@ template <typename E>
 __global__ void __launch_bounds__(PROBE_GATHER_CTA)
 	probe_gather_kernel(const E *src, E *out, uint64_t n, struct probe_gather_dims g)
 {
-	for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x) {
+	for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (uint64_t)gridDim.x * blockDim.x) {
 		uint64_t r = i;
 		int64_t off = 0;
 		for (int d = g.ndim - 1; d >= 0; d--) {
@@ -255,8 +257,8 @@ static int probe_event(struct probe_cuda *c, cudaStream_t stream)
 }
 
 /* Enqueue the leaf digests of one tensor (strides in elements; NULL: row-major) on `stream`. Returns
- * 0, ALIGN_DIGEST_CUDA_EINVAL (nothing enqueued: bad arguments, or more than 8 dimensions that do not
- * merge, for which the caller makes a row-major copy) or ALIGN_DIGEST_CUDA_ECUDA. */
+ * 0, ALIGN_DIGEST_CUDA_EINVAL (bad arguments), ALIGN_DIGEST_CUDA_ECUDA, or PROBE_EDIMS (4: more than 16
+ * dimensions that do not merge; nothing enqueued, the caller digests a row-major copy). */
 int align_probe_cuda_enqueue(struct probe_cuda *c, const void *ptr, size_t elem_size, int ndim, const int64_t *shape,
 			     const int64_t *strides, cudaStream_t stream)
 {
@@ -282,7 +284,7 @@ int align_probe_cuda_enqueue(struct probe_cuda *c, const void *ptr, size_t elem_
 		int m = probe_merge_dims(ndim, shape, strides, sh, st, &row_major);
 		if (!row_major) {
 			if (m > PROBE_GATHER_DIMS)
-				return ALIGN_DIGEST_CUDA_EINVAL; /* silently: the caller copies instead */
+				return PROBE_EDIMS; /* no message: the caller copies instead */
 			g.ndim = m;
 			for (int d = 0; d < m; d++) {
 				g.shape[d] = sh[d];
@@ -300,7 +302,8 @@ int align_probe_cuda_enqueue(struct probe_cuda *c, const void *ptr, size_t elem_
 			return rc;
 		const void *src = ptr;
 		if (!row_major) {
-			if ((rc = probe_scratch(c, bytes, stream)) || (rc = probe_gather(ptr, c->scratch, elem_size, n, &g, stream)))
+			if ((rc = probe_scratch(c, bytes, stream)) ||
+			    (rc = probe_gather(ptr, c->scratch, elem_size, n, &g, stream)))
 				return rc;
 			src = c->scratch;
 		}
