@@ -25,11 +25,19 @@
 
 #include "digest_cuda.h"
 
-#define PROBE_LEAF_BYTES 65536u	      /* = DIGEST_LEAF_BYTES of harness/core/digest.h */
+#define PROBE_LEAF_BYTES 65536u /* = DIGEST_LEAF_BYTES of harness/core/digest.h */
+#ifndef PROBE_CHUNK_LEAVES
 #define PROBE_CHUNK_LEAVES (1u << 20) /* leaves per chunk of device memory (8 MiB) */
-#define PROBE_GATHER_DIMS 16	      /* dimensions after merging (more: PROBE_EDIMS, the caller copies) */
-#define PROBE_EDIMS 4		      /* returned (no message) for more dimensions than the gather takes */
+#endif
+#define PROBE_GATHER_DIMS 16 /* dimensions after merging (more: PROBE_EDIMS, the caller copies) */
+#define PROBE_EDIMS 4	     /* returned (no message) for more dimensions than the gather takes */
 #define PROBE_GATHER_CTA 256
+
+/* tests/probe/deferred.sh compiles this file as host C++ against a mock runtime (tests/probe/cuda-mock.h,
+ * which defines PROBE_LAUNCH and small chunks) to check the bookkeeping and the gather's indexing. */
+#ifndef PROBE_LAUNCH
+#define PROBE_LAUNCH(kernel, grid, cta, stream, args) kernel<<<grid, cta, 0, stream>>> args
+#endif
 
 struct probe_chunk {
 	uint64_t *dev;
@@ -218,20 +226,20 @@ static int probe_gather(const void *ptr, void *out, size_t esz, uint64_t n, cons
 	unsigned grid = ctas > 65536 ? 65536 : (unsigned)ctas;
 	switch (esz) {
 	case 1:
-		probe_gather_kernel<uint8_t>
-			<<<grid, PROBE_GATHER_CTA, 0, stream>>>((const uint8_t *)ptr, (uint8_t *)out, n, *g);
+		PROBE_LAUNCH(probe_gather_kernel<uint8_t>, grid, PROBE_GATHER_CTA, stream,
+			     ((const uint8_t *)ptr, (uint8_t *)out, n, *g));
 		break;
 	case 2:
-		probe_gather_kernel<uint16_t>
-			<<<grid, PROBE_GATHER_CTA, 0, stream>>>((const uint16_t *)ptr, (uint16_t *)out, n, *g);
+		PROBE_LAUNCH(probe_gather_kernel<uint16_t>, grid, PROBE_GATHER_CTA, stream,
+			     ((const uint16_t *)ptr, (uint16_t *)out, n, *g));
 		break;
 	case 4:
-		probe_gather_kernel<uint32_t>
-			<<<grid, PROBE_GATHER_CTA, 0, stream>>>((const uint32_t *)ptr, (uint32_t *)out, n, *g);
+		PROBE_LAUNCH(probe_gather_kernel<uint32_t>, grid, PROBE_GATHER_CTA, stream,
+			     ((const uint32_t *)ptr, (uint32_t *)out, n, *g));
 		break;
 	case 8:
-		probe_gather_kernel<uint64_t>
-			<<<grid, PROBE_GATHER_CTA, 0, stream>>>((const uint64_t *)ptr, (uint64_t *)out, n, *g);
+		PROBE_LAUNCH(probe_gather_kernel<uint64_t>, grid, PROBE_GATHER_CTA, stream,
+			     ((const uint64_t *)ptr, (uint64_t *)out, n, *g));
 		break;
 	default:
 		return probe_einval("element size is not 1, 2, 4 or 8 bytes");
