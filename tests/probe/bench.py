@@ -1,6 +1,13 @@
-"""Overhead of the probe (and of msprobe) on the DSv4 block at benchmark sizes, on the CPU.
+"""Overhead of the probe (and of msprobe) on the DSv4 block at benchmark sizes, on the CPU or a GPU.
 
     bench.py --framework torch|paddle [--steps 20] [--warmup 3] [--tokens 256] [--dim 512]
+    bench.py --framework torch --device cuda [--dtype fp32|bf16]   # defaults T=4096, D=F=2048
+
+On the GPU (--device cuda: torch; Paddle where it has CUDA) the model, inputs and optimizer live on the
+device, the step is timed between two torch.cuda.synchronize() calls, and the probe modes are
+probe-digests (deferred GPU digests: one wait per step), probe-digests-eager (defer=False: one wait per
+tensor) and probe-payloads (3 steps after 1 warm-up: every tensor is copied and written); the sizes
+make the step GPU-bound.
 
 Per mode, the median (min, max) of the step time (forward + backward + SGD, plus the probe's own
 records: loss, parameters after the step) over --steps steps after --warmup, one fresh model per mode,
@@ -15,6 +22,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -26,12 +34,34 @@ sys.path.insert(0, here)
 import dsv4_block as B  # noqa: E402
 
 
-def run(fw, w, steps, warmup, mode, tmp):
-    m, step, to_input = (B.build_torch if fw == "torch" else B.build_paddle)(w)
+def on_device(fw, device, m, to_input):
+    """The model and its inputs moved to the GPU (the optimizer keeps the same parameter objects);
+    sync(): wait for the device."""
+    if device == "cpu":
+        return m, to_input, lambda: None
+    if fw == "torch":
+        import torch
+        m.cuda()
+        return m, lambda a: to_input(a).detach().cuda().requires_grad_(True), torch.cuda.synchronize
+    import paddle
+    paddle.set_device("gpu")
+    m.to("gpu")
+
+    def to_gpu(a):
+        t = to_input(a).detach().cuda()
+        t.stop_gradient = False
+        return t
+    return m, to_gpu, paddle.device.synchronize
+
+
+def run(fw, w, steps, warmup, mode, tmp, device="cpu", dtype="fp32"):
+    m, step, to_input = (B.build_torch if fw == "torch" else B.build_paddle)(w, dtype)
+    m, to_input, sync = on_device(fw, device, m, to_input)
     probe = dbg = None
     if mode.startswith("probe"):
         from align_probe import Probe
-        probe = Probe(os.path.join(tmp, mode), run=mode, payload=["*"] if mode == "probe-payloads" else [])
+        probe = Probe(os.path.join(tmp, mode), run=mode, payload=["*"] if mode == "probe-payloads" else [],
+                      defer=mode != "probe-digests-eager")
         probe.watch(m)
     elif mode.startswith("msprobe"):
         from msprobe.pytorch import PrecisionDebugger
@@ -43,6 +73,7 @@ def run(fw, w, steps, warmup, mode, tmp):
     times = []
     for s in range(1, warmup + steps + 1):
         x = to_input(w["input.%d" % (1 + (s - 1) % 3)])
+        sync()
         t0 = time.perf_counter()
         if probe:
             with probe.step(s):
@@ -56,6 +87,7 @@ def run(fw, w, steps, warmup, mode, tmp):
             dbg.step()
         else:
             step(x, keep=False)
+        sync()
         if s > warmup:
             times.append(time.perf_counter() - t0)
     if probe:
@@ -68,19 +100,33 @@ def main():
     ap.add_argument("--framework", default="torch")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--tokens", type=int, default=256)
-    ap.add_argument("--dim", type=int, default=512)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
+    ap.add_argument("--tokens", type=int, default=None, help="T (default 256 on the CPU, 4096 on the GPU)")
+    ap.add_argument("--dim", type=int, default=None, help="D = F (default 512 on the CPU, 2048 on the GPU)")
     a = ap.parse_args()
-    B.T, B.D, B.F = a.tokens, a.dim, a.dim
+    gpu = a.device == "cuda"
+    B.T = a.tokens or (4096 if gpu else 256)
+    B.D = B.F = a.dim or (2048 if gpu else 512)
     # one thread: the figures should not depend on what else the machine runs on its other cores
     if a.framework == "torch":
         import torch
         torch.set_num_threads(1)
+        if gpu and not torch.cuda.is_available():
+            print("SKIP: torch %s has no CUDA device" % torch.__version__)
+            sys.exit(77)
+        where = ("GPU: %s" % torch.cuda.get_device_name()) if gpu else None
     else:
         import paddle
-        paddle.set_device("cpu")
+        if gpu and not paddle.device.is_compiled_with_cuda():
+            print("SKIP: paddle %s is not built with CUDA" % paddle.__version__)
+            sys.exit(77)
+        paddle.set_device("gpu" if gpu else "cpu")
+        where = ("GPU: %s" % paddle.device.cuda.get_device_name()) if gpu else None
     w = B.make_weights()
     modes = ["plain", "probe-digests", "probe-payloads", "plain"]
+    if gpu:
+        modes = ["plain", "probe-digests", "probe-digests-eager", "plain", "probe-payloads", "plain"]
     if a.framework == "torch":
         try:
             import msprobe  # noqa: F401
@@ -90,14 +136,18 @@ def main():
     fwv = __import__(a.framework).__version__
     commit = subprocess.run(["git", "-C", here, "describe", "--always", "--dirty"], capture_output=True,
                             text=True).stdout.strip() or "unknown"
-    print("%s %s, DSv4 block T=%d D=%d F=%d E=%d k=%d fp32, %d steps after %d warm-up; CPU: %s, %d cores (1 thread); commit %s"
-          % (a.framework, fwv, B.T, B.D, B.F, B.E, B.K, a.steps, a.warmup, platform.processor() or platform.machine(),
-             os.cpu_count(), commit))
+    cpu = "CPU: %s, %d cores (1 thread)" % (platform.processor() or platform.machine(), os.cpu_count())
+    print("%s %s, DSv4 block T=%d D=%d F=%d E=%d k=%d %s, %d steps after %d warm-up; %s; commit %s"
+          % (a.framework, fwv, B.T, B.D, B.F, B.E, B.K, a.dtype, a.steps, a.warmup, where or cpu, commit))
     print("%-16s %10s %10s %10s %8s  %s" % ("mode", "median ms", "min ms", "max ms", "ratio", "weights after"))
     tmp = tempfile.mkdtemp()
     base = None
     for mode in modes:
-        times, weights = run(a.framework, w, a.steps, a.warmup, mode, tmp)
+        steps, warmup = a.steps, a.warmup
+        if gpu and mode == "probe-payloads":  # every tensor to the host and base64: ~1.7 GB of trace a step
+            steps, warmup = min(steps, 3), min(warmup, 1)
+        times, weights = run(a.framework, w, steps, warmup, mode, tmp, a.device, a.dtype)
+        shutil.rmtree(os.path.join(tmp, mode), ignore_errors=True)
         med = statistics.median(times)
         if base is None:
             base, base_w = med, weights

@@ -3,7 +3,8 @@
 Host memory: libalign_probe_digest.so (harness/probe/native/probe_digest.c over harness/core/digest.c,
 the code `align ingest` checks payloads with), any strides, no copy. Device memory:
 libalign_probe_cuda.so (kernels/cuda/digest.cu), a device pointer and the framework's current stream,
-no host copy. There is no Python copy of the algorithm: without the library the probe refuses to start
+no host copy; deferred (DeviceBatch, harness/probe/native/probe_cuda.cu): the leaf kernel is enqueued
+per tensor, the leaves come back once per flush, the roots are finished by the host library. There is no Python copy of the algorithm: without the library the probe refuses to start
 and says how to build it (no silent fallback).
 
 Where the libraries are looked for, in order: the `native` argument (a folder), the ALIGNPROBE_LIB_DIR
@@ -68,6 +69,9 @@ class Digester:
         lib.align_probe_digest_contiguous.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
                                                       ctypes.POINTER(ctypes.c_uint64)]
         lib.align_probe_digest_contiguous.restype = ctypes.c_int
+        lib.align_probe_digest_roots.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p,
+                                                 ctypes.c_void_p]
+        lib.align_probe_digest_roots.restype = ctypes.c_int
         self._native = native
         self._cuda = None
         self.cuda_path = None
@@ -103,6 +107,20 @@ class Digester:
             lib.align_digest_cuda.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
                                               ctypes.POINTER(ctypes.c_uint64), ctypes.c_void_p]
             lib.align_digest_cuda.restype = ctypes.c_int
+            lib.align_probe_cuda_open.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+            lib.align_probe_cuda_open.restype = ctypes.c_int
+            lib.align_probe_cuda_close.argtypes = [ctypes.c_void_p]
+            lib.align_probe_cuda_close.restype = None
+            lib.align_probe_cuda_enqueue.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                                     ctypes.POINTER(ctypes.c_int64),
+                                                     ctypes.POINTER(ctypes.c_int64), ctypes.c_void_p]
+            lib.align_probe_cuda_enqueue.restype = ctypes.c_int
+            lib.align_probe_cuda_done.argtypes = [ctypes.c_void_p]
+            lib.align_probe_cuda_done.restype = ctypes.c_size_t
+            lib.align_probe_cuda_pending_leaves.argtypes = [ctypes.c_void_p]
+            lib.align_probe_cuda_pending_leaves.restype = ctypes.c_size_t
+            lib.align_probe_cuda_flush.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+            lib.align_probe_cuda_flush.restype = ctypes.c_int
             self._cuda, self.cuda_path = lib, where
         return self._cuda
 
@@ -115,3 +133,79 @@ class Digester:
         if rc:
             raise RuntimeError("align_probe: align_digest_cuda failed (%d)" % rc)
         return "%016x" % out.value
+
+    def roots(self, leaves, sizes):
+        """xxh3t64 of each tensor from its leaf digests (concatenated in `leaves`, a ctypes uint64
+        array) and its byte count (harness/core/digest.c's root)."""
+        n = len(sizes)
+        b = (ctypes.c_uint64 * max(n, 1))(*sizes)
+        out = (ctypes.c_uint64 * max(n, 1))()
+        if self._host.align_probe_digest_roots(leaves, n, b, out):
+            raise ValueError("align_probe: align_probe_digest_roots failed")
+        return ["%016x" % out[i] for i in range(n)]
+
+    def batch(self):
+        """A DeviceBatch: deferred device digests (one per device, on the device current now)."""
+        return DeviceBatch(self)
+
+
+class DeviceBatch:
+    """Deferred digests of device tensors: add() enqueues the leaf kernel on the given stream and
+    returns at once; finish() waits once, copies the leaves back and returns every digest in add order.
+    The caller's `keep` object (the tensor) is held until its kernels ran (checked at each add and at
+    finish), so the framework cannot reuse its memory before the probe read it."""
+
+    def __init__(self, digester):
+        self._dg = digester
+        self._lib = digester._cuda_lib()
+        self._ctx = ctypes.c_void_p()
+        rc = self._lib.align_probe_cuda_open(ctypes.byref(self._ctx))
+        if rc:
+            self._ctx = None
+            raise RuntimeError("align_probe: align_probe_cuda_open failed (%d)" % rc)
+        self._sizes = []
+        self._keep = []
+        self._released = 0
+
+    def add(self, ptr, elem_size, shape, strides, nbytes, stream, keep):
+        """Enqueue one tensor (strides in elements, None: row-major). False when the library cannot
+        (more than 16 dimensions that do not merge): the caller digests a row-major copy instead."""
+        n = len(shape)
+        shp = (ctypes.c_int64 * max(n, 1))(*shape)
+        std = (ctypes.c_int64 * max(n, 1))(*strides) if strides is not None else None
+        rc = self._lib.align_probe_cuda_enqueue(self._ctx, ctypes.c_void_p(ptr), elem_size, n, shp, std,
+                                                ctypes.c_void_p(stream))
+        if rc == 4:  # PROBE_EDIMS of probe_cuda.cu
+            return False
+        if rc:
+            raise RuntimeError("align_probe: align_probe_cuda_enqueue failed (%d)" % rc)
+        self._sizes.append(nbytes)
+        self._keep.append(keep)
+        self._release(self._lib.align_probe_cuda_done(self._ctx))
+        return True
+
+    def _release(self, done):
+        for i in range(self._released, done):
+            self._keep[i] = None
+        self._released = max(self._released, done)
+
+    def __len__(self):
+        return len(self._sizes)
+
+    def finish(self):
+        """Wait for the enqueued kernels (once), and return the digests in add order."""
+        if not self._sizes:
+            return []
+        n = self._lib.align_probe_cuda_pending_leaves(self._ctx)
+        leaves = (ctypes.c_uint64 * max(n, 1))()
+        rc = self._lib.align_probe_cuda_flush(self._ctx, leaves, n)
+        if rc:
+            raise RuntimeError("align_probe: align_probe_cuda_flush failed (%d)" % rc)
+        out = self._dg.roots(leaves, self._sizes)
+        self._sizes, self._keep, self._released = [], [], 0
+        return out
+
+    def close(self):
+        if self._ctx:
+            self._lib.align_probe_cuda_close(self._ctx)
+            self._ctx = None

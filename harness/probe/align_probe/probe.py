@@ -19,6 +19,14 @@ K counts the calls of MOD within (step, micro-batch). The micro-batch is the one
 or else counts the calls of the watched model within the step (0, 1, ...). Tensors carry the xxh3t64
 digest of their logical row-major bytes, and their payload when the name matches a `payload` pattern
 (fnmatch: "*", "layers.3.*"); one-element values given to Probe.record carry exact bits.
+
+CUDA tensors are digested deferred (defer=True, the default): the leaf kernel is enqueued on the
+framework's current stream and the record waits in memory; at the end of `with probe.step(...)` (and at
+close) the probe waits for the GPU once, finishes every digest on the host and writes the records in
+their order. Records made outside a step (Probe.params after the step) are written at the next step's
+end or at close. defer=False digests each CUDA tensor when it is recorded (one wait per tensor). A
+tensor with more than 16 dimensions that do not merge is digested as with defer=False (a row-major
+copy made by the framework).
 """
 import contextlib
 import fnmatch
@@ -51,7 +59,7 @@ def _names(base, n):
 
 class Probe:
     def __init__(self, out_dir, run="run", framework=None, payload=(), inputs=True, grads=True,
-                 rank=None, world_size=None, root="model", native=None):
+                 rank=None, world_size=None, root="model", native=None, defer=True):
         self.out_dir = out_dir
         self.run = run
         self.framework = framework
@@ -65,6 +73,10 @@ class Probe:
         self._writer = None
         self._handles = []
         self._lock = threading.Lock()
+        self.defer = defer
+        self._batch = None        # DeviceBatch of the deferred CUDA digests
+        self._pending = []        # records waiting for those digests, in write order: (rec, slot)
+        self._plock = threading.RLock()
         self._step = 0
         self._micro = None
         self._root_calls = 0
@@ -83,6 +95,7 @@ class Probe:
         try:
             yield self
         finally:
+            self._flush_device()
             if self._writer:
                 self._writer.flush()
 
@@ -136,6 +149,8 @@ class Probe:
             rec["call"], rec["io"] = call, io
         if info.dtype is None:
             rec["missing"] = "dtype %s has no ATF name" % info.fw_dtype
+        elif info.cuda and self.defer and self._defer(rec, t, info, name):
+            return
         else:
             if info.cuda:  # strided: a row-major copy on the device (the caching allocator's memory)
                 copy = None if _row_major(info) else a.contiguous_device(t)
@@ -146,8 +161,44 @@ class Probe:
                 digest = self._digest.host(info.ptr, info.elem_size, info.shape, info.strides)
             payload = a.raw_bytes(t, info.nbytes) if self._wants_payload(name) else None
             rec.update(atf.tensor_fields(info.dtype, info.shape, digest, payload))
-        self._open(a)
+        self._emit(rec)
+
+    def _defer(self, rec, t, info, name):
+        """Enqueues the digest of a CUDA tensor; the record waits for it. False: digest it now."""
+        a = self._adapter
+        payload = a.raw_bytes(t, info.nbytes) if self._wants_payload(name) else None
+        with self._plock:
+            if self._batch is None:
+                self._batch = self._digest.batch()
+            slot = len(self._batch)
+            strides = None if _row_major(info) else info.strides
+            if not self._batch.add(info.ptr, info.elem_size, info.shape, strides, info.nbytes, a.stream(t), t):
+                return False
+            rec.update(atf.tensor_fields(info.dtype, info.shape, None, payload))
+            self._open(a)
+            self._pending.append((rec, slot))
+        return True
+
+    def _emit(self, rec):
+        """Writes rec, or queues it behind records waiting for deferred digests (order is kept)."""
+        self._open(self._adapter)
+        with self._plock:
+            if self._pending:
+                self._pending.append((rec, None))
+                return
         self._writer.write(rec)
+
+    def _flush_device(self):
+        """One wait for the GPU: finishes the deferred digests and writes the waiting records."""
+        with self._plock:
+            if not self._pending:
+                return
+            digests = self._batch.finish() if self._batch is not None else []
+            for rec, slot in self._pending:
+                if slot is not None:
+                    rec["digest"] = digests[slot]
+                self._writer.write(rec)
+            self._pending = []
 
     # --- watching a model ----------------------------------------------------------------------
     def watch(self, model):
@@ -226,8 +277,7 @@ class Probe:
                 self._tensor(name, value, phase)
                 return
             rec.update(atf.scalar_fields(info.dtype, info.shape, a.raw_bytes(value, info.nbytes)))
-        self._open(self._adapter)
-        self._writer.write(rec)
+        self._emit(rec)
 
     def params(self, model, phase="param"):
         """Records every parameter of model (its values now: after the optimizer step, or the initial
@@ -239,8 +289,13 @@ class Probe:
             self._writer.flush()
 
     def close(self):
-        """Removes the hooks and closes the trace; returns its path."""
+        """Removes the hooks, writes the records waiting for GPU digests, closes the trace; returns its
+        path."""
         self.unwatch()
+        self._flush_device()
+        if self._batch is not None:
+            self._batch.close()
+            self._batch = None
         if self._writer:
             self._writer.close()
         return self.path

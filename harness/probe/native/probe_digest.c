@@ -21,12 +21,30 @@ int align_probe_digest_strided(const void *base, size_t elem_size, int ndim, con
 			       const int64_t *strides, uint64_t *out);
 int align_probe_digest_contiguous(const void *data, size_t bytes, uint64_t *out);
 const char *align_probe_digest_alg(void);
+int align_probe_digest_roots(const uint64_t *leaves, size_t n_tensors, const uint64_t *bytes, uint64_t *out);
 
 int align_probe_digest_contiguous(const void *data, size_t bytes, uint64_t *out)
 {
 	if (!out || (!data && bytes))
 		return -1;
 	*out = digest_xxh3t64(data, bytes);
+	return 0;
+}
+
+/* The deferred GPU digest's host half (harness/probe/native/probe_cuda.cu): out[t] = the xxh3t64 root
+ * over tensor t's ceil(bytes[t] / 65536) leaf digests, which follow tensor t-1's in `leaves`. */
+int align_probe_digest_roots(const uint64_t *leaves, size_t n_tensors, const uint64_t *bytes, uint64_t *out)
+{
+	if (n_tensors && (!bytes || !out))
+		return -1;
+	size_t at = 0;
+	for (size_t t = 0; t < n_tensors; t++) {
+		size_t n = (bytes[t] + DIGEST_LEAF_BYTES - 1) / DIGEST_LEAF_BYTES;
+		if (n && !leaves)
+			return -1;
+		out[t] = digest_xxh3t64_root(n ? leaves + at : NULL, n, bytes[t]);
+		at += n;
+	}
 	return 0;
 }
 
