@@ -57,7 +57,8 @@ int main(int argc, char **argv)
 	int clock_khz = 0;
 	CK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
 	double peak = (double)dev.sm_count * 128.0 * clock_khz * 1e3; /* binary32 operations per second */
-	printf("device %s (%d SMs, %.0f MHz), build %s\n", dev.name, dev.sm_count, clock_khz / 1e3, ALIGN_GPU_BUILD_COMMIT);
+	printf("device %s (%d SMs, %.0f MHz), build %s\n", dev.name, dev.sm_count, clock_khz / 1e3,
+	       ALIGN_GPU_BUILD_COMMIT);
 	const char *profiles[] = {"deepseek-ref", "megatron"};
 	int bad = 0;
 	for (int pi = 0; pi < 2; pi++) {
@@ -99,7 +100,8 @@ int main(int argc, char **argv)
 		int det = memcmp(hout[0].data, hout[1].data, nbytes(&hout[0])) == 0;
 		bad |= !det;
 		double flops = 4.0 * (double)T * 64 * 640 * 512;
-		printf("sparse_attn profile=%s T=%ld H=64 D=512 N=640 ms=%.3f gflops=%.1f roofline=%.3f deterministic=%s\n",
+		printf("sparse_attn profile=%s T=%ld H=64 D=512 N=640 ms=%.3f gflops=%.1f roofline=%.3f "
+		       "deterministic=%s\n",
 		       profiles[pi], T, ms[REPS / 2], flops / (ms[REPS / 2] * 1e-3) / 1e9,
 		       flops / (ms[REPS / 2] * 1e-3) / peak, det ? "yes" : "NO");
 		for (int i = 0; i < 4; i++) {

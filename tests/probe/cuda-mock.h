@@ -141,7 +141,8 @@ extern "C" int align_digest_leaves_cuda(const void *p, size_t bytes, uint64_t *l
 {
 	(void)s;
 	for (size_t i = 0; i * 65536 < bytes; i++)
-		leaves[i] = XXH3_64bits((const char *)p + i * 65536, bytes - i * 65536 < 65536 ? bytes - i * 65536 : 65536);
+		leaves[i] =
+			XXH3_64bits((const char *)p + i * 65536, bytes - i * 65536 < 65536 ? bytes - i * 65536 : 65536);
 	return 0;
 }
 
