@@ -84,7 +84,34 @@ int numtext_valid(const char *text, size_t n)
 	return scan_number(text, n, &sc);
 }
 
+/* The last number numtext_parse converted (per thread): a parser that checks a value and then emits it
+ * has it parsed two or three times (the md5 check of an anchor, the unique-float32 test, classify). */
+static _Thread_local struct {
+	char text[512];
+	size_t n;
+	enum prec_kind prec;
+	int prec_n;
+	struct numtext nt;
+} last_parse;
+
+static int numtext_convert(const char *text, size_t n, enum prec_kind prec, int prec_n, struct numtext *out);
+
 int numtext_parse(const char *text, size_t n, enum prec_kind prec, int prec_n, struct numtext *out)
+{
+	if (n && n == last_parse.n && prec == last_parse.prec && prec_n == last_parse.prec_n &&
+	    !memcmp(text, last_parse.text, n)) {
+		*out = last_parse.nt;
+		return 0;
+	}
+	int rc = numtext_convert(text, n, prec, prec_n, out);
+	if (!rc) { /* n < 512: scan_number took it */
+		memcpy(last_parse.text, text, n);
+		last_parse.n = n, last_parse.prec = prec, last_parse.prec_n = prec_n, last_parse.nt = *out;
+	}
+	return rc;
+}
+
+static int numtext_convert(const char *text, size_t n, enum prec_kind prec, int prec_n, struct numtext *out)
 {
 	memset(out, 0, sizeof *out);
 	struct scan sc;
