@@ -1,7 +1,8 @@
 /* test-numtext: numtext_valid takes exactly the texts numtext_parse takes (parsers check a field with
  * the one and ingest_emit reads it with the other), and numtext_parse's intervals are those of
  * powl(10, last) for every exponent a print can show (the remembered powers are powl's own values),
- * in every precision class. Exit status is the verdict. */
+ * in every precision class; the remembered last conversion never answers another text or class. Exit status
+ * is the verdict. */
 #include "numtext.h"
 
 #include <math.h>
@@ -109,6 +110,27 @@ int main(void)
 		CHECK(nt.lo == nt.value && nt.hi == nt.value && nt.value == strtod(buf, NULL), "%s: exact interval",
 		      buf);
 	}
+	/* the remembered last conversion answers only the same text in the same precision class: each
+	 * (text, class) after every other equals it after an unrelated text */
+	static const char *const mix[] = {"1.5", "1.50", "1.5e0", "15", "1.25", "1.2"};
+	static const struct {
+		enum prec_kind prec;
+		int n;
+	} cls[] = {{PREC_TEXT, 0}, {PREC_EXACT, 0}, {PREC_DEC, 1}, {PREC_DEC, 3}};
+	for (size_t a = 0; a < 6; a++)
+		for (size_t ca = 0; ca < 4; ca++)
+			for (size_t b = 0; b < 6; b++)
+				for (size_t cb = 0; cb < 4; cb++) {
+					struct numtext x, y;
+					numtext_parse("7", 1, PREC_TEXT, 0, &x);
+					numtext_parse(mix[a], strlen(mix[a]), cls[ca].prec, cls[ca].n, &x);
+					numtext_parse(mix[b], strlen(mix[b]), cls[cb].prec, cls[cb].n, &y);
+					numtext_parse("7", 1, PREC_TEXT, 0, &x);
+					numtext_parse(mix[b], strlen(mix[b]), cls[cb].prec, cls[cb].n, &x);
+					CHECK(x.value == y.value && x.lo == y.lo && x.hi == y.hi &&
+						      x.digits == y.digits && x.special == y.special,
+					      "'%s' class %zu after '%s' class %zu differs", mix[b], cb, mix[a], ca);
+				}
 	if (fails)
 		fprintf(stderr, "test-numtext: %d failures\n", fails);
 	return fails != 0;
