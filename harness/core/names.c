@@ -56,7 +56,7 @@ void names_canonical(const char *name, char *out, size_t outlen)
 			return;
 		}
 	}
-	if (mtp_alias(name, out, outlen))
+	if (!strncmp(name, "mtp", 3) && mtp_alias(name, out, outlen)) /* its sscanf costs: only for "mtp..." */
 		return;
 	size_t o = 0;
 	int sep = 0;

@@ -25,6 +25,9 @@ struct numtext {
 
 /* Parse text[0..n) as a number; returns 0, or -1 when it is not a number in any dialect. */
 int numtext_parse(const char *text, size_t n, enum prec_kind prec, int prec_n, struct numtext *out);
+/* Whether numtext_parse would take text[0..n) (0: a number, -1: not), without converting it: for a
+ * parser's check of a field whose value ingest_emit then reads. */
+int numtext_valid(const char *text, size_t n);
 
 /* Bits of the unique float32 in [lo, hi], if exactly one: returns 1 and sets *bits. */
 int numtext_unique_f32(long double lo, long double hi, uint32_t *bits);

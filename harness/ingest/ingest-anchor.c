@@ -51,16 +51,22 @@ static const struct {
 };
 #define N_TAGS (sizeof tags / sizeof tags[0])
 
-/* Earliest tag text at or after pos; returns its index into tags, or -1. */
+/* Earliest tag text at or after pos; returns its index into tags, or -1. One pass over the line: at
+ * most one tag matches at a position (they differ before either ends), so the first hit is the earliest. */
 static int next_tag(const char *line, size_t len, size_t pos, size_t *at)
 {
-	int best = -1;
-	for (size_t t = 0; t < N_TAGS; t++) {
-		const char *p = memmem(line + pos, len - pos, tags[t].text, tags[t].len);
-		if (p && (best < 0 || (size_t)(p - line) < *at))
-			best = (int)t, *at = (size_t)(p - line);
+	for (size_t i = pos; i < len; i++) {
+		char c = line[i];
+		if (c != 'p' && c != 'f' && c != '[')
+			continue;
+		for (size_t t = 0; t < N_TAGS; t++)
+			if (tags[t].text[0] == c && len - i >= tags[t].len &&
+			    !memcmp(line + i, tags[t].text, tags[t].len)) {
+				*at = i;
+				return (int)t;
+			}
 	}
-	return best;
+	return -1;
 }
 
 /* The colon tags are anchors only when "rank=" follows (a trainer key "final_loss: 1.0" is not). */

@@ -97,8 +97,7 @@ int paddle_legacy_step_line(struct ingest *ig, struct paddle_state *ps, const ch
 		for (size_t k = 0; k < kl && o + 1 < sizeof name; k++)
 			name[o++] = m[ks + k] == ' ' ? '_' : m[ks + k];
 		name[o] = '\0';
-		struct numtext nt;
-		int num = vn && !numtext_parse(m + vs, vn, PREC_TEXT, 0, &nt);
+		int num = vn && !numtext_valid(m + vs, vn);
 		int loss = has_suffix(name, o, "loss");
 		if (!num) {
 			if (loss) {
@@ -160,9 +159,8 @@ int paddle_legacy_eval_line(struct ingest *ig, struct paddle_state *ps, const ch
 		for (size_t k = k0; k < kl && o + 1 < sizeof name; k++)
 			name[o++] = m[ks + k] == ' ' ? '_' : m[ks + k];
 		name[o] = '\0';
-		struct numtext nt;
 		int loss = !strcmp(name, "eval_loss");
-		if (ve == vs || numtext_parse(m + vs, ve - vs, PREC_TEXT, 0, &nt)) {
+		if (ve == vs || numtext_valid(m + vs, ve - vs)) {
 			if (loss) {
 				*rc = ingest_error(ig, line, "field 'eval loss': not a number: '%.*s'",
 						   (int)(ve - vs > 40 ? 40 : ve - vs), m + vs);

@@ -163,8 +163,7 @@ static int must_be_number(const struct paddle_kv *kv)
 
 static int is_number_text(const char *v, size_t n)
 {
-	struct numtext nt;
-	return !numtext_parse(v, n, PREC_EXACT, 0, &nt);
+	return !numtext_valid(v, n);
 }
 
 /* One value record; md5 (already checked to be 32 hex) rides on it and is verified against it. */

@@ -26,15 +26,32 @@
 
 /* ---- float32 md5 ---- */
 
-void anchor_md5_f32(uint32_t bits, char hex[33])
+/* The md5 of bits' little-endian bytes, as lower-case hex, with ctx (reused across calls: a verify tries
+ * up to 4096 float32s, and a fresh context per digest costs more than the digest). */
+static void md5_f32_hex(EVP_MD_CTX *ctx, uint32_t bits, char hex[33])
 {
+	static const char digit[] = "0123456789abcdef";
 	unsigned char le[4] = {(unsigned char)bits, (unsigned char)(bits >> 8), (unsigned char)(bits >> 16),
 			       (unsigned char)(bits >> 24)};
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int n = 0;
-	EVP_Digest(le, 4, md, &n, EVP_md5(), NULL);
+	EVP_DigestInit_ex(ctx, EVP_md5(), NULL);
+	EVP_DigestUpdate(ctx, le, 4);
+	EVP_DigestFinal_ex(ctx, md, &n);
 	for (unsigned i = 0; i < 16; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+		hex[2 * i] = digit[md[i] >> 4], hex[2 * i + 1] = digit[md[i] & 15];
+	hex[32] = '\0';
+}
+
+void anchor_md5_f32(uint32_t bits, char hex[33])
+{
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	if (!ctx) {
+		hex[0] = '\0'; /* out of memory: matches no md5 */
+		return;
+	}
+	md5_f32_hex(ctx, bits, hex);
+	EVP_MD_CTX_free(ctx);
 }
 
 static int is_hex(char c)
@@ -95,16 +112,22 @@ int anchor_md5_verify(const char *text, size_t n, enum prec_kind prec, int prec_
 	}
 	if (hi_o - lo_o >= 4096)
 		return -1;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	if (!ctx)
+		return -1; /* out of memory: not verified */
+	int found = 0;
 	for (uint32_t o = lo_o;; o++) {
-		anchor_md5_f32(f32_unorder(o), hex);
+		md5_f32_hex(ctx, f32_unorder(o), hex);
 		if (!strcmp(hex, md5)) {
 			*bits = f32_unorder(o);
-			return 1;
+			found = 1;
+			break;
 		}
 		if (o == hi_o)
 			break;
 	}
-	return 0;
+	EVP_MD_CTX_free(ctx);
+	return found;
 }
 
 /* ---- json.dumps lines ---- */

@@ -147,8 +147,7 @@ static struct tt_stream *stream_for(struct ttl *t, int64_t rank)
 static int emit_num(struct ingest *ig, int64_t rank, int64_t step, int64_t line, const char *name, const char *phase,
 		    const char *dtype, const char *text, size_t len)
 {
-	struct numtext nt;
-	if (numtext_parse(text, len, PREC_TEXT, 0, &nt))
+	if (numtext_valid(text, len))
 		return ingest_error(ig, line, "field '%s': not a number: '%.*s'", name, (int)(len > 40 ? 40 : len),
 				    text);
 	struct rec r = {.rank = rank,
@@ -175,8 +174,7 @@ static int emit_meta(struct ingest *ig, int64_t rank, int64_t step, int64_t line
 		if (v[i] != ',' && !(i == n - 1 && v[i] == '%'))
 			num[o++] = v[i];
 	num[o] = '\0';
-	struct numtext nt;
-	if (!o || numtext_parse(num, o, PREC_TEXT, 0, &nt))
+	if (!o || numtext_valid(num, o))
 		return ALIGN_OK;
 	return emit_num(ig, rank, step, line, name, "meta", "fp64", num, o);
 }

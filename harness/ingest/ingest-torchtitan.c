@@ -35,8 +35,7 @@ static int tt_split(const char *s, size_t n, int64_t *step, const char **loss, s
 		return -1;
 	*loss = s + i + 1;
 	*loss_len = n - i - 1;
-	struct numtext nt;
-	if (!*loss_len || memchr(*loss, ' ', *loss_len) || numtext_parse(*loss, *loss_len, PREC_EXACT, 0, &nt))
+	if (!*loss_len || memchr(*loss, ' ', *loss_len) || numtext_valid(*loss, *loss_len))
 		return -1;
 	return 0;
 }

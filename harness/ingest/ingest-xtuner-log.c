@@ -192,8 +192,7 @@ static int emit_field(struct ingest *ig, const struct xl_field *f, int64_t step,
 		phase = "eval";
 	if (val && key_is(f, "loss"))
 		snprintf(name, sizeof name, "eval_loss");
-	struct numtext nt;
-	if (!f->val_len || numtext_parse(f->val, f->val_len, PREC_TEXT, 0, &nt)) {
+	if (!f->val_len || numtext_valid(f->val, f->val_len)) {
 		if (is_loss || key_is(f, "grad_norm") || key_is(f, "lr"))
 			return ingest_error(ig, line, "field '%s': not a number: '%.*s'", name,
 					    (int)(f->val_len > 40 ? 40 : f->val_len), f->val);

@@ -121,57 +121,77 @@ static int note_seq(struct ingest *ig, int64_t rank, int64_t seq)
 	return note_seq(ig, rank, seq);
 }
 
+/* The summary slot of (rank, step), NULL when out of memory. ig->steps is one block: steps_cap slots in
+ * the order their (rank, step) first came (steps_used of them), then an open-addressing table of
+ * 2 * steps_cap slot numbers + 1 (0: empty). First-come order is step order in a log, so the flush's
+ * upserts walk the stepsum b-tree from left to right without a sort. */
 static struct step_slot *step_lookup(struct ingest *ig, int64_t rank, int64_t step)
 {
-	if (2 * (ig->steps_used + 1) > ig->steps_cap) {
-		size_t cap = ig->steps_cap ? 2 * ig->steps_cap : 1024;
-		struct step_slot *grown = calloc(cap, sizeof *grown);
-		for (size_t i = 0; i < ig->steps_cap; i++) {
-			if (!ig->steps[i].used)
-				continue;
-			size_t j = (size_t)XXH3_64bits(&ig->steps[i].rank, 16) & (cap - 1);
-			while (grown[j].used)
-				j = (j + 1) & (cap - 1);
-			grown[j] = ig->steps[i];
+	if (ig->steps_used == ig->steps_cap) {
+		size_t cap = ig->steps_cap ? 2 * ig->steps_cap : 512, mask = 2 * cap - 1;
+		struct step_slot *grown =
+			cap < UINT32_MAX / 2 ? malloc(cap * sizeof *grown + 2 * cap * sizeof(uint32_t)) : NULL;
+		if (!grown)
+			return NULL;
+		uint32_t *tab = (uint32_t *)(grown + cap);
+		memset(tab, 0, 2 * cap * sizeof *tab);
+		for (size_t i = 0; i < ig->steps_used; i++) {
+			grown[i] = ig->steps[i];
+			size_t j = (size_t)XXH3_64bits(&grown[i].rank, 16) & mask;
+			while (tab[j])
+				j = (j + 1) & mask;
+			tab[j] = (uint32_t)(i + 1);
 		}
 		free(ig->steps);
 		ig->steps = grown;
 		ig->steps_cap = cap;
 	}
+	uint32_t *tab = (uint32_t *)(ig->steps + ig->steps_cap);
+	size_t mask = 2 * ig->steps_cap - 1;
 	int64_t k[2] = {rank, step};
-	size_t j = (size_t)XXH3_64bits(k, 16) & (ig->steps_cap - 1);
-	while (ig->steps[j].used && (ig->steps[j].rank != rank || ig->steps[j].step != step))
-		j = (j + 1) & (ig->steps_cap - 1);
-	if (!ig->steps[j].used) {
-		ig->steps[j].used = 1, ig->steps[j].rank = rank, ig->steps[j].step = step;
-		ig->steps_used++;
+	size_t j = (size_t)XXH3_64bits(k, 16) & mask;
+	for (; tab[j]; j = (j + 1) & mask) {
+		struct step_slot *s = &ig->steps[tab[j] - 1];
+		if (s->rank == rank && s->step == step)
+			return s;
 	}
-	return &ig->steps[j];
+	struct step_slot *s = &ig->steps[ig->steps_used];
+	*s = (struct step_slot){.rank = rank, .step = step, .used = 1};
+	tab[j] = (uint32_t)++ig->steps_used;
+	return s;
 }
 
 int ingest_flush_stepsum(struct ingest *ig)
 {
-	int rc = ALIGN_OK;
-	for (size_t i = 0; i < ig->steps_cap && !rc; i++) {
+	struct store_stepsum *rows = malloc((ig->steps_used ? ig->steps_used : 1) * sizeof *rows);
+	if (!rows)
+		return fail_internal(ig->e, "out of memory");
+	size_t n = 0;
+	for (size_t i = 0; i < ig->steps_used; i++) {
 		struct step_slot *s = &ig->steps[i];
-		if (!s->used || s->n == 0)
+		if (!s->n)
 			continue;
 		/* h is a sum mod 2^64; SQLite integer addition must not overflow, so store the high-bit-cleared
-		 * sum of 63-bit parts: add in unsigned space here, keep 62 bits per flush */
-		rc = store_add_stepsum(&ig->st, ig->run_id, s->rank, s->step, s->n, s->n_exact,
-				       (int64_t)(s->h & 0x3fffffffffffffffull));
+		 * sum of 63-bit parts: add in unsigned space here, keep 62 bits per flush (the upsert masks
+		 * the sum with a stored h to 62 bits) */
+		rows[n++] = (struct store_stepsum){.rank = s->rank,
+						   .step = s->step,
+						   .n = s->n,
+						   .n_exact = s->n_exact,
+						   .h = (int64_t)(s->h & 0x3fffffffffffffffull)};
 	}
+	int rc = store_add_stepsums(&ig->st, ig->run_id, rows, n);
+	free(rows);
 	free(ig->steps);
 	ig->steps = NULL;
 	ig->steps_cap = ig->steps_used = 0;
-	ALIGN_TRY(ig->e, rc);
-	return store_mask_stepsum(ig->db, ig->e);
+	return rc;
 }
 
 int ingest_supersede(struct ingest *ig, int64_t rank, int64_t from_step)
 {
-	for (size_t i = 0; i < ig->steps_cap; i++)
-		if (ig->steps[i].used && ig->steps[i].rank == rank && ig->steps[i].step >= from_step)
+	for (size_t i = 0; i < ig->steps_used; i++)
+		if (ig->steps[i].rank == rank && ig->steps[i].step >= from_step)
 			ig->steps[i].n = ig->steps[i].n_exact = 0, ig->steps[i].h = 0;
 	ingest_occ_supersede(ig, rank, from_step);
 	return store_supersede(ig->db, ig->run_id, rank, from_step, ig->e);
@@ -346,9 +366,11 @@ static struct value_id value_id_of(const struct rec *r, const struct classified 
 }
 
 /* Add a record to its (rank, step) summary (see stepsum in schema/0001-init.sql). */
-static void step_add(struct ingest *ig, const struct rec *r, const char *canon, int64_t occ, uint64_t vh, int exact)
+static int step_add(struct ingest *ig, const struct rec *r, const char *canon, int64_t occ, uint64_t vh, int exact)
 {
 	struct step_slot *ss = step_lookup(ig, r->rank, r->step);
+	if (!ss)
+		return fail_internal(ig->e, "out of memory");
 	int64_t idn[3] = {r->micro, occ, (int64_t)vh};
 	unsigned char kb[256 + sizeof idn];
 	size_t cl = strlen(canon);
@@ -357,6 +379,7 @@ static void step_add(struct ingest *ig, const struct rec *r, const char *canon, 
 	ss->h += XXH3_64bits(kb, sizeof idn + cl) >> 2; /* 62-bit terms: sums stay exact in SQLite */
 	ss->n++;
 	ss->n_exact += exact;
+	return ALIGN_OK;
 }
 
 void ingest_meta_reset(struct ingest *ig)
@@ -487,7 +510,7 @@ int ingest_emit(struct ingest *ig, const struct rec *r)
 		free(where);
 		return rc;
 	}
-	step_add(ig, r, canon, occ, vh, c.has_bits || r->digest);
+	ALIGN_TRY(ig->e, step_add(ig, r, canon, occ, vh, c.has_bits || r->digest));
 	if (r->phase && !strcmp(r->phase, "meta"))
 		ALIGN_TRY(ig->e, note_meta(ig, canon));
 	ig->n_records++;

@@ -79,13 +79,18 @@ int store_ingest_open(struct store_ingest *s, sqlite3 *db, struct align_err *e)
 	    (rc = store_prepare(db, "add stepsum",
 				"INSERT INTO stepsum(run_id, rank, step, n, n_exact, h) "
 				"VALUES (:run_id, :rank, :step, :n, :n_exact, :h) ON CONFLICT(run_id, rank, step) "
-				"DO UPDATE SET n=n+excluded.n, n_exact=n_exact+excluded.n_exact, h=(h+excluded.h)",
+				"DO UPDATE SET n=n+excluded.n, n_exact=n_exact+excluded.n_exact, "
+				"h=(h+excluded.h) & 4611686018427387903",
 				&s->stepsum, e)) ||
 	    (rc = store_prepare(db, "note meta canon",
 				"INSERT OR IGNORE INTO meta_canon(run_id, canon) VALUES (:run_id, :canon)", &s->meta,
 				e))) {
 		store_ingest_close(s);
 		return rc;
+	}
+	if (sqlite3_bind_parameter_index(s->stepsum, ":h") != 6) { /* store_add_stepsum binds by position */
+		store_ingest_close(s);
+		return fail_internal(e, "add stepsum: unexpected parameter order");
 	}
 	for (int c = 0; c < STORE_REC_N; c++)
 		s->rec_param[c] = sqlite3_bind_parameter_index(s->record, record_params[c]);
@@ -236,13 +241,65 @@ int store_describe_seq(sqlite3 *db, int64_t run_id, int64_t rank, int64_t seq, c
 int store_add_stepsum(struct store_ingest *s, int64_t run_id, int64_t rank, int64_t step, int64_t n, int64_t n_exact,
 		      int64_t h)
 {
-	store_bind_int64(s->stepsum, ":run_id", run_id);
-	store_bind_int64(s->stepsum, ":rank", rank);
-	store_bind_int64(s->stepsum, ":step", step);
-	store_bind_int64(s->stepsum, ":n", n);
-	store_bind_int64(s->stepsum, ":n_exact", n_exact);
-	store_bind_int64(s->stepsum, ":h", h);
-	return step_done(s->db, s->stepsum, s->e);
+	/* one row per step of a line format: bind by position (named parameters are numbered in order of
+	 * first appearance) and step without clearing (every parameter is bound each time) */
+	sqlite3_bind_int64(s->stepsum, 1, run_id);
+	sqlite3_bind_int64(s->stepsum, 2, rank);
+	sqlite3_bind_int64(s->stepsum, 3, step);
+	sqlite3_bind_int64(s->stepsum, 4, n);
+	sqlite3_bind_int64(s->stepsum, 5, n_exact);
+	sqlite3_bind_int64(s->stepsum, 6, h);
+	int ret = sqlite3_step(s->stepsum) == SQLITE_DONE ? ALIGN_OK
+							  : fail_internal(s->e, "sqlite: %s", sqlite3_errmsg(s->db));
+	sqlite3_reset(s->stepsum);
+	return ret;
+}
+
+/* The upsert of STORE_STEPSUM_BATCH summaries in one statement (parameters ?1.. by row), prepared. */
+static int prepare_stepsum_batch(struct store_ingest *s, sqlite3_stmt **st)
+{
+	static const char head[] = "INSERT INTO stepsum(run_id, rank, step, n, n_exact, h) VALUES ",
+			  row[] = "(?,?,?,?,?,?),",
+			  tail[] = " ON CONFLICT(run_id, rank, step) DO UPDATE SET n=n+excluded.n, "
+				   "n_exact=n_exact+excluded.n_exact, h=(h+excluded.h) & 4611686018427387903";
+	char sql[sizeof head + STORE_STEPSUM_BATCH * (sizeof row - 1) + sizeof tail];
+	size_t o = 0;
+	memcpy(sql, head, sizeof head - 1), o += sizeof head - 1;
+	for (int i = 0; i < STORE_STEPSUM_BATCH; i++)
+		memcpy(sql + o, row, sizeof row - 1), o += sizeof row - 1;
+	o--; /* the last row's ',' */
+	memcpy(sql + o, tail, sizeof tail);
+	return store_prepare(s->db, "add stepsums", sql, st, s->e);
+}
+
+int store_add_stepsums(struct store_ingest *s, int64_t run_id, const struct store_stepsum *rows, size_t n)
+{
+	size_t i = 0;
+	if (n >= STORE_STEPSUM_BATCH) {
+		sqlite3_stmt *st;
+		ALIGN_TRY(s->e, prepare_stepsum_batch(s, &st));
+		int ret = ALIGN_OK;
+		for (; i + STORE_STEPSUM_BATCH <= n && !ret; i += STORE_STEPSUM_BATCH) {
+			for (int k = 0; k < STORE_STEPSUM_BATCH; k++) {
+				const struct store_stepsum *r = &rows[i + (size_t)k];
+				sqlite3_bind_int64(st, 6 * k + 1, run_id);
+				sqlite3_bind_int64(st, 6 * k + 2, r->rank);
+				sqlite3_bind_int64(st, 6 * k + 3, r->step);
+				sqlite3_bind_int64(st, 6 * k + 4, r->n);
+				sqlite3_bind_int64(st, 6 * k + 5, r->n_exact);
+				sqlite3_bind_int64(st, 6 * k + 6, r->h);
+			}
+			if (sqlite3_step(st) != SQLITE_DONE)
+				ret = fail_internal(s->e, "sqlite: %s", sqlite3_errmsg(s->db));
+			sqlite3_reset(st);
+		}
+		sqlite3_finalize(st);
+		ALIGN_TRY(s->e, ret);
+	}
+	for (; i < n; i++)
+		ALIGN_TRY(s->e, store_add_stepsum(s, run_id, rows[i].rank, rows[i].step, rows[i].n, rows[i].n_exact,
+						  rows[i].h));
+	return ALIGN_OK;
 }
 
 int store_mask_stepsum(sqlite3 *db, struct align_err *e)

@@ -91,6 +91,14 @@ int store_describe_seq(sqlite3 *db, int64_t run_id, int64_t rank, int64_t seq, c
 /* Add n records, n_exact of them exact, and hash term h (62 bits) to the summary of (rank, step). */
 int store_add_stepsum(struct store_ingest *s, int64_t run_id, int64_t rank, int64_t step, int64_t n, int64_t n_exact,
 		      int64_t h);
+/* One summary to add (store_add_stepsums). */
+struct store_stepsum {
+	int64_t rank, step, n, n_exact, h;
+};
+/* store_add_stepsum for each of rows[0..n), STORE_STEPSUM_BATCH rows per statement (a line format has a
+ * summary per record: the statement's fixed cost per row was a fifth of its ingest). */
+#define STORE_STEPSUM_BATCH 64
+int store_add_stepsums(struct store_ingest *s, int64_t run_id, const struct store_stepsum *rows, size_t n);
 /* Clear the high bits of every summary hash (keeps the sums within 62 bits). */
 int store_mask_stepsum(sqlite3 *db, struct align_err *e);
 /* Note that canon is metadata in the run (once; again is a no-op). */

@@ -10,6 +10,10 @@
 #              record table has the same columns (those align fills for these rows) and the same two
 #              indexes (record_order, record_key), median of 3
 #   ratio    = ingest_s / import_s   (goal <= 1.5)
+#   cpu      = user+sys seconds of the median ingest / of the median import (load on a shared machine
+#              stretches wall times; CPU times show how much of a ratio is work)
+# With ALIGN_BASE=path/to/an/older/align, each round also times that binary (base_s, base_ratio =
+# base_s / import_s): before and after in one run, under the same load.
 # The CSV is exactly what align stores: the record rows of an untimed first ingest, exported with
 # sqlite3 (columns: those non-NULL in some row). Runs alternate ingest/import so that load on the
 # machine hits both alike; every run's time is printed.
@@ -23,8 +27,22 @@ formats=("$@")
 work=$(mktemp -d "${TMPDIR:-/tmp}/align-bench-lines.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cd "$work"
-now() { date +%s.%N; }
 median() { sort -g | sed -n 2p; }
+# timed CMD...: runs it, appends "wall cpu" to the array named by $T
+timed() {
+	/usr/bin/time -f '%e %U %S' -o "$work/time.txt" "$@" >/dev/null
+	read -r w u s < "$work/time.txt"
+	eval "$T+=(\"$w $(echo "$u + $s" | bc -l)\")"
+}
+# med ARRAY FIELD: the FIELD (1 wall, 2 cpu) of the run with the median wall time
+med() {
+	local -n a=$1
+	printf '%s\n' "${a[@]}" | sort -g | sed -n 2p | cut -d' ' -f"$2"
+}
+walls() {
+	local -n a=$1
+	printf '%.2f ' $(printf '%s\n' "${a[@]}" | cut -d' ' -f1)
+}
 # column name -> declared type, as in schema/0001-init.sql
 declare -A type=([run_id]=INTEGER [source_id]=INTEGER [line]=INTEGER [rank]=INTEGER [step]=INTEGER
 	[micro]=INTEGER [seq]=INTEGER [occ]=INTEGER [name]=TEXT [canon]=TEXT [phase]=TEXT [dtype]=TEXT
@@ -34,7 +52,14 @@ declare -A type=([run_id]=INTEGER [source_id]=INTEGER [line]=INTEGER [rank]=INTE
 printf 'machine: %s, %s cores, load %s; sqlite %s; commit %s\n' "$(uname -m)" "$(nproc)" \
 	"$(cut -d' ' -f1-3 /proc/loadavg)" "$(sqlite3 --version | cut -d' ' -f1)" \
 	"$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-printf '%-15s %8s %8s %9s %9s %6s   %s\n' format lines records ingest_s import_s ratio 'runs (ingest | import)'
+base=${ALIGN_BASE:-}
+if [ -n "$base" ]; then
+	printf '%-15s %8s %8s %9s %9s %6s %9s %6s %11s   %s\n' format lines records ingest_s import_s ratio base_s \
+		base_r 'cpu i/imp' 'wall runs (ingest | import | base)'
+else
+	printf '%-15s %8s %8s %9s %9s %6s %11s   %s\n' format lines records ingest_s import_s ratio 'cpu i/imp' \
+		'wall runs (ingest | import)'
+fi
 for f in "${formats[@]}"; do
 	python3 "$here/gen-lines.py" "$f" "$n" log.txt
 	rm -f ref.db
@@ -53,19 +78,26 @@ CREATE TABLE record (${decl%, });
 CREATE UNIQUE INDEX record_order ON record(run_id, rank, seq);
 CREATE INDEX record_key ON record(run_id, canon, rank, step, micro, occ);
 SQL
-	ing=(); imp=()
+	ing=(); imp=(); bas=()
 	for rep in 1 2 3; do
-		rm -f a.db import.db
-		t0=$(now); "$ALIGN" ingest --quiet --db a.db --format "$f" log.txt >/dev/null; t1=$(now)
-		ing+=("$(echo "$t1 - $t0" | bc -l)")
+		rm -f a.db import.db b.db
+		T=ing timed "$ALIGN" ingest --quiet --db a.db --format "$f" log.txt
 		sqlite3 import.db < import.sql
-		t0=$(now); sqlite3 import.db ".import --csv rows.csv record"; t1=$(now)
-		imp+=("$(echo "$t1 - $t0" | bc -l)")
+		T=imp timed sqlite3 import.db ".import --csv rows.csv record"
+		[ -z "$base" ] || T=bas timed "$base" ingest --quiet --db b.db --format "$f" log.txt
 	done
 	irows=$(sqlite3 import.db "SELECT count(*) FROM record")
 	[ "$irows" = "$records" ] || { echo "$f: imported $irows rows, align stored $records" >&2; exit 1; }
-	ingest_s=$(printf '%s\n' "${ing[@]}" | median)
-	import_s=$(printf '%s\n' "${imp[@]}" | median)
-	printf '%-15s %8s %8s %9.3f %9.3f %6.2f   %s | %s\n' "$f" "$n" "$records" "$ingest_s" "$import_s" \
-		"$(echo "$ingest_s / $import_s" | bc -l)" "$(printf '%.2f ' "${ing[@]}")" "$(printf '%.2f ' "${imp[@]}")"
+	ingest_s=$(med ing 1) import_s=$(med imp 1)
+	cpu=$(printf '%.1f/%.1f' "$(med ing 2)" "$(med imp 2)")
+	ratio=$(echo "$ingest_s / $import_s" | bc -l)
+	if [ -n "$base" ]; then
+		base_s=$(med bas 1)
+		printf '%-15s %8s %8s %9.3f %9.3f %6.2f %9.3f %6.2f %11s   %s| %s| %s\n' "$f" "$n" "$records" "$ingest_s" \
+			"$import_s" "$ratio" "$base_s" "$(echo "$base_s / $import_s" | bc -l)" "$cpu" "$(walls ing)" \
+			"$(walls imp)" "$(walls bas)"
+	else
+		printf '%-15s %8s %8s %9.3f %9.3f %6.2f %11s   %s| %s\n' "$f" "$n" "$records" "$ingest_s" "$import_s" \
+			"$ratio" "$cpu" "$(walls ing)" "$(walls imp)"
+	fi
 done
