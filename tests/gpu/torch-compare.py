@@ -29,6 +29,17 @@ Cases (contracts in kernels/ops/swiglu.h, router.h, mhc_pre.h):
   router-sigmoid  `align run router --variant 1` (V3.2 gate): sigmoid(l), 8 groups keep 4 (group score =
            top-K/4 values summed, torch.topk on the group scores), other groups' b = -inf
            (masked_fill), torch.topk(K) on b, w / sum(w) [+ 1e-20 for megatron], * 2.5.
+  rope     x[T,H,D] bf16, pos[T] i32 (0, 1, 65535, 1048575 and random positions; signed zeros, bf16
+           extremes that keep every sum finite). Frequencies as the frameworks compute them on the GPU:
+           base ** (arange(0, 64, 2) / 64) (powf), YaRN ramp from the binary64 correction range;
+           deepseek-ref: freqs / factor * (1 - smooth) + freqs * smooth, cos/sin of outer(pos, freqs) in
+           fp32, the complex product written as fp32 tensor ops (xr*c - xi*s, xr*s + xi*c), one bf16
+           rounding; megatron: 1 / (factor * pos_freqs), cos/sin cast to bf16, de-interleave,
+           t*cos + rotate_half(t)*sin on bf16 tensors, re-interleave. Variants: 0 YaRN (DSv4 compressed
+           layer), 1 inverse (sin negated), 2 plain RoPE (window layer), 3 DS-V3.2 indexer (first 64 dims,
+           rotate-half pairs). The row "deepseek-ref-cuda+complex64-informational" is not judged: the same math through
+           torch.view_as_complex(x) * polar(1, angle) (c10::complex multiply, which nvcc may contract into
+           fused multiply-adds; align's fp32 arith is the unfused form).
   matmul   informational only (not part of the verdict): MATMUL_IMPL=cublas against torch's a @ b.t()
            in bf16 (both cuBLAS; equal bits need the same algorithm choice, which depends on the
            workspace and heuristics of each library build).
@@ -406,6 +417,84 @@ PROFILES = ["megatron-cuda", "deepseek-ref-cuda", "megatron", "deepseek-ref"]
 VERDICT_PROFILES = ("megatron-cuda", "deepseek-ref-cuda")  # must be bitwise equal to PyTorch
 
 
+RP_T, RP_H, RP_D = 16, 2, 128
+RP_POS = [0, 1, 2, 65535, 65536, 1048575, 4096, 127, 128, 100000]
+
+
+def rope_inputs(T, H, D):
+    r = random.Random(4242)
+    special = [0.0, -0.0, 1.0, -1.0, 3.0e30, -3.0e30, 2.0 ** -126, -(2.0 ** -130), 65504.0, 0.5]
+    x = []
+    for i in range(T * H * D):
+        if i % 13 == 0:
+            x.append(bf16_bits(special[(i // 13) % len(special)]))
+        else:
+            x.append(rnd_bf16(r, -4, 4))
+    pos = (RP_POS + [r.randrange(0, 1 << 20) for _ in range(T)])[:T]
+    return {"x": tensor("BF16", [T, H, D], x), "pos": tensor("I32", [T], [i32_bits(v) for v in pos])}
+
+
+# rope variants of kernels/ops/rope.c params_variant: (base, factor, original_seq_len, inverse, first, half)
+ROPE_VARIANTS = {0: (160000.0, 16.0, 65536, False, False, False), 1: (160000.0, 16.0, 65536, True, False, False),
+                 2: (10000.0, 16.0, 0, False, False, False), 3: (10000.0, 40.0, 4096, False, True, True)}
+
+
+def rope_freqs(torch, dev, base, factor, orig, mul_form, dim=64, beta_fast=32, beta_slow=1):
+    pw = base ** (torch.arange(0, dim, 2, dtype=torch.float32, device=dev) / dim)
+    f = 1.0 / pw
+    if orig <= 0:
+        return f
+
+    def cdim(rot):
+        return dim * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(base))
+    low = max(math.floor(cdim(beta_fast)), 0)
+    high = min(math.ceil(cdim(beta_slow)), dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float32, device=dev) - low) / (high - low), 0, 1)
+    smooth = 1 - ramp
+    fi = 1.0 / (factor * pw) if mul_form else f / factor
+    return fi * (1 - smooth) + f * smooth
+
+
+def torch_rope(torch, inp, profile, dev, variant, complex64=False):
+    base, factor, orig, inverse, first, half = ROPE_VARIANTS[variant]
+    x = to_torch(torch, inp["x"], dev)
+    pos = to_torch(torch, inp["pos"], dev).float()
+    meg = base_profile(profile) == "megatron"
+    ang = torch.outer(pos, rope_freqs(torch, dev, base, factor, orig, meg)).unsqueeze(1)  # [T,1,32]
+    rd = 64
+    xr = x[..., :rd] if first else x[..., -rd:]
+    if half:
+        a, b = xr[..., :rd // 2], xr[..., rd // 2:]
+    else:
+        a, b = xr[..., 0::2], xr[..., 1::2]
+    if meg:  # bf16 cos/sin, bf16 tensor ops (three roundings)
+        c = torch.cos(ang).to(torch.bfloat16)
+        s = torch.sin(ang).to(torch.bfloat16)
+        if inverse:
+            s = -s
+        ya = a * c + (-b) * s
+        yb = b * c + a * s
+    elif complex64:
+        z = torch.view_as_complex(torch.stack((a.float(), b.float()), -1).contiguous())
+        cis = torch.polar(torch.ones_like(ang), ang)
+        if inverse:
+            cis = cis.conj()
+        y = torch.view_as_real(z * cis)
+        ya, yb = y[..., 0].to(torch.bfloat16), y[..., 1].to(torch.bfloat16)
+    else:  # fp32 cos/sin, the complex product as unfused fp32 ops, one rounding
+        c, s = torch.cos(ang), torch.sin(ang)
+        if inverse:
+            s = -s
+        af, bf = a.float(), b.float()
+        ya = (af * c - bf * s).to(torch.bfloat16)
+        yb = (af * s + bf * c).to(torch.bfloat16)
+    rot = torch.cat((ya, yb), -1) if half else torch.stack((ya, yb), -1).flatten(-2)
+    out = torch.cat((rot, x[..., rd:]), -1) if first else torch.cat((x[..., :-rd], rot), -1)
+    return {"y": out}
+
+
 def matmul_inputs(T, D, F):
     r = random.Random(11)
     # the op takes f32 tensors; bf16-exact values, so MATMUL_OPERAND=bf16 rounds nothing away
@@ -441,6 +530,15 @@ def cases():
         out.append(dict(op="router", label=prof + "+sigmoid-groups", profile=prof, modes=[], variant=1,
                         shape="T=%d,D=2,E=%d,K=%d,V=1" % (R_T, R_E, R_K), inputs=ro, outputs=["idx", "wt"],
                         ref=("router", {"sp_eps": False, "sigmoid": True, "groups": 8, "keep": 4})))
+    rp = rope_inputs(RP_T, RP_H, RP_D)
+    for var in sorted(ROPE_VARIANTS):
+        for prof in PROFILES:
+            out.append(dict(op="rope[v%d]" % var, label=prof, profile=prof, modes=[], variant=var,
+                            shape="T=%d,H=%d,D=%d" % (RP_T, RP_H, RP_D), inputs=rp, outputs=["y"],
+                            ref=("rope", {"variant": var})))
+        out.append(dict(op="rope[v%d]" % var, label="deepseek-ref-cuda+complex64-informational", profile="deepseek-ref-cuda",
+                        modes=[], variant=var, shape="T=%d,H=%d,D=%d" % (RP_T, RP_H, RP_D), inputs=rp,
+                        outputs=["y"], ref=("rope", {"variant": var, "complex64": True}), informational=True))
     for name, base in mhc_bases(M_N).items():
         mi = mhc_inputs(M_T, M_N, M_D, base)
         for prof in PROFILES:
@@ -683,6 +781,8 @@ def compare_run(align, device, workdir):
             elif kind == "router":
                 ref = torch_router(torch, F, c["inputs"], c["profile"], dev, R_K, extra["sp_eps"],
                                    extra.get("sigmoid", False), extra.get("groups", 0), extra.get("keep", 0))
+            elif kind == "rope":
+                ref = torch_rope(torch, c["inputs"], c["profile"], dev, extra["variant"], extra.get("complex64", False))
             else:
                 ref = torch_mhc_pre(torch, F, c["inputs"], c["profile"], dev, M_N)
         print("\n## %s, profile %s\n$ %s" % (c["op"], c["label"], " ".join(cmd)))
@@ -694,7 +794,8 @@ def compare_run(align, device, workdir):
             n, d, ulp, first = compare(at[0], at[2], tt[2])
             verdict = "bitwise equal" if d == 0 else "differ"
             if c.get("informational"):
-                verdict += " (informational: cuBLAS heuristics and workspace, not part of the verdict)"
+                verdict += (" (informational: torch complex64 multiply, not part of the verdict)" if c["op"].startswith("rope")
+                            else " (informational: cuBLAS heuristics and workspace, not part of the verdict)")
             elif c["profile"] not in VERDICT_PROFILES:
                 verdict += " (portable, for contrast)"
             print("op=%s profile=%s output=%s elements=%d differing=%d max_ulp=%s" % (
