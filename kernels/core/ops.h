@@ -54,9 +54,10 @@ enum align_dim {
 	ALIGN_DIM_G,
 	ALIGN_DIM_H,
 	ALIGN_DIM_V,
+	ALIGN_DIM_S, /* attention: keys / compressed entries */
 	ALIGN_DIM_COUNT
 };
-#define ALIGN_DIM_LETTERS "TDEKFNGHV"
+#define ALIGN_DIM_LETTERS "TDEKFNGHVS"
 
 struct align_dims {
 	int64_t v[ALIGN_DIM_COUNT]; /* 0 = unused by the op */

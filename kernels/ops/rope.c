@@ -33,8 +33,8 @@ static double correction_dim(double rotations, int dim, double base, double max_
 	return dim * log(max_seq_len / (rotations * 2.0 * 3.14159265358979323846)) / (2.0 * log(base));
 }
 
-int rope_cfg_modes(struct rope_cfg *c, const struct rope_params *p, int64_t D, const struct align_modes *m,
-		   int device, struct align_err *err)
+int rope_cfg_modes(struct rope_cfg *c, const struct rope_params *p, int64_t D, const struct align_modes *m, int device,
+		   struct align_err *err)
 {
 	const char *fn = "rope_cfg_modes";
 	if (!p)
@@ -43,7 +43,8 @@ int rope_cfg_modes(struct rope_cfg *c, const struct rope_params *p, int64_t D, c
 		return align_fail(err, ALIGN_ERR_INPUT, "rope: rope_dim %d must be even, in [2, %d] and <= D = %lld",
 				  p->rope_dim, ROPE_MAX_DIM, (long long)D);
 	if (!(p->base > 1.0f && p->base <= 1e30f))
-		return align_fail(err, ALIGN_ERR_INPUT, "rope: base %g must be a finite value above 1", (double)p->base);
+		return align_fail(err, ALIGN_ERR_INPUT, "rope: base %g must be a finite value above 1",
+				  (double)p->base);
 	if (p->pairs != ROPE_PAIRS_INTERLEAVED && p->pairs != ROPE_PAIRS_HALF)
 		return align_fail(err, ALIGN_ERR_INPUT, "rope: pairs %d is neither interleaved (0) nor half (1)",
 				  p->pairs);

@@ -98,8 +98,8 @@ struct rope_op_cfg {
 /* Decode the ROPE_* switches and MATH_IMPL for device from p (no tensors): ALIGN_ERR_INPUT for bad params
  * (rope_dim odd, <= 0, > ROPE_MAX_DIM or > D when D > 0; base <= 1 or not finite; factor <= 0 with YaRN),
  * ALIGN_ERR_UNSUPPORTED for a value device cannot run, ALIGN_ERR_INTERNAL for an unhandled value. */
-int rope_cfg_modes(struct rope_cfg *c, const struct rope_params *p, int64_t D, const struct align_modes *m,
-		   int device, struct align_err *err);
+int rope_cfg_modes(struct rope_cfg *c, const struct rope_params *p, int64_t D, const struct align_modes *m, int device,
+		   struct align_err *err);
 
 int rope_cfg_init(struct rope_op_cfg *c, const struct rope_params *p, const struct align_modes *m,
 		  const struct align_tensor *in, int n_in, const struct align_tensor *out, int n_out, int device,

@@ -40,6 +40,14 @@ Cases (contracts in kernels/ops/swiglu.h, router.h, mhc_pre.h):
            rotate-half pairs). The row "deepseek-ref-cuda+complex64-informational" is not judged: the same math through
            torch.view_as_complex(x) * polar(1, angle) (c10::complex multiply, which nvcc may contract into
            fused multiply-adds; align's fp32 arith is the unfused form).
+  indexer  q, k small integers and w bf16 values chosen so that every dot product and head sum is exact in
+           fp32 whatever the einsum/cuBLAS order (only the roundings, relu, mask and top-k are measured),
+           with duplicated key rows and zero rows (exact score ties, +0 scores) and rows with fewer
+           visible entries than k (-1 padding). deepseek-ref: weights R(w * (D^-0.5 H^-0.5)), bf16 einsum,
+           relu, bf16 multiply, bf16 head sum; megatron: R(R(w * H^-0.5) * D^-0.5), fp32 einsum, relu,
+           * weights, fp32 head sum. Then -inf for c >= (t+1)//4, torch.topk(min(K,S), sorted=True),
+           causal-invalid -> -1, others + offset 0; K=4 (bitonic sort) and K=36 (stable sort). Outputs idx
+           and score.
   matmul   informational only (not part of the verdict): MATMUL_IMPL=cublas against torch's a @ b.t()
            in bf16 (both cuBLAS; equal bits need the same algorithm choice, which depends on the
            workspace and heuristics of each library build).
@@ -495,6 +503,48 @@ def torch_rope(torch, inp, profile, dev, variant, complex64=False):
     return {"y": out}
 
 
+def indexer_inputs(T, H, D, S):
+    r = random.Random(777)
+    q = [bf16_bits(float(r.randrange(-3, 4))) for _ in range(T * H * D)]
+    kr = []
+    for s_ in range(S):
+        if s_ % 5 == 3:
+            kr.append(list(kr[s_ - 2]))  # duplicate: exact ties
+        elif s_ % 7 == 6:
+            kr.append([0.0] * D)  # zero row: +0 scores
+        else:
+            kr.append([float(r.randrange(-3, 4)) for _ in range(D)])
+    k = [bf16_bits(v) for row in kr for v in row]
+    w = [bf16_bits(r.choice([1.0, -1.0, 0.5, 2.0, -0.75, 3.0, 0.0, 1.25])) for _ in range(T * H)]
+    return {"q": tensor("BF16", [T, H, D], q), "k": tensor("BF16", [S, D], k), "w": tensor("BF16", [T, H], w)}
+
+
+def torch_indexer(torch, inp, profile, dev, K, ratio=4):
+    q = to_torch(torch, inp["q"], dev)
+    k = to_torch(torch, inp["k"], dev)
+    w = to_torch(torch, inp["w"], dev)
+    T, H, D = q.shape
+    S = k.shape[0]
+    if base_profile(profile) == "megatron":
+        wb = (w * H ** -0.5) * D ** -0.5
+        sc = torch.einsum("thd,sd->ths", q.float(), k.float())
+        sc = (torch.relu(sc) * wb.float().unsqueeze(-1)).sum(dim=1)
+    else:
+        wb = w * (D ** -0.5 * H ** -0.5)
+        sc = torch.einsum("thd,sd->ths", q, k)
+        sc = (sc.relu_() * wb.unsqueeze(-1)).sum(dim=1)
+    t = torch.arange(T, device=dev).unsqueeze(1)
+    c = torch.arange(S, device=dev).unsqueeze(0)
+    masked = c >= (t + 1) // ratio
+    sc = sc.masked_fill(masked, float("-inf"))
+    kk = min(K, S)
+    sel = sc.topk(kk, dim=-1, sorted=True)[1]
+    sel = torch.where(sel >= ((t + 1) // ratio), torch.full_like(sel, -1), sel)
+    if kk < K:
+        sel = torch.cat((sel, torch.full((T, K - kk), -1, dtype=sel.dtype, device=dev)), -1)
+    return {"idx": sel.to(torch.int32), "score": sc.float()}
+
+
 def matmul_inputs(T, D, F):
     r = random.Random(11)
     # the op takes f32 tensors; bf16-exact values, so MATMUL_OPERAND=bf16 rounds nothing away
@@ -539,6 +589,13 @@ def cases():
         out.append(dict(op="rope[v%d]" % var, label="deepseek-ref-cuda+complex64-informational", profile="deepseek-ref-cuda",
                         modes=[], variant=var, shape="T=%d,H=%d,D=%d" % (RP_T, RP_H, RP_D), inputs=rp,
                         outputs=["y"], ref=("rope", {"variant": var, "complex64": True}), informational=True))
+    for (T, H, D, S, K) in ((32, 4, 8, 8, 4), (160, 4, 8, 40, 36)):
+        ix = indexer_inputs(T, H, D, S)
+        for prof in PROFILES:
+            out.append(dict(op="indexer[K=%d]" % K, label=prof, profile=prof, modes=[],
+                            shape="T=%d,H=%d,D=%d,S=%d,K=%d" % (T, H, D, S, K), inputs=ix,
+                            outputs=["idx", "score"], ref=("indexer", {"K": K}),
+                            cpu_ok=True))  # the indexer's mimic values (INDEXER_TOPK_ORDER=torch) are portable
     for name, base in mhc_bases(M_N).items():
         mi = mhc_inputs(M_T, M_N, M_D, base)
         for prof in PROFILES:
@@ -654,7 +711,7 @@ def self_test_run(align, device, workdir):
     print("self-test: safetensors writer/reader round trip, byte order, bf16 rounding, ULP distance: ok")
     # 2. align accepts every input file the GPU run writes, and its outputs read back
     for i, c in enumerate(cases()):
-        if device == "cpu" and c["profile"] in VERDICT_PROFILES:  # GPU-only modes: refused on the CPU
+        if device == "cpu" and c["profile"] in VERDICT_PROFILES and not c.get("cpu_ok"):  # GPU-only modes: refused
             msg = run_align_refused(align, device, c, workdir, i)
             print("self-test: %-16s %-30s refused on the CPU: %s" % (c["op"], c["label"], msg))
             continue
@@ -781,6 +838,8 @@ def compare_run(align, device, workdir):
             elif kind == "router":
                 ref = torch_router(torch, F, c["inputs"], c["profile"], dev, R_K, extra["sp_eps"],
                                    extra.get("sigmoid", False), extra.get("groups", 0), extra.get("keep", 0))
+            elif kind == "indexer":
+                ref = torch_indexer(torch, c["inputs"], c["profile"], dev, extra["K"])
             elif kind == "rope":
                 ref = torch_rope(torch, c["inputs"], c["profile"], dev, extra["variant"], extra.get("complex64", False))
             else:

@@ -93,10 +93,11 @@ static void check_profiles(void)
 				continue;
 			own++;
 			CHECK(id == MODE_MATH_IMPL || id == MODE_RMSNORM_RSQRT || id == MODE_ROUTER_TOPK_ORDER ||
-				      id == MODE_ROUTER_SUM || id == MODE_MHC_SUM_ORDER || id == MODE_MATMUL_IMPL,
+				      id == MODE_ROUTER_SUM || id == MODE_MHC_SUM_ORDER || id == MODE_MATMUL_IMPL ||
+				      id == MODE_INDEXER_TOPK_ORDER,
 			      "%s changes %s beyond its base", pairs[i][1], modes_info(id)->env);
 		}
-		CHECK(own == 6, "%s: 6 own rows, got %d", pairs[i][1], own);
+		CHECK(own == 7, "%s: 7 own rows, got %d", pairs[i][1], own);
 		CHECK(modes_gpu_only_in(&c, NULL) >= 0 && modes_gpu_only_in(&b, NULL) < 0, "%s is GPU only",
 		      pairs[i][1]);
 		CHECK(strcmp(c.profile, pairs[i][1]) == 0, "profile name of %s", pairs[i][1]);

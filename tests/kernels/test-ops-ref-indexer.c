@@ -1,16 +1,18 @@
 /* test-ops-ref-indexer.c: fp64 reference checks (as test-ops-ref.c) of the attention index-side ops:
- * rope (and, as they land, indexer, compressor, dsa_indexer). Every result, under every combination of the
+ * rope and indexer (compressor and dsa_indexer as they land). Every result, under every combination of the
  * switches the op reads (MATH_IMPL: portable and libm), every parameter variant and the three fill sets of
  * test-ops.c, is compared with a long double evaluation of the same contract written independently here,
  * against the bound the op's header states (operand roundings that are inputs of the contract, such as the
  * bf16 cos/sin cache, are applied with the numerics.h primitives; everything else is exact algebra).
  * Exit status 0 = pass; prints seed, op, modes and the worst element on failure. */
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "indexer.h"
 #include "ops.h"
 #include "rope.h"
 
@@ -72,7 +74,8 @@ static void ref_rope(struct ctx *c)
 				co = align_round_bf16((float)co);
 				si = align_round_bf16((float)si);
 			}
-			ld slack = fabsl(theta) * 0x1p-23L + 0x1p-21L + (rc.cs_bf16 ? 0x1p-8L : 0) + (rc.arith_bf16 ? 0x1p-7L : 0);
+			ld slack = fabsl(theta) * 0x1p-23L + 0x1p-21L + (rc.cs_bf16 ? 0x1p-8L : 0) +
+				   (rc.arith_bf16 ? 0x1p-7L : 0);
 			for (int64_t h = 0; h < H; h++) {
 				int64_t row = (t * H + h) * D, ia, ib;
 				rope_pair_index(&rc, D, j, &ia, &ib);
@@ -92,6 +95,84 @@ static void ref_rope(struct ctx *c)
 		}
 }
 
+/* indexer: scores against the exact weighted relu sum (wb as the contract rounds it), masked entries -inf;
+ * idx: min(K, S) selections, -1 exactly for masked entries, the selected set is a top set of the op's own
+ * scores, SORTED non-increasing, INDEX ascending, offsets applied */
+static void ref_indexer(struct ctx *c)
+{
+	struct indexer_cfg ic;
+	if (indexer_cfg_init(&ic, c->params, c->m, c->in, 3, c->out, 2, ALIGN_DEVICE_CPU, NULL)) {
+		judge(c, -1, 1, 0, 0);
+		return;
+	}
+	const align_bf16 *w = c->in[2].data;
+	const int32_t *idx = c->out[0].data;
+	const float *score = c->out[1].data;
+	int64_t kk = ic.K < ic.S ? ic.K : ic.S;
+	for (int64_t t = 0; t < ic.T; t++) {
+		int64_t vis = (t + 1) / ic.ratio;
+		for (int64_t s = 0; s < ic.S; s++) {
+			int64_t e = t * ic.S + s;
+			if (s >= vis) {
+				if (!(isinf(score[e]) && score[e] < 0))
+					judge(c, e, 1, 0, 0);
+				continue;
+			}
+			ld ref = 0, A = 0;
+			for (int64_t h = 0; h < ic.H; h++) {
+				ld wb = indexer_weight(&ic, w[t * ic.H + h]), dot = 0, ab = 0;
+				for (int64_t d = 0; d < ic.D; d++) {
+					ld pr = ops_ld(&c->in[0], (t * ic.H + h) * ic.D + d) *
+						(ld)ops_ld(&c->in[1], s * ic.D + d);
+					dot += pr;
+					ab += fabsl(pr);
+				}
+				ref += (dot > 0 ? dot : 0) * wb;
+				A += fabsl(wb) * ab;
+			}
+			if (!(fabsl(ref) <= FLT_MAX && A <= FLT_MAX))
+				continue; /* outside the bound's domain (binary32 overflow) */
+			ld fp = (ic.D + ic.H + 1) * 0x1p-24L * A;
+			ld tol = ic.bf16 ? ulp_bf16(ref) + 0x1p-7L * A + fp : fp;
+			judge(c, e, score[e], ref, tol + 0x1p-140L);
+		}
+		int64_t nsel = 0;
+		for (int64_t j = 0; j < ic.K; j++) {
+			int32_t v = idx[t * ic.K + j];
+			if (j >= kk || (v >= 0 && v - ic.offset >= vis) || (v < 0 && v != -1))
+				judge(c, t * ic.K + j, v == -1 ? 0 : 1, 0, 0); /* past k: -1; never a masked entry */
+			if (v >= 0)
+				nsel++;
+		}
+		int64_t want = kk < vis ? kk : vis;
+		if (nsel != want)
+			judge(c, t * ic.K, 1, 0, 0);
+		float minsel = INFINITY;
+		for (int64_t j = 0; j < kk; j++) {
+			int32_t v = idx[t * ic.K + j];
+			if (v < 0)
+				continue;
+			float sv = score[t * ic.S + (v - ic.offset)];
+			minsel = sv < minsel ? sv : minsel;
+			if (j > 0 && idx[t * ic.K + j - 1] >= 0) {
+				int32_t u = idx[t * ic.K + j - 1];
+				float su = score[t * ic.S + (u - ic.offset)];
+				if (ic.order == ALIGN_INDEXER_TOPK_ORDER_SORTED && !indexer_before(su, u, sv, v))
+					judge(c, t * ic.K + j, 1, 0, 0);
+				if (ic.order == ALIGN_INDEXER_TOPK_ORDER_INDEX && !(u < v))
+					judge(c, t * ic.K + j, 1, 0, 0);
+			}
+		}
+		for (int64_t s = 0; s < vis; s++) { /* an unselected visible entry never beats a selected one */
+			int sel = 0;
+			for (int64_t j = 0; j < kk && !sel; j++)
+				sel = idx[t * ic.K + j] == s + ic.offset;
+			if (!sel && score[t * ic.S + s] > minsel)
+				judge(c, t * ic.S + s, 1, 0, 0);
+		}
+	}
+}
+
 struct ref_entry {
 	const char *op;
 	void (*fn)(struct ctx *);
@@ -99,6 +180,7 @@ struct ref_entry {
 
 static const struct ref_entry refs[] = {
 	{"rope", ref_rope},
+	{"indexer", ref_indexer},
 };
 
 static int fill(const struct align_op *op, struct align_tensor *t, int i, int set)
@@ -166,7 +248,8 @@ static int check_op(const struct align_op *op, void (*fn)(struct ctx *))
 				for (int i = 0; i < im->n_out; i++)
 					ops_tensor_free(&out[i]);
 			}
-	printf("%-12s %4d runs: worst error %.3Lf of the stated bound%s\n", op->name, runs, worst, fails ? "  FAIL" : "");
+	printf("%-12s %4d runs: worst error %.3Lf of the stated bound%s\n", op->name, runs, worst,
+	       fails ? "  FAIL" : "");
 	free(params);
 	return fails;
 }
