@@ -363,6 +363,89 @@ ALIGN_HD static inline float align_siluf(float x)
 	return (float)((double)x / (1.0 + align__exp_d(-(double)x)));
 }
 
+/* ---- sin, cos, pow (RoPE tables) ------------------------------------------------------------ */
+
+/* pi/2 in three 33-bit pieces (fdlibm's pio2_1, pio2_2, pio2_3): k * piece is exact for |k| < 2^20 */
+#define ALIGN__PIO2_1 1.57079632673412561417e+00
+#define ALIGN__PIO2_2 6.07710050630396597660e-11
+#define ALIGN__PIO2_3 2.02226624871116645580e-21
+#define ALIGN__2_OVER_PI 6.36619772367581382433e-01
+#define ALIGN_TRIG_MAX_ARG 1647099.0f /* (2^20 - 1) * pi/2 rounded down: the exact-reduction domain */
+
+/* r = x - k pi/2 with k = rint(x 2/pi), returned with k mod 4 in *q. x - k PIO2_1 is exact (both are
+ * multiples of 2^-32 below 2^21 in magnitude), the second piece is subtracted with an exact two-sum and
+ * the third added to the error term: |r error| < 2^-52 |r| + 2^-100 for |x| <= ALIGN_TRIG_MAX_ARG. */
+ALIGN_HD static inline double align__rem_pio2(double x, int *q)
+{
+	double kd = (x * ALIGN__2_OVER_PI + ALIGN__RINT_MAGIC) - ALIGN__RINT_MAGIC;
+	double a = x - kd * ALIGN__PIO2_1, b = -(kd * ALIGN__PIO2_2);
+	double s = a + b, bb = s - a;
+	double err = (a - (s - bb)) + (b - bb);
+	*q = (int)((int64_t)kd & 3);
+	return s + (err - kd * ALIGN__PIO2_3);
+}
+
+/* sin r and cos r for |r| <= pi/4 + 2^-20: Taylor series to r^25/25! and r^24/24!, truncation < 2^-80 */
+ALIGN_HD static inline double align__sin_poly(double r)
+{
+	double z = r * r, p = 0.0;
+	for (int n = 25; n >= 3; n -= 2)
+		p = (p + 1.0) * z / (double)((n - 1) * n) * -1.0;
+	return r + r * p;
+}
+
+ALIGN_HD static inline double align__cos_poly(double r)
+{
+	double z = r * r, p = 0.0;
+	for (int n = 24; n >= 2; n -= 2)
+		p = (p + 1.0) * z / (double)((n - 1) * n) * -1.0;
+	return 1.0 + p;
+}
+
+/* sin(x) (cos_ = 0) or cos(x) (cos_ = 1) in binary64 for a binary32 x, rounded once by the caller.
+ * Within ALIGN_TRIG_MAX_ARG the binary64 value is within ~4 binary64 ulps; beyond it the reduction is
+ * no longer exact (the result stays deterministic and equal on both twins, its accuracy degrades). */
+ALIGN_HD static inline double align__sincos_d(float x, int cos_)
+{
+	int q;
+	double r = align__rem_pio2((double)x, &q);
+	q = (q + cos_) & 3;
+	double v = (q & 1) ? align__cos_poly(r) : align__sin_poly(r);
+	return (q & 2) ? -v : v;
+}
+
+/* sin(x): +-0 -> +-0, +-inf -> canonical NaN, NaN quieted. */
+ALIGN_HD static inline float align_sinf(float x)
+{
+	if (align_isnanf(x))
+		return align_quiet_nanf(x);
+	if (x == 0.0f)
+		return x;
+	if (x - x != 0.0f)
+		return align_canonical_nanf();
+	return (float)align__sincos_d(x, 0);
+}
+
+/* cos(x): cos(+-0) = 1, +-inf -> canonical NaN, NaN quieted. */
+ALIGN_HD static inline float align_cosf(float x)
+{
+	if (align_isnanf(x))
+		return align_quiet_nanf(x);
+	if (x - x != 0.0f)
+		return align_canonical_nanf();
+	return (float)align__sincos_d(x, 1);
+}
+
+/* b^e for a positive, finite, normal b and a finite e: exp(e log b) in binary64, rounded once (the
+ * binary64 error is ~|e log b| 2^-52, so the result is correctly rounded or 1 ulp off). Other operands:
+ * canonical NaN (callers pass RoPE bases and exponents in [0, 1)). */
+ALIGN_HD static inline float align_powf_pos(float b, float e)
+{
+	if (!(b >= FLT_MIN && b <= FLT_MAX) || e - e != 0.0f)
+		return align_canonical_nanf();
+	return (float)align__exp_d((double)e * align__log_d((double)b));
+}
+
 /* ---- mimic variants ------------------------------------------------------------------------ */
 
 /* e^x as exp2(x * log2(e)) with the product rounded to binary32 first: what Triton/cuTile/

@@ -34,6 +34,25 @@ Cases (contracts in kernels/ops/swiglu.h, router.h, mhc_pre.h):
            e = exp(S - m), p = e / (e.sum(-1) + exp(sink - m)), o = R((p * kv_g).sum(-2)), the sink in the
            max, fp32 throughout; kv_g = kv[idx] with invalid rows 0. Inputs with tied slots (repeated
            indices), all -1 rows, huge logits (exp underflow), tiny logits (uniform weights).
+  rope     x[T,H,D] bf16, pos[T] i32 (0, 1, 65535, 1048575 and random positions; signed zeros, bf16
+           extremes that keep every sum finite). Frequencies as the frameworks compute them on the GPU:
+           base ** (arange(0, 64, 2) / 64) (powf), YaRN ramp from the binary64 correction range;
+           deepseek-ref: freqs / factor * (1 - smooth) + freqs * smooth, cos/sin of outer(pos, freqs) in
+           fp32, the complex product written as fp32 tensor ops (xr*c - xi*s, xr*s + xi*c), one bf16
+           rounding; megatron: 1 / (factor * pos_freqs), cos/sin cast to bf16, de-interleave,
+           t*cos + rotate_half(t)*sin on bf16 tensors, re-interleave. Variants: 0 YaRN (DSv4 compressed
+           layer), 1 inverse (sin negated), 2 plain RoPE (window layer), 3 DS-V3.2 indexer (first 64 dims,
+           rotate-half pairs). The row "deepseek-ref-cuda+complex64-informational" is not judged: the same math through
+           torch.view_as_complex(x) * polar(1, angle) (c10::complex multiply, which nvcc may contract into
+           fused multiply-adds; align's fp32 arith is the unfused form).
+  indexer  q, k small integers and w bf16 values chosen so that every dot product and head sum is exact in
+           fp32 whatever the einsum/cuBLAS order (only the roundings, relu, mask and top-k are measured),
+           with duplicated key rows and zero rows (exact score ties, +0 scores) and rows with fewer
+           visible entries than k (-1 padding). deepseek-ref: weights R(w * (D^-0.5 H^-0.5)), bf16 einsum,
+           relu, bf16 multiply, bf16 head sum; megatron: R(R(w * H^-0.5) * D^-0.5), fp32 einsum, relu,
+           * weights, fp32 head sum. Then -inf for c >= (t+1)//4, torch.topk(min(K,S), sorted=True),
+           causal-invalid -> -1, others + offset 0; K=4 (bitonic sort) and K=36 (stable sort). Outputs idx
+           and score.
   matmul   informational only (not part of the verdict): MATMUL_IMPL=cublas against torch's a @ b.t()
            in bf16 (both cuBLAS; equal bits need the same algorithm choice, which depends on the
            workspace and heuristics of each library build).
@@ -412,6 +431,126 @@ PROFILES = ["megatron-cuda", "deepseek-ref-cuda", "megatron", "deepseek-ref"]
 VERDICT_PROFILES = ("megatron-cuda", "deepseek-ref-cuda")  # must be bitwise equal to PyTorch
 
 
+RP_T, RP_H, RP_D = 16, 2, 128
+RP_POS = [0, 1, 2, 65535, 65536, 1048575, 4096, 127, 128, 100000]
+
+
+def rope_inputs(T, H, D):
+    r = random.Random(4242)
+    special = [0.0, -0.0, 1.0, -1.0, 3.0e30, -3.0e30, 2.0 ** -126, -(2.0 ** -130), 65504.0, 0.5]
+    x = []
+    for i in range(T * H * D):
+        if i % 13 == 0:
+            x.append(bf16_bits(special[(i // 13) % len(special)]))
+        else:
+            x.append(rnd_bf16(r, -4, 4))
+    pos = (RP_POS + [r.randrange(0, 1 << 20) for _ in range(T)])[:T]
+    return {"x": tensor("BF16", [T, H, D], x), "pos": tensor("I32", [T], [i32_bits(v) for v in pos])}
+
+
+# rope variants of kernels/ops/rope.c params_variant: (base, factor, original_seq_len, inverse, first, half)
+ROPE_VARIANTS = {0: (160000.0, 16.0, 65536, False, False, False), 1: (160000.0, 16.0, 65536, True, False, False),
+                 2: (10000.0, 16.0, 0, False, False, False), 3: (10000.0, 40.0, 4096, False, True, True)}
+
+
+def rope_freqs(torch, dev, base, factor, orig, mul_form, dim=64, beta_fast=32, beta_slow=1):
+    pw = base ** (torch.arange(0, dim, 2, dtype=torch.float32, device=dev) / dim)
+    f = 1.0 / pw
+    if orig <= 0:
+        return f
+
+    def cdim(rot):
+        return dim * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(base))
+    low = max(math.floor(cdim(beta_fast)), 0)
+    high = min(math.ceil(cdim(beta_slow)), dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float32, device=dev) - low) / (high - low), 0, 1)
+    smooth = 1 - ramp
+    fi = 1.0 / (factor * pw) if mul_form else f / factor
+    return fi * (1 - smooth) + f * smooth
+
+
+def torch_rope(torch, inp, profile, dev, variant, complex64=False):
+    base, factor, orig, inverse, first, half = ROPE_VARIANTS[variant]
+    x = to_torch(torch, inp["x"], dev)
+    pos = to_torch(torch, inp["pos"], dev).float()
+    meg = base_profile(profile) == "megatron"
+    ang = torch.outer(pos, rope_freqs(torch, dev, base, factor, orig, meg)).unsqueeze(1)  # [T,1,32]
+    rd = 64
+    xr = x[..., :rd] if first else x[..., -rd:]
+    if half:
+        a, b = xr[..., :rd // 2], xr[..., rd // 2:]
+    else:
+        a, b = xr[..., 0::2], xr[..., 1::2]
+    if meg:  # bf16 cos/sin, bf16 tensor ops (three roundings)
+        c = torch.cos(ang).to(torch.bfloat16)
+        s = torch.sin(ang).to(torch.bfloat16)
+        if inverse:
+            s = -s
+        ya = a * c + (-b) * s
+        yb = b * c + a * s
+    elif complex64:
+        z = torch.view_as_complex(torch.stack((a.float(), b.float()), -1).contiguous())
+        cis = torch.polar(torch.ones_like(ang), ang)
+        if inverse:
+            cis = cis.conj()
+        y = torch.view_as_real(z * cis)
+        ya, yb = y[..., 0].to(torch.bfloat16), y[..., 1].to(torch.bfloat16)
+    else:  # fp32 cos/sin, the complex product as unfused fp32 ops, one rounding
+        c, s = torch.cos(ang), torch.sin(ang)
+        if inverse:
+            s = -s
+        af, bf = a.float(), b.float()
+        ya = (af * c - bf * s).to(torch.bfloat16)
+        yb = (af * s + bf * c).to(torch.bfloat16)
+    rot = torch.cat((ya, yb), -1) if half else torch.stack((ya, yb), -1).flatten(-2)
+    out = torch.cat((rot, x[..., rd:]), -1) if first else torch.cat((x[..., :-rd], rot), -1)
+    return {"y": out}
+
+
+def indexer_inputs(T, H, D, S):
+    r = random.Random(777)
+    q = [bf16_bits(float(r.randrange(-3, 4))) for _ in range(T * H * D)]
+    kr = []
+    for s_ in range(S):
+        if s_ % 5 == 3:
+            kr.append(list(kr[s_ - 2]))  # duplicate: exact ties
+        elif s_ % 7 == 6:
+            kr.append([0.0] * D)  # zero row: +0 scores
+        else:
+            kr.append([float(r.randrange(-3, 4)) for _ in range(D)])
+    k = [bf16_bits(v) for row in kr for v in row]
+    w = [bf16_bits(r.choice([1.0, -1.0, 0.5, 2.0, -0.75, 3.0, 0.0, 1.25])) for _ in range(T * H)]
+    return {"q": tensor("BF16", [T, H, D], q), "k": tensor("BF16", [S, D], k), "w": tensor("BF16", [T, H], w)}
+
+
+def torch_indexer(torch, inp, profile, dev, K, ratio=4):
+    q = to_torch(torch, inp["q"], dev)
+    k = to_torch(torch, inp["k"], dev)
+    w = to_torch(torch, inp["w"], dev)
+    T, H, D = q.shape
+    S = k.shape[0]
+    if base_profile(profile) == "megatron":
+        wb = (w * H ** -0.5) * D ** -0.5
+        sc = torch.einsum("thd,sd->ths", q.float(), k.float())
+        sc = (torch.relu(sc) * wb.float().unsqueeze(-1)).sum(dim=1)
+    else:
+        wb = w * (D ** -0.5 * H ** -0.5)
+        sc = torch.einsum("thd,sd->ths", q, k)
+        sc = (sc.relu_() * wb.unsqueeze(-1)).sum(dim=1)
+    t = torch.arange(T, device=dev).unsqueeze(1)
+    c = torch.arange(S, device=dev).unsqueeze(0)
+    masked = c >= (t + 1) // ratio
+    sc = sc.masked_fill(masked, float("-inf"))
+    kk = min(K, S)
+    sel = sc.topk(kk, dim=-1, sorted=True)[1]
+    sel = torch.where(sel >= ((t + 1) // ratio), torch.full_like(sel, -1), sel)
+    if kk < K:
+        sel = torch.cat((sel, torch.full((T, K - kk), -1, dtype=sel.dtype, device=dev)), -1)
+    return {"idx": sel.to(torch.int32), "score": sc.float()}
+
+
 def matmul_inputs(T, D, F):
     r = random.Random(11)
     # the op takes f32 tensors; bf16-exact values, so MATMUL_OPERAND=bf16 rounds nothing away
@@ -488,6 +627,22 @@ def cases():
         out.append(dict(op="router", label=prof + "+sigmoid-groups", profile=prof, modes=[], variant=1,
                         shape="T=%d,D=2,E=%d,K=%d,V=1" % (R_T, R_E, R_K), inputs=ro, outputs=["idx", "wt"],
                         ref=("router", {"sp_eps": False, "sigmoid": True, "groups": 8, "keep": 4})))
+    rp = rope_inputs(RP_T, RP_H, RP_D)
+    for var in sorted(ROPE_VARIANTS):
+        for prof in PROFILES:
+            out.append(dict(op="rope[v%d]" % var, label=prof, profile=prof, modes=[], variant=var,
+                            shape="T=%d,H=%d,D=%d" % (RP_T, RP_H, RP_D), inputs=rp, outputs=["y"],
+                            ref=("rope", {"variant": var})))
+        out.append(dict(op="rope[v%d]" % var, label="deepseek-ref-cuda+complex64-informational", profile="deepseek-ref-cuda",
+                        modes=[], variant=var, shape="T=%d,H=%d,D=%d" % (RP_T, RP_H, RP_D), inputs=rp,
+                        outputs=["y"], ref=("rope", {"variant": var, "complex64": True}), informational=True))
+    for (T, H, D, S, K) in ((32, 4, 8, 8, 4), (160, 4, 8, 40, 36)):
+        ix = indexer_inputs(T, H, D, S)
+        for prof in PROFILES:
+            out.append(dict(op="indexer[K=%d]" % K, label=prof, profile=prof, modes=[],
+                            shape="T=%d,H=%d,D=%d,S=%d,K=%d" % (T, H, D, S, K), inputs=ix,
+                            outputs=["idx", "score"], ref=("indexer", {"K": K}),
+                            cpu_ok=True))  # the indexer's mimic values (INDEXER_TOPK_ORDER=torch) are portable
     for name, base in mhc_bases(M_N).items():
         mi = mhc_inputs(M_T, M_N, M_D, base)
         for prof in PROFILES:
@@ -608,7 +763,7 @@ def self_test_run(align, device, workdir):
     print("self-test: safetensors writer/reader round trip, byte order, bf16 rounding, ULP distance: ok")
     # 2. align accepts every input file the GPU run writes, and its outputs read back
     for i, c in enumerate(cases()):
-        if device == "cpu" and c["profile"] in VERDICT_PROFILES:  # GPU-only modes: refused on the CPU
+        if device == "cpu" and c["profile"] in VERDICT_PROFILES and not c.get("cpu_ok"):  # GPU-only modes: refused
             msg = run_align_refused(align, device, c, workdir, i)
             print("self-test: %-16s %-30s refused on the CPU: %s" % (c["op"], c["label"], msg))
             continue
@@ -737,6 +892,10 @@ def compare_run(align, device, workdir):
                                    extra.get("sigmoid", False), extra.get("groups", 0), extra.get("keep", 0))
             elif kind == "sparse_attn":
                 ref = torch_sparse_attn(torch, c["inputs"], dev, SA_D)
+            elif kind == "indexer":
+                ref = torch_indexer(torch, c["inputs"], c["profile"], dev, extra["K"])
+            elif kind == "rope":
+                ref = torch_rope(torch, c["inputs"], c["profile"], dev, extra["variant"], extra.get("complex64", False))
             else:
                 ref = torch_mhc_pre(torch, F, c["inputs"], c["profile"], dev, M_N)
         print("\n## %s, profile %s\n$ %s" % (c["op"], c["label"], " ".join(cmd)))
@@ -748,7 +907,8 @@ def compare_run(align, device, workdir):
             n, d, ulp, first = compare(at[0], at[2], tt[2])
             verdict = "bitwise equal" if d == 0 else "differ"
             if c.get("informational"):
-                verdict += " (informational: cuBLAS heuristics and workspace, not part of the verdict)"
+                verdict += (" (informational: torch complex64 multiply, not part of the verdict)" if c["op"].startswith("rope")
+                            else " (informational: cuBLAS heuristics and workspace, not part of the verdict)")
             elif c["profile"] not in VERDICT_PROFILES:
                 verdict += " (portable, for contrast)"
             print("op=%s profile=%s output=%s elements=%d differing=%d max_ulp=%s" % (

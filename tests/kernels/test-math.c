@@ -5,7 +5,8 @@
  * FLT_MIN, FLT_MAX, overflow/underflow thresholds, the softplus threshold 20, the polynomial
  * switch points, ...), infinities and NaNs. Verdict per input: the result is the correctly
  * rounded value or one of its two binary32 neighbours (<= 1 ulp), specials exact, NaN payloads
- * quieted. Prints, per function: inputs tested, results not correctly rounded, max error in
+ * quieted. sin and cos are judged inside their exact-reduction domain |x| <= ALIGN_TRIG_MAX_ARG (beyond it only
+ * NaN/inf handling is checked); align_powf_pos over RoPE bases and exponents in [0, 1). Prints, per function: inputs tested, results not correctly rounded, max error in
  * ulps (vs the long double value). Mimic variants are measured and held to their own bounds.
  * Exit status 0 = pass. Usage: test-math [stride] (default 131; 1 = exhaustive). */
 #include <inttypes.h>
@@ -70,6 +71,15 @@ static long double ref_silu(long double x)
 	return x * ref_sigmoid(x);
 }
 
+static long double ref_sin(long double x)
+{
+	return sinl(x);
+}
+static long double ref_cos(long double x)
+{
+	return cosl(x);
+}
+
 static float mimic_libm_exp(float x)
 {
 	return mimic_libm_expf(x);
@@ -82,23 +92,26 @@ struct fn_case {
 	float lo, hi;	   /* dense-sweep range */
 	double max_ulps;   /* bound on the error vs the long double value */
 	int need_cr_or_nb; /* 1: result must be the correctly rounded value or a neighbour */
+	float dom;	   /* > 0: finite |x| above it is outside the accuracy domain (not judged) */
 };
 
 static const struct fn_case cases[] = {
-	{"align_expf", align_expf, ref_exp, -104.0f, 89.0f, 1.0, 1},
-	{"align_exp2f", align_exp2f, ref_exp2, -150.0f, 128.0f, 1.0, 1},
-	{"align_expm1f", align_expm1f, ref_expm1, -20.0f, 89.0f, 1.0, 1},
-	{"align_logf", align_logf, ref_log, 0.0f, 16.0f, 1.0, 1},
-	{"align_log1pf", align_log1pf, ref_log1p, -1.0f, 16.0f, 1.0, 1},
-	{"align_sigmoidf", align_sigmoidf, ref_sigmoid, -110.0f, 20.0f, 1.0, 1},
-	{"align_softplusf", align_softplusf, ref_softplus, -110.0f, 30.0f, 1.0, 1},
-	{"align_sqrtf", align_sqrtf, ref_sqrt, 0.0f, 16.0f, 0.5, 1},
-	{"align_rsqrtf", align_rsqrtf, ref_rsqrt, 0.0f, 16.0f, 1.0, 1},
-	{"align_siluf", align_siluf, ref_silu, -110.0f, 30.0f, 1.0, 1},
-	{"align_rsqrtf_div", align_rsqrtf_div, ref_rsqrt, 0.0f, 16.0f, 1.5, 0},
-	{"mimic_rsqrtf_approx", mimic_rsqrtf_approx, ref_rsqrt, 0.0f, 16.0f, 4.0, 0},
-	{"mimic_exp_via_exp2f", mimic_exp_via_exp2f, ref_exp, -104.0f, 89.0f, 160.0, 0},
-	{"mimic_libm_expf", mimic_libm_exp, ref_exp, -104.0f, 89.0f, 1.0, 1},
+	{"align_expf", align_expf, ref_exp, -104.0f, 89.0f, 1.0, 1, 0},
+	{"align_exp2f", align_exp2f, ref_exp2, -150.0f, 128.0f, 1.0, 1, 0},
+	{"align_expm1f", align_expm1f, ref_expm1, -20.0f, 89.0f, 1.0, 1, 0},
+	{"align_logf", align_logf, ref_log, 0.0f, 16.0f, 1.0, 1, 0},
+	{"align_log1pf", align_log1pf, ref_log1p, -1.0f, 16.0f, 1.0, 1, 0},
+	{"align_sigmoidf", align_sigmoidf, ref_sigmoid, -110.0f, 20.0f, 1.0, 1, 0},
+	{"align_softplusf", align_softplusf, ref_softplus, -110.0f, 30.0f, 1.0, 1, 0},
+	{"align_sqrtf", align_sqrtf, ref_sqrt, 0.0f, 16.0f, 0.5, 1, 0},
+	{"align_rsqrtf", align_rsqrtf, ref_rsqrt, 0.0f, 16.0f, 1.0, 1, 0},
+	{"align_siluf", align_siluf, ref_silu, -110.0f, 30.0f, 1.0, 1, 0},
+	{"align_rsqrtf_div", align_rsqrtf_div, ref_rsqrt, 0.0f, 16.0f, 1.5, 0, 0},
+	{"mimic_rsqrtf_approx", mimic_rsqrtf_approx, ref_rsqrt, 0.0f, 16.0f, 4.0, 0, 0},
+	{"mimic_exp_via_exp2f", mimic_exp_via_exp2f, ref_exp, -104.0f, 89.0f, 160.0, 0, 0},
+	{"mimic_libm_expf", mimic_libm_exp, ref_exp, -104.0f, 89.0f, 1.0, 1, 0},
+	{"align_sinf", align_sinf, ref_sin, -4096.0f, 4096.0f, 1.0, 1, ALIGN_TRIG_MAX_ARG},
+	{"align_cosf", align_cosf, ref_cos, -4096.0f, 4096.0f, 1.0, 1, ALIGN_TRIG_MAX_ARG},
 };
 
 struct stats {
@@ -134,6 +147,8 @@ static long double ulp_at(long double v)
 
 static void check(const struct fn_case *c, float x, struct stats *st)
 {
+	if (c->dom > 0 && fabsf(x) > c->dom && !isinf(x))
+		return;
 	float got = c->f(x);
 	long double r = c->ref((long double)x);
 	st->n++;
@@ -208,7 +223,41 @@ static const float edges[] = {
 	0x1p23f,
 	0x1p24f,
 	1e30f,
+	0.78539819f,
+	1.57079637f,
+	3.14159274f,
+	6.28318548f,
+	355.0f,
+	1e6f,
+	ALIGN_TRIG_MAX_ARG,
 };
+
+/* align_powf_pos(b, e): RoPE bases, e = 2j/d for d in {64, 128} and a dense sweep of e in [0, 1) */
+static int check_pow(void)
+{
+	const float bases[] = {2.0f, 10000.0f, 40000.0f, 160000.0f, 1e6f, 3.5f, 123456.7f};
+	uint64_t n = 0, not_cr = 0, fail = 0;
+	for (size_t k = 0; k < sizeof bases / sizeof bases[0]; k++)
+		for (int i = 0; i <= 1 << 18; i++) {
+			float b = bases[k], e = i < 128 ? (float)(2 * (i % 64)) / (i < 64 ? 64.0f : 128.0f)
+							: (float)i / (float)(1 << 18);
+			float got = align_powf_pos(b, e);
+			long double r = powl((long double)b, (long double)e);
+			float cr = (float)r;
+			n++;
+			not_cr += got != cr;
+			if (llabs(ord(got) - ord(cr)) > 1 && fail++ < 5)
+				printf("  align_powf_pos(%a, %a) = %a, correctly rounded %a\n", b, e, got, cr);
+		}
+	if (!align_isnanf(align_powf_pos(-2.0f, 0.5f)) || !align_isnanf(align_powf_pos(2.0f, INFINITY)) ||
+	    align_powf_pos(7.0f, 0.0f) != 1.0f) {
+		printf("  align_powf_pos: special operands\n");
+		fail++;
+	}
+	printf("%-20s inputs %10" PRIu64 "  not correctly rounded %8" PRIu64 "%s\n", "align_powf_pos", n, not_cr,
+	       fail ? "  FAIL" : "");
+	return fail != 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -250,5 +299,6 @@ int main(int argc, char **argv)
 		if (st.fail)
 			failed = 1;
 	}
+	failed |= check_pow();
 	return failed;
 }

@@ -1,0 +1,264 @@
+/* test-ops-ref-indexer.c: fp64 reference checks (as test-ops-ref.c) of the attention index-side ops:
+ * rope and indexer (compressor and dsa_indexer as they land). Every result, under every combination of the
+ * switches the op reads (MATH_IMPL: portable and libm), every parameter variant and the three fill sets of
+ * test-ops.c, is compared with a long double evaluation of the same contract written independently here,
+ * against the bound the op's header states (operand roundings that are inputs of the contract, such as the
+ * bf16 cos/sin cache, are applied with the numerics.h primitives; everything else is exact algebra).
+ * Exit status 0 = pass; prints seed, op, modes and the worst element on failure. */
+#include <float.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "indexer.h"
+#include "ops.h"
+#include "rope.h"
+
+#define SEED 0x1d7e5eedull
+#define NSETS 3
+
+typedef long double ld;
+
+static ld ulp_bf16(ld v)
+{
+	v = fabsl(v);
+	if (v < 0x1p-126L)
+		return 0x1p-133L;
+	int e;
+	frexpl(v, &e);
+	return ldexpl(1.0L, e - 8);
+}
+
+struct ctx {
+	const struct align_modes *m;
+	const struct align_tensor *in, *out;
+	const void *params;
+	ld worst;
+	int64_t worst_i;
+};
+
+static void judge(struct ctx *c, int64_t i, ld got, ld ref, ld tol)
+{
+	ld err = fabsl(got - ref);
+	if (isnan(got) || isnan(ref))
+		err = isnan(got) && isnan(ref) ? 0 : INFINITY;
+	if (isinf(ref) && got == ref)
+		err = 0;
+	ld r = tol > 0 ? err / tol : (err > 0 ? INFINITY : 0);
+	if (r > c->worst) {
+		c->worst = r;
+		c->worst_i = i;
+		if (getenv("REF_DEBUG") && r > 1)
+			printf("  element %" PRId64 ": got %La ref %La tol %La\n", i, got, ref, tol);
+	}
+}
+
+/* rope: y = rotation of each pair by theta = pos * f_j (f_j: the binary32 value of rope.h step 1) */
+static void ref_rope(struct ctx *c)
+{
+	const struct rope_params *p = c->params;
+	struct rope_cfg rc;
+	int64_t T = c->in[0].shape[0], H = c->in[0].shape[1], D = c->in[0].shape[2];
+	if (rope_cfg_modes(&rc, p, D, c->m, ALIGN_DEVICE_CPU, NULL)) {
+		judge(c, -1, 1, 0, 0);
+		return;
+	}
+	const int32_t *pos = c->in[1].data;
+	for (int64_t t = 0; t < T; t++)
+		for (int j = 0; j < rc.rd / 2; j++) {
+			ld theta = (ld)pos[t] * (ld)rope_freq(&rc, j);
+			ld co = cosl(theta), si = sinl(theta) * (rc.inverse ? -1 : 1);
+			if (rc.cs_bf16) { /* the cache's rounding is part of the contract: round the exact value */
+				co = align_round_bf16((float)co);
+				si = align_round_bf16((float)si);
+			}
+			ld slack = fabsl(theta) * 0x1p-23L + 0x1p-21L + (rc.cs_bf16 ? 0x1p-8L : 0) +
+				   (rc.arith_bf16 ? 0x1p-7L : 0);
+			for (int64_t h = 0; h < H; h++) {
+				int64_t row = (t * H + h) * D, ia, ib;
+				rope_pair_index(&rc, D, j, &ia, &ib);
+				ld a = ops_ld(&c->in[0], row + ia), b = ops_ld(&c->in[0], row + ib);
+				ld ya = a * co - b * si, yb = a * si + b * co;
+				ld s = (fabsl(a) + fabsl(b)) * slack;
+				judge(c, row + ia, ops_ld(&c->out[0], row + ia), ya, ulp_bf16(ya) + s + 0x1p-133L);
+				judge(c, row + ib, ops_ld(&c->out[0], row + ib), yb, ulp_bf16(yb) + s + 0x1p-133L);
+			}
+		}
+	/* the copied dims are bit for bit the input */
+	for (int64_t r = 0; r < T * H; r++)
+		for (int64_t k = 0; k < D - rc.rd; k++) {
+			int64_t e = r * D + (rc.first ? rc.rd : 0) + k;
+			if (((const align_bf16 *)c->in[0].data)[e] != ((const align_bf16 *)c->out[0].data)[e])
+				judge(c, e, 1, 0, 0);
+		}
+}
+
+/* indexer: scores against the exact weighted relu sum (wb as the contract rounds it), masked entries -inf;
+ * idx: min(K, S) selections, -1 exactly for masked entries, the selected set is a top set of the op's own
+ * scores, SORTED non-increasing, INDEX ascending, offsets applied */
+static void ref_indexer(struct ctx *c)
+{
+	struct indexer_cfg ic;
+	if (indexer_cfg_init(&ic, c->params, c->m, c->in, 3, c->out, 2, ALIGN_DEVICE_CPU, NULL)) {
+		judge(c, -1, 1, 0, 0);
+		return;
+	}
+	const align_bf16 *w = c->in[2].data;
+	const int32_t *idx = c->out[0].data;
+	const float *score = c->out[1].data;
+	int64_t kk = ic.K < ic.S ? ic.K : ic.S;
+	for (int64_t t = 0; t < ic.T; t++) {
+		int64_t vis = (t + 1) / ic.ratio;
+		for (int64_t s = 0; s < ic.S; s++) {
+			int64_t e = t * ic.S + s;
+			if (s >= vis) {
+				if (!(isinf(score[e]) && score[e] < 0))
+					judge(c, e, 1, 0, 0);
+				continue;
+			}
+			ld ref = 0, A = 0;
+			for (int64_t h = 0; h < ic.H; h++) {
+				ld wb = indexer_weight(&ic, w[t * ic.H + h]), dot = 0, ab = 0;
+				for (int64_t d = 0; d < ic.D; d++) {
+					ld pr = ops_ld(&c->in[0], (t * ic.H + h) * ic.D + d) *
+						(ld)ops_ld(&c->in[1], s * ic.D + d);
+					dot += pr;
+					ab += fabsl(pr);
+				}
+				ref += (dot > 0 ? dot : 0) * wb;
+				A += fabsl(wb) * ab;
+			}
+			if (!(fabsl(ref) <= FLT_MAX && A <= FLT_MAX))
+				continue; /* outside the bound's domain (binary32 overflow) */
+			ld fp = (ic.D + ic.H + 1) * 0x1p-24L * A;
+			ld tol = ic.bf16 ? ulp_bf16(ref) + 0x1p-7L * A + fp : fp;
+			judge(c, e, score[e], ref, tol + 0x1p-140L);
+		}
+		int64_t nsel = 0;
+		for (int64_t j = 0; j < ic.K; j++) {
+			int32_t v = idx[t * ic.K + j];
+			if (j >= kk || (v >= 0 && v - ic.offset >= vis) || (v < 0 && v != -1))
+				judge(c, t * ic.K + j, v == -1 ? 0 : 1, 0, 0); /* past k: -1; never a masked entry */
+			if (v >= 0)
+				nsel++;
+		}
+		int64_t want = kk < vis ? kk : vis;
+		if (nsel != want)
+			judge(c, t * ic.K, 1, 0, 0);
+		float minsel = INFINITY;
+		for (int64_t j = 0; j < kk; j++) {
+			int32_t v = idx[t * ic.K + j];
+			if (v < 0)
+				continue;
+			float sv = score[t * ic.S + (v - ic.offset)];
+			minsel = sv < minsel ? sv : minsel;
+			if (j > 0 && idx[t * ic.K + j - 1] >= 0) {
+				int32_t u = idx[t * ic.K + j - 1];
+				float su = score[t * ic.S + (u - ic.offset)];
+				if (ic.order == ALIGN_INDEXER_TOPK_ORDER_SORTED && !indexer_before(su, u, sv, v))
+					judge(c, t * ic.K + j, 1, 0, 0);
+				if (ic.order == ALIGN_INDEXER_TOPK_ORDER_INDEX && !(u < v))
+					judge(c, t * ic.K + j, 1, 0, 0);
+			}
+		}
+		for (int64_t s = 0; s < vis; s++) { /* an unselected visible entry never beats a selected one */
+			int sel = 0;
+			for (int64_t j = 0; j < kk && !sel; j++)
+				sel = idx[t * ic.K + j] == s + ic.offset;
+			if (!sel && score[t * ic.S + s] > minsel)
+				judge(c, t * ic.S + s, 1, 0, 0);
+		}
+	}
+}
+
+struct ref_entry {
+	const char *op;
+	void (*fn)(struct ctx *);
+};
+
+static const struct ref_entry refs[] = {
+	{"rope", ref_rope},
+	{"indexer", ref_indexer},
+};
+
+static int fill(const struct align_op *op, struct align_tensor *t, int i, int set)
+{
+	struct align_fill f = op->impl->in[i].fill;
+	if (t->dtype != ALIGN_DT_I32 && set == 1 && f.kind == ALIGN_FILL_SPECIAL)
+		f.kind = ALIGN_FILL_EXTREME;
+	if (t->dtype != ALIGN_DT_I32 && set == 2) {
+		f.kind = ALIGN_FILL_CONST;
+		f.scale = i == 0 ? -100.0f * f.scale : f.scale;
+	}
+	return ops_fill_tensor(&f, op->name, t, SEED, 0);
+}
+
+static int check_op(const struct align_op *op, void (*fn)(struct ctx *))
+{
+	const struct align_op_impl *im = op->impl;
+	int ids[16], nm = 0, fails = 0, combos = 1, runs = 0;
+	for (const int *p = im->modes; *p >= 0; p++) {
+		ids[nm++] = *p;
+		combos *= modes_value_count(*p);
+	}
+	struct align_dims d;
+	ops_dims_default(op, &d);
+	void *params = calloc(1, im->params_size);
+	ld worst = 0;
+	for (int var = 0; im->params_variant(params, &d, var); var++)
+		for (int set = 0; set < NSETS; set++)
+			for (int cmb = 0; cmb < combos; cmb++) {
+				struct align_modes m;
+				modes_init_default(&m);
+				for (int q = 0, rest = cmb; q < nm; q++) {
+					m.v[ids[q]] = rest % modes_value_count(ids[q]);
+					rest /= modes_value_count(ids[q]);
+				}
+				if (modes_gpu_only_in(&m, NULL) >= 0)
+					continue; /* GPU-only values: the C twin refuses them */
+				struct align_tensor in[8], out[8];
+				for (int i = 0; i < im->n_in; i++) {
+					ops_tensor_alloc(op, 0, i, &d, &m, &in[i]);
+					fill(op, &in[i], i, set);
+				}
+				for (int i = 0; i < im->n_out; i++)
+					ops_tensor_alloc(op, 1, i, &d, &m, &out[i]);
+				struct ctx c = {&m, in, out, params, 0, -1};
+				if (im->fwd_cpu(params, &m, in, im->n_in, out, im->n_out) != ALIGN_OK) {
+					printf("FAIL %s: run failed\n", op->name);
+					fails++;
+				} else {
+					fn(&c);
+					runs++;
+					worst = c.worst > worst ? c.worst : worst;
+					if (c.worst > 1) {
+						char buf[2048];
+						modes_format(&m, buf, sizeof buf);
+						printf("FAIL %s variant %d set %d element %" PRId64
+						       ": error %.3Lg x bound (seed 0x%llx) modes %s\n",
+						       op->name, var, set, c.worst_i, c.worst, (unsigned long long)SEED,
+						       buf);
+						fails++;
+					}
+				}
+				for (int i = 0; i < im->n_in; i++)
+					ops_tensor_free(&in[i]);
+				for (int i = 0; i < im->n_out; i++)
+					ops_tensor_free(&out[i]);
+			}
+	printf("%-12s %4d runs: worst error %.3Lf of the stated bound%s\n", op->name, runs, worst,
+	       fails ? "  FAIL" : "");
+	free(params);
+	return fails;
+}
+
+int main(void)
+{
+	int fails = 0;
+	for (size_t k = 0; k < sizeof refs / sizeof refs[0]; k++)
+		fails += check_op(ops_find(refs[k].op), refs[k].fn);
+	printf("test-ops-ref-indexer: %s\n", fails ? "FAILED" : "ok");
+	return fails ? 1 : 0;
+}
