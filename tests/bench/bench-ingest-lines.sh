@@ -28,11 +28,13 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/align-bench-lines.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 median() { sort -g | sed -n 2p; }
+calc() { awk "BEGIN { printf \"%.6f\", $1 }"; }
 # timed CMD...: runs it, appends "wall cpu" to the array named by $T
 timed() {
-	/usr/bin/time -f '%e %U %S' -o "$work/time.txt" "$@" >/dev/null
-	read -r w u s < "$work/time.txt"
-	eval "$T+=(\"$w $(echo "$u + $s" | bc -l)\")"
+	local TIMEFORMAT='%R %U %S' # bash's time: no /usr/bin/time or bc needed (the GPU machine has neither)
+	{ time "$@" >/dev/null; } 2>"$work/time.txt"
+	read -r w u s < <(tail -1 "$work/time.txt")
+	eval "$T+=(\"$w $(calc "$u + $s")\")"
 }
 # med ARRAY FIELD: the FIELD (1 wall, 2 cpu) of the run with the median wall time
 med() {
@@ -90,11 +92,11 @@ SQL
 	[ "$irows" = "$records" ] || { echo "$f: imported $irows rows, align stored $records" >&2; exit 1; }
 	ingest_s=$(med ing 1) import_s=$(med imp 1)
 	cpu=$(printf '%.1f/%.1f' "$(med ing 2)" "$(med imp 2)")
-	ratio=$(echo "$ingest_s / $import_s" | bc -l)
+	ratio=$(calc "$ingest_s / $import_s")
 	if [ -n "$base" ]; then
 		base_s=$(med bas 1)
 		printf '%-15s %8s %8s %9.3f %9.3f %6.2f %9.3f %6.2f %11s   %s| %s| %s\n' "$f" "$n" "$records" "$ingest_s" \
-			"$import_s" "$ratio" "$base_s" "$(echo "$base_s / $import_s" | bc -l)" "$cpu" "$(walls ing)" \
+			"$import_s" "$ratio" "$base_s" "$(calc "$base_s / $import_s")" "$cpu" "$(walls ing)" \
 			"$(walls imp)" "$(walls bas)"
 	else
 		printf '%-15s %8s %8s %9.3f %9.3f %6.2f %11s   %s| %s\n' "$f" "$n" "$records" "$ingest_s" "$import_s" \
