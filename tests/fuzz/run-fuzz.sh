@@ -7,6 +7,7 @@
 # /tmp/align-fuzz-work), findings to $FUZZ_WORK/<target>/artifacts/; each target's last libFuzzer stats
 # line is appended to $FUZZ_WORK/summary.tsv (target, seconds, execs, cov, ft, findings).
 # Copy a finding into tests/fuzz/crashes/<target>/ once fixed, so that the test suite replays it.
+# FUZZ_JOBS=N: N targets at once (one process each; a many-core machine), else one after another.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$1 secs=$2
@@ -15,8 +16,10 @@ work=${FUZZ_WORK:-/tmp/align-fuzz-work}
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || mapfile -t targets < <(ls "$here/corpus")
 for t in "${targets[@]}"; do
-	exe=$build/tests/fuzz/fuzz-$t
-	[ -x "$exe" ] || { echo "run-fuzz: no $exe" >&2; exit 2; }
+	[ -x "$build/tests/fuzz/fuzz-$t" ] || { echo "run-fuzz: no $build/tests/fuzz/fuzz-$t" >&2; exit 2; }
+done
+fuzz_one() {
+	local t=$1 exe=$build/tests/fuzz/fuzz-$1 log start mode took last execs cov ft found
 	mkdir -p "$work/$t/corpus" "$work/$t/artifacts"
 	log=$work/$t/fuzz.log
 	start=$(date +%s)
@@ -33,4 +36,18 @@ for t in "${targets[@]}"; do
 	ft=$(sed -E 's/.* ft: ([0-9]+) .*/\1/' <<<"$last")
 	found=$(find "$work/$t/artifacts" -type f | wc -l)
 	printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$took" "$execs" "$cov" "$ft" "$found" | tee -a "$work/summary.tsv"
+}
+jobs=${FUZZ_JOBS:-1} running=0
+for t in "${targets[@]}"; do
+	if [ "$jobs" -le 1 ]; then
+		fuzz_one "$t"
+		continue
+	fi
+	fuzz_one "$t" &
+	running=$((running + 1))
+	if [ "$running" -ge "$jobs" ]; then
+		wait -n
+		running=$((running - 1))
+	fi
 done
+wait

@@ -10,6 +10,12 @@
 #   --only REGEX   the binaries whose short name (ops, rows, digest) matches REGEX (grep -E)
 #   --ops-args A   arguments of test-gpu-ops-cuda (default "--quick": every op, variant and mode set,
 #                  smaller shapes; the sanitizer runs each launch 10-100x slower)
+#   --split-ops    run test-gpu-ops-cuda once per op (--op OP, the ops `align run --list` names), up to
+#                  --jobs at once (default: half the CPU cores), each with its own log and verdict: the whole
+#                  set under memcheck takes more than one device call in one process
+#   --jobs J       parallel sanitizer processes with --split-ops
+#   --timeout S    stop each sanitizer process after S seconds (reported NOT CLEAN, exit 124), so that a
+#                  device call ends with the table
 # Logs: ${OUT:-.}/gpu-logs/sanitize-TOOL-NAME.log; a summary table on stdout, ending "N clean, N not".
 # Exit: 0 all clean, 1 any error, 77 no GPU or no compute-sanitizer (run-on-gpu.sh counts 77 as a failure).
 # It is the test gpu-sanitize (tests/gpu/meson.build), so run-on-gpu.sh runs it:
@@ -20,16 +26,20 @@
 #   pip download --no-deps 'nvidia-cuda-sanitizer-api==13.0.*' -d .gpucarry   (here, once; 14 MB)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-tools=memcheck,racecheck,initcheck only="" ops_args="--quick"
+tools=memcheck,racecheck,initcheck only="" ops_args="--quick" split=0 jobs=$(($(nproc) / 2)) unit_timeout=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--tools) tools=${2:?--tools needs a list}; shift 2 ;;
 	--only) only=${2:?--only needs a regular expression}; shift 2 ;;
 	--ops-args) ops_args=${2?--ops-args needs arguments}; shift 2 ;;
+	--split-ops) split=1; shift ;;
+	--jobs) jobs=${2:?--jobs needs a number}; shift 2 ;;
+	--timeout) unit_timeout=${2:?--timeout needs seconds}; shift 2 ;;
 	-*) echo "error: unknown option '$1'" >&2; exit 2 ;;
 	*) break ;;
 	esac
 done
+[ "$jobs" -ge 1 ] 2>/dev/null || jobs=1
 build=${1:-build-gpu}
 case $build in /*) ;; *) build=$root/$build ;; esac
 # compute-sanitizer: PATH, the toolkit, else the nvidia-cuda-sanitizer-api wheel carried in .gpucarry/
@@ -62,39 +72,62 @@ declare -A bin=([ops]=test-gpu-ops-cuda [rows]=test-gpu-rows-cuda [digest]=test-
 declare -A args=([ops]="${ops_argv[*]}" [rows]="--quick" [digest]="")
 echo "compute-sanitizer: $("$cs" --version | tail -1); device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1); $(date -u '+%Y-%m-%d %H:%M UTC')"
 clean=0 bad=0
+# units: "tool name exe log args..." lines; with --split-ops the ops binary becomes one unit per op
+units=()
 IFS=, read -r -a tool_list <<<"$tools"
 for tool in "${tool_list[@]}"; do
-	extra=()
-	case $tool in
-	memcheck) extra=(--leak-check full) ;;
-	racecheck) extra=(--racecheck-report all) ;;
-	initcheck) ;;
-	*) echo "error: unknown tool '$tool'" >&2; exit 2 ;;
-	esac
+	case $tool in memcheck | racecheck | initcheck) ;; *) echo "error: unknown tool '$tool'" >&2; exit 2 ;; esac
 	for n in "${names[@]}"; do
 		[ -z "$only" ] || grep -Eq -- "$only" <<<"$n" || continue
-		exe=$build/tests/gpu/${bin[$n]}
-		log=$out/sanitize-$tool-$n.log
-		if [ ! -x "$exe" ]; then
-			echo "| $tool | $n | not built: $exe |"
-			bad=$((bad + 1))
-			continue
-		fi
-		t0=$(date +%s)
-		read -r -a argv <<<"${args[$n]}"
-		# --error-exitcode: a report fails the run even when the test itself passes
-		"$cs" --tool "$tool" --error-exitcode 86 --print-limit 100 --target-processes all "${extra[@]}" \
-			"$exe" "${argv[@]}" >"$log" 2>&1
-		rc=$?
-		secs=$(($(date +%s) - t0))
-		summary=$(grep -E '^========= (ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY)' "$log" | tail -3 | tr '\n' ' ')
-		if [ "$rc" -eq 0 ] && ! grep -Eq '^========= (ERROR SUMMARY: [1-9]|RACECHECK SUMMARY: [1-9])' "$log"; then
-			verdict=clean clean=$((clean + 1))
+		if [ "$n" = ops ] && [ "$split" = 1 ]; then
+			ops=$("$build/harness/align" run --list | grep -v 'block of' | grep -o '^[a-z_0-9]*:' | tr -d :) || exit 2
+			for op in $ops; do units+=("$tool|ops-$op|${bin[$n]}|${args[$n]} --op $op"); done
 		else
-			verdict="NOT CLEAN (exit $rc)" bad=$((bad + 1))
+			units+=("$tool|$n|${bin[$n]}|${args[$n]}")
 		fi
-		echo "| $tool | $n | $verdict | ${secs} s | ${summary:-no summary line} | $log |"
 	done
+done
+# run_unit TOOL NAME BINARY ARGS: the sanitizer run; its exit code and seconds in the log's .rc file
+run_unit() {
+	local tool=$1 n=$2 exe=$build/tests/gpu/$3 argv extra=()
+	read -r -a argv <<<"$4"
+	case $tool in memcheck) extra=(--leak-check full) ;; racecheck) extra=(--racecheck-report all) ;; esac
+	local log=$out/sanitize-$tool-$n.log t0
+	t0=$(date +%s)
+	if [ ! -x "$exe" ]; then
+		echo "not built: $exe" >"$log"
+		echo "127 0" >"$log.rc"
+		return
+	fi
+	# --error-exitcode: a report fails the run even when the test itself passes
+	local lim=()
+	[ "$unit_timeout" -gt 0 ] 2>/dev/null && lim=(timeout -k 10 "$unit_timeout")
+	"${lim[@]}" "$cs" --tool "$tool" --error-exitcode 86 --print-limit 100 --target-processes all "${extra[@]}" \
+		"$exe" "${argv[@]}" >"$log" 2>&1
+	echo "$? $(($(date +%s) - t0))" >"$log.rc"
+}
+running=0
+for u in "${units[@]}"; do
+	IFS='|' read -r tool n exe a <<<"$u"
+	run_unit "$tool" "$n" "$exe" "$a" &
+	running=$((running + 1))
+	if [ "$running" -ge "$jobs" ]; then
+		wait -n
+		running=$((running - 1))
+	fi
+done
+wait
+for u in "${units[@]}"; do
+	IFS='|' read -r tool n exe a <<<"$u"
+	log=$out/sanitize-$tool-$n.log
+	read -r rc secs <"$log.rc" 2>/dev/null || rc=255 secs=0
+	summary=$(grep -E '^========= (ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY)' "$log" | tail -3 | tr '\n' ' ')
+	if [ "$rc" -eq 0 ] && ! grep -Eq '^========= (ERROR SUMMARY: [1-9]|RACECHECK SUMMARY: [1-9])' "$log"; then
+		verdict=clean clean=$((clean + 1))
+	else
+		verdict="NOT CLEAN (exit $rc)" bad=$((bad + 1))
+	fi
+	echo "| $tool | $n | $verdict | ${secs} s | ${summary:-no summary line} | $log |"
 done
 echo "$clean clean, $bad not"
 [ "$bad" -eq 0 ]
