@@ -60,3 +60,11 @@ w("safetensors", ['"dtype"', '"shape"', '"data_offsets"', '"__metadata__"', '"F3
 w("map", ["->", "^", "$", "(", ")", "|", "[[:digit:]]", "[^a]", "{1,}", "{2,3}", "*", "+", "?", ".", "\\.", "\\1", "#",
           "\n", "{255}", "{1000}"])
 w("bisect-spec", ["=", ",", "@", "profile:", "\n", "#", "ALIGN_", "\x00", "strict", "fast", "CUDA_LAUNCH_BLOCKING"])
+w("ingest-msprobe", ['"task"', '"level"', '"framework"', '"dump_data_dir"', '"data"', '"input_args"', '"input_kwargs"',
+                     '"output"', '"type"', '"dtype"', '"shape"', '"Max"', '"Min"', '"Mean"', '"Norm"', '"md5"',
+                     '"requires_grad"', '"value"', '"data_name"', '"parameters"', '"parameters_grad"', '"statistics"',
+                     '"tensor"', '"md5"', '"mix"', '"L0"', '"L1"', '"pytorch"', '"mindspore"', '"torch.Tensor"',
+                     '"torch.float32"', '"torch.bfloat16"', '"torch.int64"', '"torch.bool"', '"float"', '"int"',
+                     '"bool"', '".forward"', '".backward"', '"Tensor.__mul__.0.forward"',
+                     '"Module.fc1.Linear.forward.0"', '"Module.fc1.Linear.parameters_grad.0"',
+                     '"Functional.linear.0.forward"', 'null', 'true', 'false', '{}', '[]', ':', ','] + nums)

@@ -33,6 +33,7 @@ samples = {
     "paddle-metrics": glob.glob(root + "/tests/samples/paddle-metrics/*"),
     "xtuner": glob.glob(root + "/tests/samples/xtuner/*"),
     "xtuner-log": glob.glob(root + "/tests/samples/xtuner-log/*"),
+    "msprobe": glob.glob(root + "/tests/samples/msprobe/*/step0/proc1/dump.json"),
 }
 atf_records = [
     '{"rank":0,"step":1,"micro":0,"seq":0,"name":"loss","phase":"loss","dtype":"fp32","bits":"0x412de666"}',
@@ -54,9 +55,40 @@ for fmt, paths in samples.items():
     for p in paths:
         data = read(p)
         base = os.path.basename(p)
+        if base == "dump.json":  # msprobe: one per sample directory
+            base = os.path.basename(os.path.dirname(os.path.dirname(os.path.dirname(p)))) + "-dump.json"
         put("ingest-" + fmt, base, data)
         put("ingest-detect", fmt + "-" + base, data)
         put("reader", fmt + "-" + base, data[:4096])
+# probe-written traces (harness/probe/align_probe/atf.py: its writer, spacing and field order, call/io
+# records with payloads, digests and exact scalar bits), as a PyTorch and a Paddle run write them
+import importlib.util
+import struct as _st
+import tempfile
+_spec = importlib.util.spec_from_file_location("probe_atf", os.path.join(root, "harness/probe/align_probe/atf.py"))
+probe_atf = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(probe_atf)
+for fw in ("torch", "paddle"):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "probe-rank0.atf")
+        wr = probe_atf.Writer(path, {"align_trace": 1, "run": "probe", "framework": fw, "rank": 0, "world_size": 1,
+                                     "env": {"probe": "align_probe 1", fw: "2.11.0"}})
+        x = _st.pack("<4f", 1.0, -2.5, 0.0, float("inf"))
+        for step in (1, 2):
+            rec = {"step": step, "micro": 0, "name": "layers.0.mlp", "phase": "fwd", "call": "layers.0.mlp#0", "io": "in"}
+            rec.update(probe_atf.tensor_fields("fp32", [2, 2], "96b817d452149b03", x))  # xxh3t64 of x
+            wr.write(rec)
+            rec = {"step": step, "micro": 0, "name": "layers.0.mlp", "phase": "fwd", "call": "layers.0.mlp#0", "io": "out"}
+            rec.update(probe_atf.tensor_fields("bf16", [4], "fedcba9876543210"))
+            rec["digest_alg"] = "xxh3t64"
+            wr.write(rec)
+            rec = {"step": step, "micro": 0, "name": "loss", "phase": "loss"}
+            rec.update(probe_atf.scalar_fields("fp32", [], _st.pack("<f", 2.5 / step)))
+            wr.write(rec)
+        wr.close()
+        data = open(path, "rb").read()
+    put("ingest-atf", "probe-" + fw, data)
+    put("ingest-detect", "probe-" + fw, data)
 put("ingest-detect", "atf-records", header + "\n".join(atf_records) + "\n")
 put("ingest-detect", "atf.gz", gzip.compress(read("tests/samples/atf/demo.atf"), mtime=0))
 put("ingest-megatron-golden", "empty-values", '{"lm loss":{"start_step":1,"end_step":2,"step_interval":1,"values":{"1":2.5}}}')
