@@ -5,19 +5,25 @@
  * MATH_IMPL=libm has no GPU twin (status 4); MATH_IMPL=cuda / cuda_fast (GPU only) take exp / exp2 from
  * CUDA (math_cuda.cuh).
  *
- * Layout: one block per (token t, group of HB heads) (HB = launch.rows_per_block, default 4, at most H),
+ * Layout: one block per (token t, group of HB heads) (HB = launch.rows_per_block, default 16, at most H),
  * grid-stride over the T * ceil(H / HB) groups. Shared memory: the visiting order's kv rows js[N], the HB
- * query rows (bf16), the logits z[HB][N], the weights e[HB][N], per head and online block the running max
- * after the block mb[HB][nb] and the rescale factor a[HB][nb], and l[HB].
- *   1. every thread takes (head, slot) pairs: z = sa_logit(sa_dot(q, kv_j)) (the dot product is the C
- *      twin's sequential loop, one thread per dot product: bitwise by construction).
+ * query rows (bf16, row stride D + 2 when D = 0 mod 4: an odd number of 4-byte words, so that threads on
+ * consecutive heads hit distinct banks), the logits z[HB][N] (overwritten in place by E(z - m), then by
+ * P), per head and online block the running max after the block mb[HB][nb] and the rescale factor
+ * a[HB][nb], and l[HB].
+ *   1. every thread takes (slot, head) pairs, heads fastest: z = sa_logit(sa_dot(q, kv_j)) (the dot
+ *      product is the C twin's sequential loop, one thread per dot product: bitwise by construction; a
+ *      warp reads one kv row, a broadcast, for up to 32 heads).
  *   2. one thread per head: the running max in visiting order (full: m; online: mb per block, from -inf
  *      or the sink) - comparisons only.
  *   3. every thread: e = E(z - m) (online: m = mb of the slot's block; a = E(mb[b-1] - mb[b])).
  *   4. one thread per head: l in visiting order (full: seq or torch_sum_lastdim, + E(s - m); online:
  *      l = l * a + block sum, + E(s - m)), then every thread: full P = R?(e / l); online P = R?(e).
- *   5. one thread per (head, d): the PV sum over the visiting order (online: acc * a at each block
- *      start), o = R(acc / l) or R(acc); coalesced kv reads across d.
+ *   5. the PV sum over the visiting order (online: acc * a at each block start), o = R(acc / l) or
+ *      R(acc): one thread per (d, group of 4 heads), each kv element loaded once for the 4 accumulators
+ *      (torch sums: one thread per (head, d)); coalesced kv reads across d.
+ * (Before 2026-11-25: HB = 4, slots fastest in step 1 (a warp read 32 kv rows, 2 bytes each) and one
+ * head per thread in step 5: 91 ms at DSv4-Flash shapes on an H100, 0.05x of PyTorch eager.)
  * Every binary32 operation is the C twin's, unfused (nvcc --fmad=false), through nan_host.h.
  * Knobs: block (threads, default 256), rows_per_block (HB), grid_cap (blocks), serial (one thread, HB = 1:
  * the same steps run by a single thread).
@@ -39,7 +45,8 @@
 #include "op_cfg.h" /* after ops_cuda.h (rows_cuda.cuh), which prepares ops.h for the device pass */
 #include "sparse_attn_row.h"
 
-#define SA_DEF_HB 4
+#define SA_DEF_HB 16
+#define SA_PV_R 4  /* heads per thread in the PV sum (one kv load feeds SA_PV_R accumulators) */
 #define SA_TMP 128 /* torch order scratch: D <= 127, N <= 63 */
 
 struct sa_args {
@@ -49,6 +56,7 @@ struct sa_args {
 	align_bf16 *o;
 	struct sparse_attn_cfg c;
 	int hb;		/* heads per block */
+	int64_t qs;	/* row stride of the q rows in shared memory (bf16 elements; odd in 4-byte words) */
 	int64_t groups; /* T * ceil(H / hb) */
 	int64_t nb;	/* online blocks: ceil(N / 64) (1 for full; 0 when N = 0) */
 	int64_t nba;	/* nb, at least 1 (shared-memory rows) */
@@ -58,7 +66,7 @@ struct sa_args {
 struct sa_smem {
 	int32_t *js;
 	align_bf16 *q;
-	float *z, *e, *mb, *a, *l;
+	float *z, *mb, *a, *l; /* z: the logits, then in place E(z - m), then P */
 	int *any;
 };
 
@@ -70,7 +78,7 @@ ALIGN_HD static inline size_t sa_al16(size_t b)
 ALIGN_HD static inline size_t sa_smem_bytes(const sa_args &a)
 {
 	size_t N = (size_t)(a.c.N > 0 ? a.c.N : 1), hb = (size_t)a.hb;
-	return sa_al16(N * 4) + sa_al16(hb * (size_t)a.c.D * 2) + 2 * sa_al16(hb * N * 4) +
+	return sa_al16(N * 4) + sa_al16(hb * (size_t)a.qs * 2) + sa_al16(hb * N * 4) +
 	       2 * sa_al16(hb * (size_t)a.nba * 4) + sa_al16(hb * 4) + 16;
 }
 
@@ -80,9 +88,8 @@ __device__ static inline sa_smem sa_carve(const sa_args &a)
 	size_t N = (size_t)(a.c.N > 0 ? a.c.N : 1), hb = (size_t)a.hb;
 	sa_smem s;
 	s.js = (int32_t *)p, p += sa_al16(N * 4);
-	s.q = (align_bf16 *)p, p += sa_al16(hb * (size_t)a.c.D * 2);
+	s.q = (align_bf16 *)p, p += sa_al16(hb * (size_t)a.qs * 2);
 	s.z = (float *)p, p += sa_al16(hb * N * 4);
-	s.e = (float *)p, p += sa_al16(hb * N * 4);
 	s.mb = (float *)p, p += sa_al16(hb * (size_t)a.nba * 4);
 	s.a = (float *)p, p += sa_al16(hb * (size_t)a.nba * 4);
 	s.l = (float *)p, p += sa_al16(hb * 4);
@@ -109,17 +116,18 @@ __global__ void sparse_attn_kernel(sa_args a)
 				*s.any = 1; /* a benign race: every writer stores 1 */
 		}
 		for (int64_t i = tid; i < (int64_t)nh * D; i += nt)
-			s.q[i] = a.q[(t * c.H + h0) * D + i];
+			s.q[i / D * a.qs + i % D] = a.q[(t * c.H + h0) * D + i];
 		__syncthreads();
 		const int empty = !*s.any;
-		/* 1. logits */
+		/* 1. logits: consecutive threads take consecutive heads of one slot, so a warp reads one kv row
+		 * (a broadcast) and q rows at an odd word stride (no bank conflicts) */
 		float tmp[SA_TMP];
 		for (int64_t w = tid; w < (int64_t)nh * N; w += nt) {
-			int64_t hl = w / N, k = w % N;
+			int64_t hl = w % nh, k = w / nh;
 			int32_t j = s.js[k];
 			int v = sa_valid(&c, j);
-			s.z[hl * N + k] =
-				v ? sa_logit(&c, sa_dot(&c, s.q + hl * D, a.kv + (int64_t)j * D, tmp), 1) : -INFINITY;
+			s.z[hl * N + k] = v ? sa_logit(&c, sa_dot(&c, s.q + hl * a.qs, a.kv + (int64_t)j * D, tmp), 1)
+					    : -INFINITY;
 		}
 		__syncthreads();
 		/* 2. running max per head */
@@ -138,7 +146,7 @@ __global__ void sparse_attn_kernel(sa_args a)
 		/* 3. exponentials and rescale factors */
 		for (int64_t w = tid; w < (int64_t)nh * N; w += nt) {
 			int64_t hl = w / N, k = w % N, b = c.online ? k / SPARSE_ATTN_BLOCK : 0;
-			s.e[w] = sa_e(&c, hn_sub(s.z[w], s.mb[hl * a.nba + b]));
+			s.z[w] = sa_e(&c, hn_sub(s.z[w], s.mb[hl * a.nba + b])); /* in place: z is not read again */
 		}
 		if (c.online)
 			for (int64_t w = tid; w < (int64_t)nh * a.nb; w += nt) {
@@ -151,7 +159,7 @@ __global__ void sparse_attn_kernel(sa_args a)
 		__syncthreads();
 		/* 4. denominators */
 		for (int hl = tid; hl < nh; hl += nt) {
-			const float *e = s.e + hl * N;
+			const float *e = s.z + hl * N;
 			float sk = sa_sink(&c, a.sink[h0 + hl]), l = 0.0f;
 			float m = a.nb > 0 ? s.mb[hl * a.nba + a.nb - 1] : c.sink_in_max ? sk : -INFINITY;
 			if (!c.online) {
@@ -174,36 +182,47 @@ __global__ void sparse_attn_kernel(sa_args a)
 		}
 		__syncthreads();
 		for (int64_t w = tid; w < (int64_t)nh * N; w += nt)
-			s.e[w] = c.online ? sa_p(&c, s.e[w]) : sa_p(&c, hn_div(s.e[w], s.l[w / N]));
+			s.z[w] = c.online ? sa_p(&c, s.z[w]) : sa_p(&c, hn_div(s.z[w], s.l[w / N]));
 		__syncthreads();
-		/* 5. PV */
-		for (int64_t w = tid; w < (int64_t)nh * D; w += nt) {
-			int64_t hl = w / D, d = w % D;
-			align_bf16 *out = a.o + (t * c.H + h0) * D + w;
-			if (empty && c.empty_zero) {
-				*out = align_f32_to_bf16(0.0f);
-				continue;
-			}
-			const float *P = s.e + hl * N;
-			float x = 0.0f;
-			if (!c.online && c.torch_sums) {
+		/* 5. PV. torch sums: one thread per (head, d). Otherwise one thread per (d, group of SA_PV_R heads):
+		 * each kv element loaded once feeds the group's accumulators, each in the contract's order. */
+		if (empty && c.empty_zero) {
+			for (int64_t w = tid; w < (int64_t)nh * D; w += nt)
+				a.o[(t * c.H + h0) * D + w] = align_f32_to_bf16(0.0f);
+		} else if (!c.online && c.torch_sums) {
+			for (int64_t w = tid; w < (int64_t)nh * D; w += nt) {
+				int64_t hl = w / D, d = w % D;
+				const float *P = s.z + hl * N;
 				for (int64_t k = 0; k < N; k++) {
 					int32_t j = s.js[k];
 					float v = sa_valid(&c, j) ? align_bf16_to_f32(a.kv[(int64_t)j * D + d]) : 0.0f;
 					tmp[k] = hn_mul(P[k], v);
 				}
-				x = N > 0 ? torch_sum_strided(tmp, 1, N) : 0.0f;
-				*out = align_f32_to_bf16(x);
-				continue;
+				float x = N > 0 ? torch_sum_strided(tmp, 1, N) : 0.0f;
+				a.o[(t * c.H + h0) * D + w] = align_f32_to_bf16(x);
 			}
-			for (int64_t k = 0; k < N; k++) {
-				if (c.online && k % SPARSE_ATTN_BLOCK == 0)
-					x = hn_mul(x, s.a[hl * a.nba + k / SPARSE_ATTN_BLOCK]);
-				int32_t j = s.js[k];
-				float v = sa_valid(&c, j) ? align_bf16_to_f32(a.kv[(int64_t)j * D + d]) : 0.0f;
-				x = hn_add(x, hn_mul(P[k], v));
+		} else {
+			const int64_t ng = (nh + SA_PV_R - 1) / SA_PV_R;
+			for (int64_t w = tid; w < ng * D; w += nt) {
+				int64_t g0 = w / D * SA_PV_R, d = w % D;
+				int nr = (int)(nh - g0 < SA_PV_R ? nh - g0 : SA_PV_R);
+				float x[SA_PV_R];
+				for (int r = 0; r < SA_PV_R; r++)
+					x[r] = 0.0f;
+				for (int64_t k = 0; k < N; k++) {
+					if (c.online && k % SPARSE_ATTN_BLOCK == 0)
+						for (int r = 0; r < nr; r++)
+							x[r] = hn_mul(x[r],
+								      s.a[(g0 + r) * a.nba + k / SPARSE_ATTN_BLOCK]);
+					int32_t j = s.js[k];
+					float v = sa_valid(&c, j) ? align_bf16_to_f32(a.kv[(int64_t)j * D + d]) : 0.0f;
+					for (int r = 0; r < nr; r++)
+						x[r] = hn_add(x[r], hn_mul(s.z[(g0 + r) * N + k], v));
+				}
+				for (int r = 0; r < nr; r++)
+					a.o[(t * c.H + h0 + g0 + r) * D + d] =
+						align_f32_to_bf16(c.online ? hn_div(x[r], s.l[g0 + r]) : x[r]);
 			}
-			*out = align_f32_to_bf16(c.online ? hn_div(x, s.l[hl]) : x);
 		}
 		__syncthreads();
 	}
@@ -231,6 +250,7 @@ extern "C" int sparse_attn_fwd_cuda(const void *params, const struct align_modes
 		return ALIGN_OK;
 	int hb = L->serial > 0 ? 1 : L->rows_per_block > 0 ? L->rows_per_block : SA_DEF_HB;
 	a.hb = (int)(hb > a.c.H ? a.c.H : hb);
+	a.qs = a.c.D % 4 == 0 ? a.c.D + 2 : a.c.D; /* D = 0 mod 4: D / 2 words is even; + 2 makes it odd */
 	a.nb = a.c.online ? (a.c.N + SPARSE_ATTN_BLOCK - 1) / SPARSE_ATTN_BLOCK : 1;
 	a.nba = a.nb > 0 ? a.nb : 1;
 	a.groups = a.c.T * ((a.c.H + a.hb - 1) / a.hb);
@@ -246,7 +266,7 @@ extern "C" int sparse_attn_fwd_cuda(const void *params, const struct align_modes
 	if (smem > 48 * 1024)
 		OPS_CUDA_TRY(cudaFuncSetAttribute(sparse_attn_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
 						  (int)smem));
-	int block = L->serial > 0 ? 1 : L->block > 0 ? (L->block > 1024 ? 1024 : L->block) : 256, maxb = 0;
+	int block = L->serial > 0 ? 1 : L->block > 0 ? (L->block > 1024 ? 1024 : L->block) : 512, maxb = 0;
 	int rc = rows_max_block(sparse_attn_kernel, &maxb);
 	if (rc)
 		return rc;
