@@ -16,6 +16,8 @@
 #   --jobs J       parallel sanitizer processes with --split-ops
 #   --timeout S    stop each sanitizer process after S seconds (reported NOT CLEAN, exit 124), so that a
 #                  device call ends with the table
+#   --deadline S   start no process after S seconds from the start (reported NOT RUN) and stop every
+#                  process by then (a device call's limit)
 # Logs: ${OUT:-.}/gpu-logs/sanitize-TOOL-NAME.log; a summary table on stdout, ending "N clean, N not".
 # Exit: 0 all clean, 1 any error, 77 no GPU or no compute-sanitizer (run-on-gpu.sh counts 77 as a failure).
 # It is the test gpu-sanitize (tests/gpu/meson.build), so run-on-gpu.sh runs it:
@@ -26,7 +28,7 @@
 #   pip download --no-deps 'nvidia-cuda-sanitizer-api==13.0.*' -d .gpucarry   (here, once; 14 MB)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-tools=memcheck,racecheck,initcheck only="" ops_args="--quick" split=0 jobs=$(($(nproc) / 2)) unit_timeout=0
+tools=memcheck,racecheck,initcheck only="" ops_args="--quick" split=0 jobs=$(($(nproc) / 2)) unit_timeout=0 deadline=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--tools) tools=${2:?--tools needs a list}; shift 2 ;;
@@ -35,6 +37,7 @@ while [ $# -gt 0 ]; do
 	--split-ops) split=1; shift ;;
 	--jobs) jobs=${2:?--jobs needs a number}; shift 2 ;;
 	--timeout) unit_timeout=${2:?--timeout needs seconds}; shift 2 ;;
+	--deadline) deadline=${2:?--deadline needs seconds}; shift 2 ;;
 	-*) echo "error: unknown option '$1'" >&2; exit 2 ;;
 	*) break ;;
 	esac
@@ -100,12 +103,22 @@ run_unit() {
 		return
 	fi
 	# --error-exitcode: a report fails the run even when the test itself passes
-	local lim=()
-	[ "$unit_timeout" -gt 0 ] 2>/dev/null && lim=(timeout -k 10 "$unit_timeout")
+	local lim=() secs=$unit_timeout
+	if [ "$deadline" -gt 0 ]; then
+		local rest=$((deadline - ($(date +%s) - start)))
+		if [ "$rest" -lt 20 ]; then
+			echo "not run: the deadline (--deadline $deadline) came first" >"$log"
+			echo "notrun 0" >"$log.rc"
+			return
+		fi
+		[ "$secs" -gt 0 ] && [ "$secs" -lt "$rest" ] || secs=$rest
+	fi
+	[ "$secs" -gt 0 ] 2>/dev/null && lim=(timeout -k 10 "$secs")
 	"${lim[@]}" "$cs" --tool "$tool" --error-exitcode 86 --print-limit 100 --target-processes all "${extra[@]}" \
 		"$exe" "${argv[@]}" >"$log" 2>&1
 	echo "$? $(($(date +%s) - t0))" >"$log.rc"
 }
+start=$(date +%s)
 running=0
 for u in "${units[@]}"; do
 	IFS='|' read -r tool n exe a <<<"$u"
@@ -121,6 +134,11 @@ for u in "${units[@]}"; do
 	IFS='|' read -r tool n exe a <<<"$u"
 	log=$out/sanitize-$tool-$n.log
 	read -r rc secs <"$log.rc" 2>/dev/null || rc=255 secs=0
+	if [ "$rc" = notrun ]; then
+		echo "| $tool | $n | NOT RUN | 0 s | deadline | $log |"
+		bad=$((bad + 1))
+		continue
+	fi
 	summary=$(grep -E '^========= (ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY)' "$log" | tail -3 | tr '\n' ' ')
 	if [ "$rc" -eq 0 ] && ! grep -Eq '^========= (ERROR SUMMARY: [1-9]|RACECHECK SUMMARY: [1-9])' "$log"; then
 		verdict=clean clean=$((clean + 1))
