@@ -4,50 +4,22 @@
 # bitwise-equal, report exit 0) and bf16 (autocast) against fp32 (the first difference is the first
 # linear's output, flagged as the root cause); the statistics task at L1 compared as summaries. The
 # generating script also checks that msprobe's "md5" is zlib's CRC-32 of the raw bytes (bf16 too).
-# mindstudio-probe and torch (tests/msprobe/requirements.txt) go into a virtual environment cached outside
-# the build, keyed by the requirements: ${XDG_CACHE_HOME:-~/.cache}/align/venv-msprobe-<hash>; torch
-# from the CPU wheel index when it is reached, else from PyPI. Exit 77 (skipped) only when that install
-# is impossible (no python3 venv, no package index), saying why.
+# mindstudio-probe and torch come from the probe tests' cached environment (tests/probe/venv.sh,
+# tests/probe/requirements.txt: ${XDG_CACHE_HOME:-~/.cache}/align/venv-probe-<hash>). Exit 77 (skipped)
+# only when that install is impossible (no python3 venv, no package index), saying why.
 . "$SRCROOT/tests/cli/lib.sh"
 . "$SRCROOT/tests/msprobe/compare-dumps.sh"
-REQ="$SRCROOT/tests/msprobe/requirements.txt"
 skip() {
 	echo "SKIP: $*"
 	exit 77
 }
 
 command -v python3 > /dev/null || skip "no python3 to install mindstudio-probe and torch into a virtual environment"
-hash=$(sha256sum "$REQ" | cut -c1-12)
-cache=${XDG_CACHE_HOME:-$HOME/.cache}/align
-venv=$cache/venv-msprobe-$hash
+# the probe tests' environment (tests/probe/requirements.txt: torch, paddlepaddle, mindstudio-probe, pinned)
+venv=$(bash "$SRCROOT/tests/probe/venv.sh" | tail -n 1) || skip "tests/probe/venv.sh could not install the environment"
 py=$venv/bin/python
-if [ -f "$venv/.complete" ]; then
-	echo "using the cached environment $venv"
-else
-	mkdir -p "$cache" || skip "cannot create $cache"
-	tmpv=$venv.tmp.$$
-	rm -rf "$tmpv"
-	echo "installing mindstudio-probe and torch into $venv (once per requirements file; several minutes)"
-	python3 -m venv "$tmpv" || skip "python3 -m venv failed (no venv module)"
-	torch_req=$(grep -E '^torch==' "$REQ")
-	echo "  $torch_req: the CPU wheel index first"
-	if ! "$tmpv/bin/python" -m pip install --progress-bar off -q "$torch_req" \
-		--index-url https://download.pytorch.org/whl/cpu > pip-torch.log 2>&1; then
-		echo "  the CPU wheel index is not reached: $torch_req from PyPI (with its CUDA libraries)"
-		"$tmpv/bin/python" -m pip install --progress-bar off -q "$torch_req" > pip-torch.log 2>&1 || {
-			rm -rf "$tmpv"
-			skip "cannot install $torch_req: $(tail -n 2 pip-torch.log | tr '\n' ' ')"
-		}
-	fi
-	echo "  $(grep -E '^mindstudio-probe==' "$REQ") and its dependencies from PyPI"
-	"$tmpv/bin/python" -m pip install --progress-bar off -q -r "$REQ" > pip-msprobe.log 2>&1 || {
-		rm -rf "$tmpv"
-		skip "cannot install mindstudio-probe: $(tail -n 2 pip-msprobe.log | tr '\n' ' ')"
-	}
-	touch "$tmpv/.complete"
-	mv -T "$tmpv" "$venv" 2> /dev/null || rm -rf "$tmpv" # another test installed it meanwhile
-	echo "  installed"
-fi
+"$py" -c 'import msprobe' 2> /dev/null ||
+	skip "mindstudio-probe did not install into $venv (optional there; see tests/probe/venv.sh's output)"
 "$py" -c 'import torch, msprobe' || fail "the environment $venv cannot import torch and msprobe"
 
 dump() { # dump OUT TASK LEVEL PRECISION: two steps of the tiny model

@@ -5,7 +5,7 @@
 # ${XDG_CACHE_HOME:-~/.cache}/align/venv-probe-HASH (HASH of the requirements and the Python version),
 # so it is installed once per machine; a lock serialises concurrent callers; an environment whose
 # install did not finish is rebuilt. Exit 1 when a required package cannot be installed.
-# Kept apart from any other helper's venv script on purpose (the msprobe work may have its own).
+# tests/cli/msprobe-real.sh uses it too (one ~6 GB environment per machine, not two).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 req="$here/requirements.txt"
@@ -37,7 +37,7 @@ while IFS= read -r line; do
 	if ! "$dir/bin/pip" install --progress-bar off "$pkg" 2>&1 | grep -E --line-buffered '^(Collecting|Downloading|Successfully|ERROR)' >&2; then
 		:
 	fi
-	if ! "$dir/bin/pip" show -q "$pkg" >/dev/null 2>&1; then
+	if ! "$dir/bin/pip" show -q "${pkg%%[=<>!~]*}" >/dev/null 2>&1; then # show takes a name, not a pin
 		if [ $optional = 1 ]; then
 			echo "venv.sh: optional $pkg did not install; going on without it" >&2
 		else
