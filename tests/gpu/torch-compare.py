@@ -53,6 +53,15 @@ Cases (contracts in kernels/ops/swiglu.h, router.h, mhc_pre.h):
            * weights, fp32 head sum. Then -inf for c >= (t+1)//4, torch.topk(min(K,S), sorted=True),
            causal-invalid -> -1, others + offset 0; K=4 (bitonic sort) and K=36 (stable sort). Outputs idx
            and score.
+  xent     F.cross_entropy(logits.float(), labels, ignore_index=-1) with reduction 'none' (output loss)
+           and 'mean' (output mean) on CUDA, V = 512 and V = 1000 (<= 1024: PyTorch's persistent
+           log_softmax kernel, XENT_SUM=torch; nll_loss's 32-lane mean, XENT_MEAN=torch32); logits bf16
+           under megatron (LMHEAD_LOGITS=bf16: Megatron's bf16 output layer, widened as its loss does)
+           and f32 under deepseek-ref; rows with ties, a constant row, a row of large logits, and
+           ignored labels (-1) including one whole sequence. lse is not compared (torch.logsumexp
+           sums in another kernel).
+  lm_head  informational only, as matmul: MATMUL_IMPL=cublas against F.linear(x, w.bfloat16()) (megatron,
+           bf16 logits) or x.float() @ w.t() without TF32 (deepseek-ref, fp32 logits).
   matmul   informational only (not part of the verdict): MATMUL_IMPL=cublas against torch's a @ b.t()
            in bf16 (both cuBLAS; equal bits need the same algorithm choice, which depends on the
            workspace and heuristics of each library build).
@@ -605,8 +614,63 @@ def torch_sparse_attn(torch, inp, dev, D):
     return {"o": (p.unsqueeze(-1) * kvg.unsqueeze(1)).sum(-2).to(torch.bfloat16)}
 
 
+def xent_inputs(T, V, bf16):
+    r = random.Random(23 + V)
+    vals = []
+    for t in range(T):
+        if t == 2:
+            row = [1.5] * V  # a constant row: every exp is 1
+        elif t == 3:
+            row = [rnd_bf16_val(r, -4, 4) + 60.0 for _ in range(V)]  # large logits, max subtracted
+        else:
+            row = [rnd_bf16_val(r, -8, 8) for _ in range(V)]
+            if t == 5:
+                row[7] = row[11] = max(row) + 1.0  # a tied maximum
+        vals += row
+    labels = [r.randrange(V) if r.random() < 0.85 else -1 for _ in range(T)]
+    labels[16:32] = [-1] * 16  # one whole sequence ignored
+    lg = (tensor("BF16", [T, V], [bf16_bits(v) for v in vals]) if bf16
+          else tensor("F32", [T, V], [f32_bits(v) for v in vals]))
+    return {"logits": lg, "labels": tensor("I32", [T], [v & 0xFFFFFFFF for v in labels])}
+
+
+def rnd_bf16_val(r, lo, hi):
+    return bits_bf16(rnd_bf16(r, lo, hi))
+
+
+def torch_xent(torch, F, inp, dev):
+    lg = to_torch(torch, inp["logits"], dev).float()  # bf16 widened exactly, as Megatron's loss does
+    y = to_torch(torch, inp["labels"], dev).long()
+    return {"loss": F.cross_entropy(lg, y, ignore_index=-1, reduction="none"),
+            "mean": F.cross_entropy(lg, y, ignore_index=-1, reduction="mean").reshape(1)}
+
+
+def torch_lm_head(torch, F, inp, profile, dev):
+    x = to_torch(torch, inp["x"], dev)
+    w = to_torch(torch, inp["w"], dev)
+    if base_profile(profile) == "megatron":
+        return {"logits": F.linear(x, w.bfloat16())}
+    return {"logits": x.float() @ w.t()}
+
+
+def lm_head_inputs(T, D, V):
+    r = random.Random(29)
+    return {"x": tensor("BF16", [T, D], [rnd_bf16(r, -2, 2) for _ in range(T * D)]),
+            "w": tensor("F32", [V, D], [f32_bits(r.uniform(-0.1, 0.1)) for _ in range(V * D)])}
+
+
 def cases():
     out = []
+    lh = lm_head_inputs(16, 256, 512)
+    for prof in PROFILES:
+        out.append(dict(op="lm_head", label=prof + "+informational", profile=prof, modes=[],
+                        shape="T=16,D=256,V=512", inputs=lh, outputs=["logits"], ref=("lm_head", {}),
+                        informational=True))
+    for V in (512, 1000):
+        for prof in PROFILES:
+            xi = xent_inputs(64, V, base_profile(prof) == "megatron")
+            out.append(dict(op="xent[V=%d]" % V, label=prof, profile=prof, modes=[],
+                            shape="T=64,V=%d,S=16" % V, inputs=xi, outputs=["loss", "mean"], ref=("xent", {})))
     mm = matmul_inputs(MM_T, MM_D, MM_F)
     for prof in PROFILES:
         out.append(dict(op="matmul", label=prof + "+informational", profile=prof, modes=[],
@@ -894,6 +958,10 @@ def compare_run(align, device, workdir):
                 ref = torch_sparse_attn(torch, c["inputs"], dev, SA_D)
             elif kind == "indexer":
                 ref = torch_indexer(torch, c["inputs"], c["profile"], dev, extra["K"])
+            elif kind == "xent":
+                ref = torch_xent(torch, F, c["inputs"], dev)
+            elif kind == "lm_head":
+                ref = torch_lm_head(torch, F, c["inputs"], c["profile"], dev)
             elif kind == "rope":
                 ref = torch_rope(torch, c["inputs"], c["profile"], dev, extra["variant"], extra.get("complex64", False))
             else:

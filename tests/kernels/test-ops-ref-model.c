@@ -1,0 +1,250 @@
+/* test-ops-ref-model.c: fp64 reference checks (as test-ops-ref.c) of the model-level ops: embedding,
+ * lm_head and xent (mtp as it lands). Every result, under every combination of the switches the op reads
+ * that the C twin runs, every parameter variant and the three fill sets of test-ops.c, is compared with a
+ * long double evaluation of the op's contract written independently here, against the bound the op's
+ * header states. Exit status 0 = pass; prints seed, op, modes and the worst element on failure. */
+#include <float.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "embedding.h"
+#include "ops.h"
+#include "xent.h"
+
+#define SEED 0x30de15eedull
+#define NSETS 3
+#define U 0x1p-24L
+
+typedef long double ld;
+
+static ld ulp_bf16(ld v)
+{
+	v = fabsl(v);
+	if (v < 0x1p-126L)
+		return 0x1p-133L;
+	int e;
+	frexpl(v, &e);
+	return ldexpl(1.0L, e - 8);
+}
+
+struct ctx {
+	const struct align_modes *m;
+	const struct align_tensor *in, *out;
+	const void *params;
+	ld worst;
+	int64_t worst_i;
+};
+
+static void judge(struct ctx *c, int64_t i, ld got, ld ref, ld tol)
+{
+	ld err = fabsl(got - ref);
+	if (isnan(got) || isnan(ref))
+		err = isnan(got) && isnan(ref) ? 0 : INFINITY;
+	if (isinf(ref) && got == ref)
+		err = 0;
+	if (isinf(got) && fabsl(ref) - tol > FLT_MAX && (got > 0) == (ref > 0))
+		err = 0; /* the exact value is beyond binary32: overflow to inf is the right result */
+	ld r = tol > 0 ? err / tol : (err > 0 ? INFINITY : 0);
+	if (r > c->worst) {
+		c->worst = r;
+		c->worst_i = i;
+		if (getenv("REF_DEBUG") && r > 1)
+			printf("  element %" PRId64 ": got %La ref %La tol %La\n", i, got, ref, tol);
+	}
+}
+
+/* y = R(w) (exact), or R(w) * scale' with scale' = scale or R(scale): half a bf16 ulp */
+static void ref_embedding(struct ctx *c)
+{
+	const struct embedding_params *p = c->params;
+	const int32_t *ids = c->in[0].data;
+	const float *table = c->in[1].data;
+	int64_t T = c->in[0].shape[0], D = c->in[1].shape[1];
+	ld s = c->m->v[MODE_EMBED_SCALE] == ALIGN_EMBED_SCALE_BF16 ? (ld)align_round_bf16(p->scale) : (ld)p->scale;
+	for (int64_t t = 0; t < T; t++)
+		for (int64_t j = 0; j < D; j++) {
+			ld w = align_round_bf16(table[(int64_t)ids[t] * D + j]);
+			ld ref = p->scale != 0.0f ? w * s : w;
+			judge(c, t * D + j, ops_ld(&c->out[0], t * D + j), ref,
+			      p->scale != 0.0f ? ulp_bf16(ref) / 2 : 0);
+		}
+}
+
+/* logits = x @ op(w)^T, op = bf16 rounding (bf16 logits) or exact (fp32); bound of matmul.h by accum */
+static void ref_lm_head(struct ctx *c)
+{
+	int bf16 = c->m->v[MODE_LMHEAD_LOGITS] == ALIGN_LMHEAD_LOGITS_BF16;
+	int64_t T = c->in[0].shape[0], D = c->in[0].shape[1], V = c->in[1].shape[0];
+	int accum = c->m->v[MODE_MATMUL_ACCUM];
+	for (int64_t t = 0; t < T; t++)
+		for (int64_t v = 0; v < V; v++) {
+			ld ref = 0, S = 0;
+			for (int64_t k = 0; k < D; k++) {
+				float w = ops_ld(&c->in[1], v * D + k);
+				ld prod = (ld)ops_ld(&c->in[0], t * D + k) * (bf16 ? align_round_bf16(w) : w);
+				ref += prod;
+				S += fabsl(prod);
+			}
+			ld dot = accum == ALIGN_MATMUL_ACCUM_FP64      ? U * fabsl(ref) + D * 0x1p-53L * S
+				 : accum == ALIGN_MATMUL_ACCUM_SPLIT16 ? ((D + 15) / 16 + 16) * U * S
+								       : D * U * S;
+			ld tol = dot + (bf16 ? ulp_bf16(fabsl(ref) + dot) / 2 : U * (fabsl(ref) + dot));
+			judge(c, t * V + v, ops_ld(&c->out[0], t * V + v), ref, tol);
+		}
+}
+
+/* per row: m, s = sum exp(x - m), l = log s, loss = l - (x_y - m), lse = m + l; mean of the op's own
+ * losses over the valid tokens */
+static void ref_xent(struct ctx *c)
+{
+	int64_t T = c->in[0].shape[0], V = c->in[0].shape[1];
+	const int32_t *labels = c->in[1].data;
+	const float *loss = c->out[0].data, *lse = c->out[1].data;
+	ld k = c->m->v[MODE_MATH_IMPL] == ALIGN_MATH_IMPL_LIBM ? 2 : 1;
+	ld msum = 0, mabs = 0;
+	int64_t count = 0;
+	for (int64_t t = 0; t < T; t++) {
+		ld m = -INFINITY;
+		int bad = 0;
+		for (int64_t v = 0; v < V; v++) {
+			ld x = ops_ld(&c->in[0], t * V + v);
+			bad |= isnan(x) != 0;
+			m = x > m ? x : m;
+		}
+		bad |= !isfinite(m);
+		ld s = 0;
+		for (int64_t v = 0; v < V && !bad; v++)
+			s += expl((ld)ops_ld(&c->in[0], t * V + v) - m);
+		ld l = logl(s), xy = labels[t] >= 0 ? (ld)ops_ld(&c->in[0], t * V + labels[t]) : 0;
+		ld tol = k * ((V + 4) * U + 4 * U * (fabsl(m) + fabsl(l) + fabsl(xy)));
+		judge(c, t, lse[t], bad ? NAN : m + l, tol);
+		judge(c, T + t, loss[t], labels[t] < 0 ? 0 : bad ? NAN : l - (xy - m), tol);
+		if (labels[t] >= 0) {
+			msum += loss[t];
+			mabs += fabsl(loss[t]);
+			count++;
+		}
+	}
+	ld ref = count ? msum / count : NAN;
+	judge(c, 2 * T, ((const float *)c->out[2].data)[0], ref, count ? (T + 1) * U * mabs / count : 0);
+}
+
+struct ref_entry {
+	const char *op;
+	void (*fn)(struct ctx *);
+};
+
+static const struct ref_entry refs[] = {
+	{"embedding", ref_embedding},
+	{"lm_head", ref_lm_head},
+	{"xent", ref_xent},
+};
+
+static int fill(const struct align_op *op, struct align_tensor *t, int i, int set)
+{
+	struct align_fill f = op->impl->in[i].fill;
+	if (t->dtype != ALIGN_DT_I32 && set == 1 && f.kind == ALIGN_FILL_SPECIAL)
+		f.kind = ALIGN_FILL_EXTREME;
+	if (t->dtype != ALIGN_DT_I32 && set == 2) {
+		f.kind = ALIGN_FILL_CONST;
+		f.scale = i == 0 ? -100.0f * f.scale : f.scale;
+	}
+	return ops_fill_tensor(&f, op->name, t, SEED, 0);
+}
+
+static int check_op(const struct align_op *op, void (*fn)(struct ctx *))
+{
+	const struct align_op_impl *im = op->impl;
+	int ids[16], nm = 0, fails = 0, combos = 1, runs = 0;
+	for (const int *p = im->modes; *p >= 0; p++) {
+		ids[nm++] = *p;
+		combos *= modes_value_count(*p);
+	}
+	struct align_dims d;
+	ops_dims_default(op, &d);
+	void *params = calloc(1, im->params_size);
+	ld worst = 0;
+	for (int var = 0; im->params_variant(params, &d, var); var++)
+		for (int set = 0; set < NSETS; set++)
+			for (int cmb = 0; cmb < combos; cmb++) {
+				struct align_modes m;
+				modes_init_default(&m);
+				for (int q = 0, rest = cmb; q < nm; q++) {
+					m.v[ids[q]] = rest % modes_value_count(ids[q]);
+					rest /= modes_value_count(ids[q]);
+				}
+				if (modes_gpu_only_in(&m, NULL) >= 0)
+					continue; /* GPU-only values: the C twin refuses them */
+				struct align_tensor in[8], out[8];
+				for (int i = 0; i < im->n_in; i++) {
+					ops_tensor_alloc(op, 0, i, &d, &m, &in[i]);
+					fill(op, &in[i], i, set);
+				}
+				for (int i = 0; i < im->n_out; i++)
+					ops_tensor_alloc(op, 1, i, &d, &m, &out[i]);
+				struct ctx c = {&m, in, out, params, 0, -1};
+				if (im->fwd_cpu(params, &m, in, im->n_in, out, im->n_out) != ALIGN_OK) {
+					printf("FAIL %s: run failed\n", op->name);
+					fails++;
+				} else {
+					fn(&c);
+					runs++;
+					worst = c.worst > worst ? c.worst : worst;
+					if (c.worst > 1) {
+						char buf[2048];
+						modes_format(&m, buf, sizeof buf);
+						printf("FAIL %s variant %d set %d element %" PRId64
+						       ": error %.3Lg x bound (seed 0x%llx) modes %s\n",
+						       op->name, var, set, c.worst_i, c.worst, (unsigned long long)SEED,
+						       buf);
+						fails++;
+					}
+				}
+				for (int i = 0; i < im->n_in; i++)
+					ops_tensor_free(&in[i]);
+				for (int i = 0; i < im->n_out; i++)
+					ops_tensor_free(&out[i]);
+			}
+	printf("%-12s %4d runs: worst error %.3Lf of the stated bound%s\n", op->name, runs, worst,
+	       fails ? "  FAIL" : "");
+	free(params);
+	return fails;
+}
+
+/* xent's token orders, by hand on 6 tokens of S = 3 (B = 2): the orders visit the same tokens, a label
+ * >= V is refused, a label < 0 is left out of the mean, and a sequence-first sum visits t = 0, 3, 1, 4,
+ * 2, 5 (checked on values whose float sums depend on the order) */
+static int check_xent_orders(void)
+{
+	struct xent_cfg c = {6, 1, 3, 0, ALIGN_XENT_SUM_SEQ, 0, ALIGN_XENT_MEAN_TOKEN, ALIGN_MATH_IMPL_PORTABLE};
+	const float loss[6] = {0x1p24f, 1.0f, 1.0f, -0x1p24f, 1.0f, 1.0f};
+	const int32_t labels[6] = {0, 0, 0, 0, 0, -1};
+	int fails = 0;
+	float tok = xent_mean(&c, loss, labels);
+	c.mean = ALIGN_XENT_MEAN_SEQ_FIRST;
+	float sf = xent_mean(&c, loss, labels);
+	/* token: ((2^24 + 1) + 1) = 2^24 + 2 (2^24 + 1 rounds to 2^24, + 1 again), - 2^24 = 0?; by hand:
+	 * 2^24 + 1 -> 2^24 (tie to even), + 1 -> 2^24, - 2^24 -> 0, + 1 -> 1; 1 / 5 */
+	if (tok != 1.0f / 5.0f) {
+		printf("FAIL xent token mean %a, want %a\n", tok, 1.0f / 5.0f);
+		fails++;
+	}
+	/* seq_first: 2^24 - 2^24 = 0, + 1 + 1 + 1 = 3 (token 5 ignored); 3 / 5 */
+	if (sf != 3.0f / 5.0f) {
+		printf("FAIL xent seq_first mean %a, want %a\n", sf, 3.0f / 5.0f);
+		fails++;
+	}
+	return fails;
+}
+
+int main(void)
+{
+	int fails = check_xent_orders();
+	for (size_t k = 0; k < sizeof refs / sizeof refs[0]; k++)
+		fails += check_op(ops_find(refs[k].op), refs[k].fn);
+	printf("test-ops-ref-model: %s\n", fails ? "FAILED" : "ok");
+	return fails ? 1 : 0;
+}
