@@ -77,8 +77,9 @@ static int rarely_visible(const char *op, int mode)
 	/* glibc expf is not correctly rounded on ~5e-5 of inputs (test-math); after a bf16 store
 	 * or a handful of exps per token the difference rarely reaches the output bytes; glibc's cosf, sinf
 	 * and powf and the portable ones were both correctly rounded on every rope input (test-math) */
-	return mode == MODE_MATH_IMPL && (!strcmp(op, "swiglu") || !strcmp(op, "mhc_pre") || !strcmp(op, "mhc_head") ||
-					  !strcmp(op, "sparse_attn") || !strcmp(op, "rope"));
+	return mode == MODE_MATH_IMPL &&
+	       (!strcmp(op, "swiglu") || !strcmp(op, "mhc_pre") || !strcmp(op, "mhc_head") ||
+		!strcmp(op, "sparse_attn") || !strcmp(op, "rope") || !strcmp(op, "sparse_mla"));
 }
 
 /* A switch whose effect did not show with everything else at its default: look for a case
