@@ -22,6 +22,7 @@
  *   online64 / online1024: slots in blocks of B = 64 / 1024 (the last shorter); per block m' = max(m, block's z),
  *     a = E(m - m'), e_k = E(z_k - m'), l = l * a + (the block's e_k summed from +0), acc_d = acc_d * a then
  *     acc_d = acc_d + P(e_k) * v_{k,d} in slot order, m = m'; after the blocks o_d = acc_d / l.
+ *     (A first block whose slots are all invalid gives a = E(-inf - -inf) = NaN, as sparse_attn.)
  *   a row with no valid slot: DSA_MLA_EMPTY_ROW=ieee keeps what the arithmetic gives (NaN), zero stores +0.
  *   out = R(o_d).
  * Error bound vs fp64 (test-ops-ref-dsa.c; p exact weights over the valid slots, counted with multiplicity in
