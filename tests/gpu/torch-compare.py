@@ -62,6 +62,11 @@ Cases (contracts in kernels/ops/swiglu.h, router.h, mhc_pre.h):
            sums in another kernel).
   lm_head  informational only, as matmul: MATMUL_IMPL=cublas against F.linear(x, w.bfloat16()) (megatron,
            bf16 logits) or x.float() @ w.t() without TF32 (deepseek-ref, fp32 logits).
+  dsa_indexer (megatron profiles only: the unfused fp32 DSAIndexer; the FP8 path is TileLang, not torch) q, k
+           small integers, D = 16 (Hadamard scale 1/4: the fp32 butterfly written as torch ops, strides ascending,
+           then * D^-0.5 and bf16, is exact), w bf16 values: R(R(w * H^-0.5) * D^-0.5), fp32 einsum, relu,
+           * weights, fp32 head sum, -inf for keys j > t, torch.topk(min(K,S), sorted=True), masked -> -1;
+           duplicated key rows and zero rows give exact ties. Outputs idx and score.
   matmul   informational only (not part of the verdict): MATMUL_IMPL=cublas against torch's a @ b.t()
            in bf16 (both cuBLAS; equal bits need the same algorithm choice, which depends on the
            workspace and heuristics of each library build).
@@ -560,6 +565,39 @@ def torch_indexer(torch, inp, profile, dev, K, ratio=4):
     return {"idx": sel.to(torch.int32), "score": sc.float()}
 
 
+def torch_hadamard_bf16(torch, x):
+    """fp32 butterfly (strides 1, 2, 4, ... ascending; (a+b, a-b)), then * D**-0.5, bf16: hadamard.h BUTTERFLY"""
+    D = x.shape[-1]
+    y = x.float()
+    h = 1
+    while h < D:
+        z = y.reshape(*y.shape[:-1], D // (2 * h), 2, h)
+        a, b = z[..., 0, :], z[..., 1, :]
+        y = torch.stack((a + b, a - b), -2).reshape(*y.shape[:-1], D)
+        h *= 2
+    return (y * D ** -0.5).to(torch.bfloat16)
+
+
+def torch_dsa_indexer(torch, inp, dev, K):
+    q = torch_hadamard_bf16(torch, to_torch(torch, inp["q"], dev))
+    k = torch_hadamard_bf16(torch, to_torch(torch, inp["k"], dev))
+    w = to_torch(torch, inp["w"], dev)
+    T, H, D = q.shape
+    S = k.shape[0]
+    wb = (w * H ** -0.5) * D ** -0.5
+    sc = torch.einsum("thd,sd->ths", q.float(), k.float())
+    sc = (torch.relu(sc) * wb.float().unsqueeze(-1)).sum(dim=1)
+    t = torch.arange(T, device=dev).unsqueeze(1)
+    c = torch.arange(S, device=dev).unsqueeze(0)
+    sc = sc.masked_fill(c > t, float("-inf"))
+    kk = min(K, S)
+    sel = sc.topk(kk, dim=-1, sorted=True)[1]
+    sel = torch.where(sel > t, torch.full_like(sel, -1), sel)
+    if kk < K:
+        sel = torch.cat((sel, torch.full((T, K - kk), -1, dtype=sel.dtype, device=dev)), -1)
+    return {"idx": sel.to(torch.int32), "score": sc.float()}
+
+
 def matmul_inputs(T, D, F):
     r = random.Random(11)
     # the op takes f32 tensors; bf16-exact values, so MATMUL_OPERAND=bf16 rounds nothing away
@@ -707,6 +745,13 @@ def cases():
                             shape="T=%d,H=%d,D=%d,S=%d,K=%d" % (T, H, D, S, K), inputs=ix,
                             outputs=["idx", "score"], ref=("indexer", {"K": K}),
                             cpu_ok=True))  # the indexer's mimic values (INDEXER_TOPK_ORDER=torch) are portable
+    for (T, H, D, S, K) in ((24, 4, 16, 24, 4), (48, 4, 16, 48, 36)):
+        ix = indexer_inputs(T, H, D, S)
+        for prof in ("megatron-cuda", "megatron"):
+            out.append(dict(op="dsa_indexer[K=%d]" % K, label=prof, profile=prof, modes=[],
+                            shape="T=%d,H=%d,D=%d,S=%d,K=%d" % (T, H, D, S, K), inputs=ix,
+                            outputs=["idx", "score"], ref=("dsa_indexer", {"K": K}),
+                            cpu_ok=True))  # dsa_indexer reads no GPU-only switch
     for name, base in mhc_bases(M_N).items():
         mi = mhc_inputs(M_T, M_N, M_D, base)
         for prof in PROFILES:
@@ -962,6 +1007,8 @@ def compare_run(align, device, workdir):
                 ref = torch_xent(torch, F, c["inputs"], dev)
             elif kind == "lm_head":
                 ref = torch_lm_head(torch, F, c["inputs"], c["profile"], dev)
+            elif kind == "dsa_indexer":
+                ref = torch_dsa_indexer(torch, c["inputs"], dev, extra["K"])
             elif kind == "rope":
                 ref = torch_rope(torch, c["inputs"], c["profile"], dev, extra["variant"], extra.get("complex64", False))
             else:

@@ -1,0 +1,424 @@
+/* test-ops-ref-dsa.c: fp64 (long double) reference checks of the DeepSeek-V3.2 DSA ops (dsa_indexer, sparse_mla)
+ * and of their shared helpers (kernels/core/hadamard.h, fp8.h), as test-ops-ref-indexer.c does for the DSv4 ops.
+ *   hadamard.h: every q/k row of every run, rotated by each implementation, against the exact scale * H x
+ *     (H built here from popcount parity) within the header's bound.
+ *   fp8.h: align_round_e4m3 against a nearest search over the 256 e4m3 encodings decoded here (ties to the even
+ *     encoding), on every binary32 pattern step; the block scale rules against frexp-based formulas.
+ *   dsa_indexer: the score against the exact weighted relu sum on the contract's operands (rotated rows and
+ *     FP8 codes from dsa_indexer_prep_row, whose pieces are checked above), -inf exactly where masked; idx as the
+ *     indexer: min(K, S) slots, -1 for masked keys, a top set of the op's own scores in the stated order.
+ *   sparse_mla: the exact softmax-weighted latent sum over the slots the contract visits (multiplicity in gather,
+ *     distinct rows in mask) within the header's bound; empty rows and non-finite references are skipped.
+ * Every combination of the switches each op reads (MATH_IMPL portable), every parameter variant and the three
+ * fill sets of test-ops.c. Exit status 0 = pass; prints seed, op, modes and the worst element on failure. */
+#include <float.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dsa_indexer.h"
+#include "fp8.h"
+#include "hadamard.h"
+#include "ops.h"
+#include "sparse_mla.h"
+
+#define SEED 0xd5a5eedull
+#define NSETS 3
+#define U 0x1p-24L
+
+typedef long double ld;
+
+static ld ulp_bf16(ld v)
+{
+	v = fabsl(v);
+	if (v < 0x1p-126L)
+		return 0x1p-133L;
+	int e;
+	frexpl(v, &e);
+	return ldexpl(1.0L, e - 8);
+}
+
+struct ctx {
+	const struct align_modes *m;
+	const struct align_tensor *in, *out;
+	const void *params;
+	ld worst;
+	int64_t worst_i;
+};
+
+static void judge(struct ctx *c, int64_t i, ld got, ld ref, ld tol)
+{
+	ld err = fabsl(got - ref);
+	if (isnan(got) || isnan(ref))
+		err = isnan(got) && isnan(ref) ? 0 : INFINITY;
+	if (isinf(ref) && got == ref)
+		err = 0;
+	ld r = tol > 0 ? err / tol : (err > 0 ? INFINITY : 0);
+	if (r > c->worst) {
+		c->worst = r;
+		c->worst_i = i;
+		if (getenv("REF_DEBUG") && r > 1)
+			printf("  element %" PRId64 ": got %La ref %La tol %La\n", i, got, ref, tol);
+	}
+}
+
+/* ---- fp8.h ------------------------------------------------------------------------------------------ */
+
+static float e4m3_decode(int code) /* 0..255, float8_e4m3fn; NaN for S.1111.111 */
+{
+	int s = code >> 7, e = (code >> 3) & 15, m = code & 7;
+	if (e == 15 && m == 7)
+		return NAN;
+	float v = e ? ldexpf(1.0f + m / 8.0f, e - 7) : ldexpf(m / 8.0f, -6);
+	return s ? -v : v;
+}
+
+/* nearest e4m3 value to x (finite), ties to the even encoding, saturating at +-448 */
+static float e4m3_nearest(float x)
+{
+	float best = 0;
+	int bc = -1;
+	for (int code = 0; code < 256; code++) {
+		float v = e4m3_decode(code);
+		if (isnan(v) || (signbit(v) != signbit(x)))
+			continue;
+		ld d = fabsl((ld)v - x), db = fabsl((ld)best - x);
+		if (bc < 0 || d < db || (d == db && !(code & 1) && (bc & 1))) {
+			best = v;
+			bc = code;
+		}
+	}
+	return best;
+}
+
+static int check_fp8(void)
+{
+	int fails = 0;
+	for (uint64_t u = 0; u < 0x100000000ull; u += 0x1001) { /* ~1M patterns of every exponent */
+		uint32_t b = (uint32_t)u;
+		float x;
+		memcpy(&x, &b, 4);
+		float got = align_round_e4m3(x);
+		if (isnan(x)) {
+			fails += !isnan(got);
+			continue;
+		}
+		float want = fabsf(x) >= 448.0f ? copysignf(448.0f, x) : e4m3_nearest(x);
+		if (memcmp(&got, &want, 4) != 0 && !(got == 0 && want == 0 && signbit(got) == signbit(x))) {
+			if (fails++ < 5)
+				printf("FAIL e4m3(%a) = %a, want %a\n", (double)x, (double)got, (double)want);
+		}
+	}
+	const float amaxs[] = {0.0f, 1e-5f, 1e-4f, 0.0123f, 1.0f, 3.5f, 448.0f, 449.0f, 1e30f, 0x1.fffffep127f};
+	for (size_t i = 0; i < sizeof amaxs / sizeof amaxs[0]; i++) {
+		float a = amaxs[i] > 1e-4f ? amaxs[i] : 1e-4f, p = a * (float)(1.0 / 448.0);
+		int e;
+		float fr = frexpf(p, &e); /* p = fr 2^e, fr in [0.5, 1): ceil(log2 p) = e, or e - 1 when fr == 0.5 */
+		float want = ldexpf(1.0f, fr == 0.5f ? e - 1 : e);
+		fails += align_fp8_scale(amaxs[i], ALIGN_FP8_SCALE_UE8M0) != want;
+		fails += align_fp8_scale(amaxs[i], ALIGN_FP8_SCALE_MUL) != p;
+		fails += align_fp8_scale(amaxs[i], ALIGN_FP8_SCALE_DIV) != a / 448.0f;
+	}
+	printf("fp8          e4m3 rounding and block scales: %s\n", fails ? "FAIL" : "ok");
+	return fails;
+}
+
+/* ---- hadamard.h ------------------------------------------------------------------------------------- */
+
+static void check_hadamard_row(struct ctx *c, const align_bf16 *row, int64_t n, float scale, int impl, int64_t at)
+{
+	float x[DSA_INDEXER_D_MAX], tmp[DSA_INDEXER_D_MAX];
+	for (int64_t d = 0; d < n; d++)
+		x[d] = align_bf16_to_f32(row[d]);
+	align_hadamard_f32(x, n, scale, impl, tmp);
+	ld A = 0;
+	for (int64_t j = 0; j < n; j++)
+		A += fabsl((ld)align_bf16_to_f32(row[j]));
+	A *= scale;
+	int lg = 0;
+	while ((1 << lg) < n)
+		lg++;
+	for (int64_t i = 0; i < n; i++) {
+		ld ref = 0;
+		for (int64_t j = 0; j < n; j++)
+			ref += (__builtin_popcountll((unsigned long long)(i & j)) & 1 ? -1.0L : 1.0L) *
+			       align_bf16_to_f32(row[j]);
+		ref = impl == ALIGN_HADAMARD_NONE ? align_bf16_to_f32(row[i]) : ref * (ld)scale;
+		if (!isfinite(ref) || !(A <= FLT_MAX))
+			continue;
+		ld tol = impl == ALIGN_HADAMARD_BUTTERFLY ? (lg + 1) * U * A
+			 : impl == ALIGN_HADAMARD_DENSE	  ? (n + 1) * U * A
+							  : 0;
+		judge(c, at + i, x[i], ref, tol + 0x1p-140L);
+	}
+}
+
+/* ---- dsa_indexer -------------------------------------------------------------------------------------- */
+
+static void ref_dsa_indexer(struct ctx *c)
+{
+	struct dsa_indexer_cfg ic;
+	if (dsa_indexer_cfg_init(&ic, c->params, c->m, c->in, 3, c->out, 2, ALIGN_DEVICE_CPU, NULL)) {
+		judge(c, -1, 1, 0, 0);
+		return;
+	}
+	const int64_t T = ic.T, H = ic.H, D = ic.D, S = ic.S, K = ic.K, kk = K < S ? K : S;
+	const align_bf16 *q = c->in[0].data, *k = c->in[1].data, *w = c->in[2].data;
+	const int32_t *idx = c->out[0].data;
+	const float *score = c->out[1].data;
+	align_bf16 *qp = malloc(sizeof(align_bf16) * (size_t)(T * H * D)),
+		   *kp = malloc(sizeof(align_bf16) * (size_t)(S * D));
+	float *qs = malloc(sizeof(float) * (size_t)(T * H)), *ks = malloc(sizeof(float) * (size_t)S),
+	      tmp[2 * DSA_INDEXER_D_MAX];
+	for (int64_t r = 0; r < T * H + S; r++) { /* the rotation, then the codes against the nearest search */
+		const align_bf16 *row = r < T * H ? q + r * D : k + (r - T * H) * D;
+		align_bf16 *pr = r < T * H ? qp + r * D : kp + (r - T * H) * D;
+		check_hadamard_row(c, row, D, ic.hscale, ic.hadamard, -1000000 - r * D);
+		float s = dsa_indexer_prep_row(&ic, row, pr, tmp);
+		if (r < T * H)
+			qs[r] = s;
+		else
+			ks[r - T * H] = s;
+		if (!ic.fp8)
+			continue;
+		struct dsa_indexer_cfg nofp8 = ic;
+		nofp8.fp8 = 0;
+		align_bf16 rot[DSA_INDEXER_D_MAX];
+		dsa_indexer_prep_row(&nofp8, row, rot, tmp);
+		for (int64_t d = 0; d < D; d++) {
+			float v = align_bf16_to_f32(rot[d]) / s, got = align_bf16_to_f32(pr[d]);
+			if (isnan(v))
+				continue;
+			float want = fabsf(v) >= 448.0f ? copysignf(448.0f, v) : e4m3_nearest(v);
+			if (got != want)
+				judge(c, -2000000 - r * D - d, 1, 0, 0);
+		}
+	}
+	for (int64_t t = 0; t < T; t++) {
+		const int64_t last = ic.start + t;
+		ld wt[256];
+		for (int64_t h = 0; h < H && h < 256; h++)
+			wt[h] = dsa_indexer_weight(&ic, w[t * H + h], qs[t * H + h]);
+		for (int64_t j = 0; j < S; j++) {
+			int64_t e = t * S + j;
+			if (j > last) {
+				if (!(isinf(score[e]) && score[e] < 0))
+					judge(c, e, 1, 0, 0);
+				continue;
+			}
+			ld ref = 0, A = 0, kf = ic.fp8 ? ks[j] : 1;
+			for (int64_t h = 0; h < H; h++) {
+				ld dot = 0, ab = 0;
+				for (int64_t d = 0; d < D; d++) {
+					ld pr = (ld)align_bf16_to_f32(qp[(t * H + h) * D + d]) *
+						align_bf16_to_f32(kp[j * D + d]);
+					dot += pr;
+					ab += fabsl(pr);
+				}
+				ref += (dot > 0 ? dot : 0) * wt[h];
+				A += fabsl(wt[h]) * ab;
+			}
+			ref *= kf;
+			A *= kf;
+			if (!(fabsl(ref) <= FLT_MAX && A <= FLT_MAX))
+				continue; /* outside the bound's domain (binary32 overflow) */
+			judge(c, e, score[e], ref, (D + H + 2) * U * A + 0x1p-140L);
+		}
+		int64_t nsel = 0, vis = last + 1 < S ? last + 1 : S;
+		for (int64_t j = 0; j < K; j++) {
+			int32_t v = idx[t * K + j];
+			if (j >= kk || (v >= 0 && v > last) || (v < 0 && v != -1))
+				judge(c, t * K + j, v == -1 ? 0 : 1, 0, 0);
+			if (v >= 0)
+				nsel++;
+		}
+		if (nsel != (kk < vis ? kk : vis))
+			judge(c, t * K, 1, 0, 0);
+		float minsel = INFINITY;
+		for (int64_t j = 0; j < kk; j++) {
+			int32_t v = idx[t * K + j];
+			if (v < 0)
+				continue;
+			float sv = score[t * S + v];
+			minsel = sv < minsel ? sv : minsel;
+			if (j > 0 && idx[t * K + j - 1] >= 0) {
+				int32_t u = idx[t * K + j - 1];
+				float su = score[t * S + u];
+				if (ic.ix.order == ALIGN_INDEXER_TOPK_ORDER_SORTED && !indexer_before(su, u, sv, v))
+					judge(c, t * K + j, 1, 0, 0);
+				if (ic.ix.order == ALIGN_INDEXER_TOPK_ORDER_INDEX && !(u < v))
+					judge(c, t * K + j, 1, 0, 0);
+			}
+		}
+		for (int64_t j = 0; j < vis; j++) { /* an unselected visible key never beats a selected one */
+			int sel = 0;
+			for (int64_t u = 0; u < kk && !sel; u++)
+				sel = idx[t * K + u] == j;
+			if (!sel && score[t * S + j] > minsel)
+				judge(c, t * S + j, 1, 0, 0);
+		}
+	}
+	free(qp);
+	free(kp);
+	free(qs);
+	free(ks);
+}
+
+/* ---- sparse_mla --------------------------------------------------------------------------------------- */
+
+static void ref_sparse_mla(struct ctx *c)
+{
+	struct sparse_mla_cfg mc;
+	if (sparse_mla_cfg_init(&mc, c->params, c->m, c->in, 3, c->out, 1, ALIGN_DEVICE_CPU, NULL)) {
+		judge(c, -1, 1, 0, 0);
+		return;
+	}
+	const struct sparse_mla_params *p = c->params;
+	const int64_t T = mc.T, H = mc.H, D = mc.D, F = mc.F, S = mc.S, N = mc.N;
+	const int32_t *idx = c->in[2].data;
+	ld *sc = malloc(sizeof(ld) * (size_t)N), *ds = malloc(sizeof(ld) * (size_t)N);
+	int32_t *rows = malloc(sizeof(int32_t) * (size_t)N);
+	for (int64_t t = 0; t < T; t++) {
+		int64_t n = 0; /* the visited valid rows: all valid slots (gather) or the distinct ones (mask) */
+		for (int64_t k = 0; k < N; k++) {
+			int32_t j = idx[t * N + k];
+			int dup = 0;
+			for (int64_t u = 0; u < n && !mc.gather; u++)
+				dup |= rows[u] == j;
+			if (j >= 0 && j < S && !dup)
+				rows[n++] = j;
+		}
+		if (!n)
+			continue;
+		for (int64_t h = 0; h < H; h++) {
+			const int64_t qr = (t * H + h) * D;
+			ld m = -INFINITY;
+			for (int64_t k = 0; k < n; k++) {
+				ld dot = 0, ab = 0;
+				for (int64_t d = 0; d < D; d++) {
+					ld pr = (ld)ops_ld(&c->in[0], qr + d) *
+						ops_ld(&c->in[1], (int64_t)rows[k] * D + d);
+					dot += pr;
+					ab += fabsl(pr);
+				}
+				sc[k] = (ld)p->scale * dot;
+				ds[k] = (ld)p->scale * D * U * ab;
+				m = sc[k] > m ? sc[k] : m;
+			}
+			ld den = 0, dsmax = 0;
+			for (int64_t k = 0; k < n; k++) {
+				den += expl(sc[k] - m);
+				ld e = ds[k] + 4 * U * (fabsl(sc[k]) + fabsl(m));
+				dsmax = e > dsmax ? e : dsmax;
+			}
+			for (int64_t d = 0; d < F; d++) {
+				ld ref = 0, A = 0;
+				for (int64_t k = 0; k < n; k++) {
+					ld pk = expl(sc[k] - m) / den, v = ops_ld(&c->in[1], (int64_t)rows[k] * D + d);
+					ref += pk * v;
+					A += pk * fabsl(v);
+				}
+				if (!isfinite(ref))
+					continue;
+				ld tol = ulp_bf16(ref) + (mc.sa.p_bf16 ? 0x1p-8L * A : 0) +
+					 (4 * dsmax + (N + D + 16) * U) * 2 * A;
+				int64_t i = (t * H + h) * F + d;
+				judge(c, i, ops_ld(&c->out[0], i), ref, tol + 0x1p-133L);
+			}
+		}
+	}
+	free(sc);
+	free(ds);
+	free(rows);
+}
+
+struct ref_entry {
+	const char *op;
+	void (*fn)(struct ctx *);
+};
+
+static const struct ref_entry refs[] = {
+	{"dsa_indexer", ref_dsa_indexer},
+	{"sparse_mla", ref_sparse_mla},
+};
+
+static int fill(const struct align_op *op, struct align_tensor *t, int i, int set)
+{
+	struct align_fill f = op->impl->in[i].fill;
+	if (t->dtype != ALIGN_DT_I32 && set == 1 && f.kind == ALIGN_FILL_SPECIAL)
+		f.kind = ALIGN_FILL_EXTREME;
+	if (t->dtype != ALIGN_DT_I32 && set == 2) {
+		f.kind = ALIGN_FILL_CONST;
+		f.scale = i == 0 ? -100.0f * f.scale : f.scale;
+	}
+	return ops_fill_tensor(&f, op->name, t, SEED, 0);
+}
+
+static int check_op(const struct align_op *op, void (*fn)(struct ctx *))
+{
+	const struct align_op_impl *im = op->impl;
+	int ids[16], nm = 0, fails = 0, combos = 1, runs = 0;
+	for (const int *p = im->modes; *p >= 0; p++)
+		if (*p != MODE_MATH_IMPL) {
+			ids[nm++] = *p;
+			combos *= modes_value_count(*p);
+		}
+	struct align_dims d;
+	ops_dims_default(op, &d);
+	void *params = calloc(1, im->params_size);
+	ld worst = 0;
+	for (int var = 0; im->params_variant(params, &d, var); var++)
+		for (int set = 0; set < NSETS; set++)
+			for (int cmb = 0; cmb < combos; cmb++) {
+				struct align_modes m;
+				modes_init_default(&m);
+				for (int q = 0, rest = cmb; q < nm; q++) {
+					m.v[ids[q]] = rest % modes_value_count(ids[q]);
+					rest /= modes_value_count(ids[q]);
+				}
+				struct align_tensor in[8], out[8];
+				for (int i = 0; i < im->n_in; i++) {
+					ops_tensor_alloc(op, 0, i, &d, &m, &in[i]);
+					fill(op, &in[i], i, set);
+				}
+				for (int i = 0; i < im->n_out; i++)
+					ops_tensor_alloc(op, 1, i, &d, &m, &out[i]);
+				struct ctx c = {&m, in, out, params, 0, -1};
+				if (im->fwd_cpu(params, &m, in, im->n_in, out, im->n_out) != ALIGN_OK) {
+					printf("FAIL %s: run failed\n", op->name);
+					fails++;
+				} else {
+					fn(&c);
+					runs++;
+					worst = c.worst > worst ? c.worst : worst;
+					if (c.worst > 1) {
+						char buf[2048];
+						modes_format(&m, buf, sizeof buf);
+						printf("FAIL %s variant %d set %d element %" PRId64
+						       ": error %.3Lg x bound (seed 0x%llx) modes %s\n",
+						       op->name, var, set, c.worst_i, c.worst, (unsigned long long)SEED,
+						       buf);
+						fails++;
+					}
+				}
+				for (int i = 0; i < im->n_in; i++)
+					ops_tensor_free(&in[i]);
+				for (int i = 0; i < im->n_out; i++)
+					ops_tensor_free(&out[i]);
+			}
+	printf("%-12s %4d runs: worst error %.3Lf of the stated bound%s\n", op->name, runs, worst,
+	       fails ? "  FAIL" : "");
+	free(params);
+	return fails;
+}
+
+int main(void)
+{
+	int fails = check_fp8();
+	for (size_t k = 0; k < sizeof refs / sizeof refs[0]; k++)
+		fails += check_op(ops_find(refs[k].op), refs[k].fn);
+	printf("test-ops-ref-dsa: %s\n", fails ? "FAILED" : "ok");
+	return fails ? 1 : 0;
+}
