@@ -79,9 +79,9 @@ static int rarely_visible(const char *op, int mode)
 	 * or a handful of exps per token the difference rarely reaches the output bytes; glibc's cosf, sinf
 	 * and powf and the portable ones were both correctly rounded on every rope input (test-math); xent's
 	 * exp and log terms are summed and logged, which hides a last-bit difference of one term */
-	return mode == MODE_MATH_IMPL && (!strcmp(op, "swiglu") || !strcmp(op, "mhc_pre") || !strcmp(op, "mhc_head") ||
-					  !strcmp(op, "sparse_attn") || !strcmp(op, "rope") || !strcmp(op, "xent") ||
-					  !strcmp(op, "sparse_mla"));
+	return mode == MODE_MATH_IMPL &&
+	       (!strcmp(op, "swiglu") || !strcmp(op, "mhc_pre") || !strcmp(op, "mhc_head") ||
+		!strcmp(op, "sparse_attn") || !strcmp(op, "rope") || !strcmp(op, "xent") || !strcmp(op, "sparse_mla"));
 }
 
 /* A switch whose effect did not show with everything else at its default: look for a case
