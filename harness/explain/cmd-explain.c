@@ -124,7 +124,8 @@ static int check_opts(struct align_ctx *ctx, const struct ex_opts *o)
 	if (!ops_find(o->op))
 		return fail_input(e, "unknown op '%s' (see 'align run --list')", o->op);
 	if (o->runs && (o->inputs || o->output))
-		return fail_input(e, "--runs reads the inputs and outputs from the database: drop --inputs and --output");
+		return fail_input(e,
+				  "--runs reads the inputs and outputs from the database: drop --inputs and --output");
 	if (!o->runs && (!o->inputs || !o->output))
 		return fail_input(e, "give --inputs and --output (safetensors), or --runs A,B");
 	if (o->record && !o->runs)

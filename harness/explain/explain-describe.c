@@ -153,15 +153,21 @@ static uint32_t differ_desc(const struct ex_space *sp, const struct align_modes 
 
 static void closest_profile(struct ex_search *s, struct ex_answer *ans)
 {
-	struct ex_desc one;
+	struct ex_desc one[EX_MAX_CLOSE];
 	const struct ex_desc *ds = ans->desc;
 	int nd = ans->n_desc;
-	if (!nd && ans->n_close) { /* no match: the closest assignment as a one-point description */
-		struct align_modes m;
-		ex_space_modes(&s->sp, ans->close[0].a, &m);
-		for (int i = 0; i < s->sp.n_sw; i++)
-			one.set[i] = 1u << m.v[s->sp.sw[i]];
-		ds = &one, nd = 1;
+	if (!nd && ans->n_close) { /* no match: the closest assignments (those tied with the first), as points */
+		for (int j = 0; j < ans->n_close; j++) {
+			if (ans->close[j].n_differ != ans->close[0].n_differ ||
+			    ans->close[j].max_ulp != ans->close[0].max_ulp)
+				break;
+			struct align_modes m;
+			ex_space_modes(&s->sp, ans->close[j].a, &m);
+			for (int i = 0; i < s->sp.n_sw; i++)
+				one[j].set[i] = 1u << m.v[s->sp.sw[i]];
+			nd = j + 1;
+		}
+		ds = one;
 	}
 	ans->profile = NULL;
 	for (const char *const *p = modes_profiles(); *p && nd; p++) {

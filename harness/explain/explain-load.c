@@ -16,16 +16,16 @@
 
 /* Ops whose outputs' row t depends only on the inputs' row t (and the tensors without a T dim). The
  * indexer is not one (its causal mask reads the row's position t); the collectives have no T. */
-static const char *const row_ops[] = {"matmul",	     "rmsnorm",	    "qnorm", "swiglu", "router", "mhc_pre",
-				      "mhc_post",    "mhc_head",    "moe_combine", "sparse_attn", "rope", NULL};
+static const char *const row_ops[] = {"matmul",	  "rmsnorm",  "qnorm",	     "swiglu",	    "router", "mhc_pre",
+				      "mhc_post", "mhc_head", "moe_combine", "sparse_attn", "rope",   NULL};
 
 int ex_dtype_of(const char *name)
 {
-	return !strcmp(name, "fp32")   ? ALIGN_DT_F32
-	       : !strcmp(name, "bf16") ? ALIGN_DT_BF16
+	return !strcmp(name, "fp32")	? ALIGN_DT_F32
+	       : !strcmp(name, "bf16")	? ALIGN_DT_BF16
 	       : !strcmp(name, "int32") ? ALIGN_DT_I32
-	       : !strcmp(name, "fp16") ? ALIGN_DT_F16
-				       : -1;
+	       : !strcmp(name, "fp16")	? ALIGN_DT_F16
+					: -1;
 }
 
 static const char *dt_name(int dt)
@@ -62,8 +62,8 @@ static void list_names(char *buf, size_t len, const struct align_tensor_spec *sp
 		used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", sp[i].name);
 }
 
-int ex_load_files(struct align_ctx *ctx, struct ex_case *c, const char *inputs, const char *output,
-		  const char *shape, int variant, struct st_file *inf, struct st_file *outf)
+int ex_load_files(struct align_ctx *ctx, struct ex_case *c, const char *inputs, const char *output, const char *shape,
+		  int variant, struct st_file *inf, struct st_file *outf)
 {
 	struct align_err *e = &ctx->err;
 	const struct align_op_impl *im = c->op->impl;
@@ -111,9 +111,10 @@ static int infer_dims(struct align_err *e, struct ex_case *c, struct align_dims 
 			if (at && *at) {
 				int k = (int)(at - ALIGN_DIM_LETTERS);
 				if (got[k] && got[k] != c->in[i].shape[ax])
-					return fail_input(e, "%s: tensors '%s' and '%s' disagree on dim %c (%lld and %lld)",
-							  c->in_src, from[k], im->in[i].name, *p, (long long)got[k],
-							  (long long)c->in[i].shape[ax]);
+					return fail_input(
+						e, "%s: tensors '%s' and '%s' disagree on dim %c (%lld and %lld)",
+						c->in_src, from[k], im->in[i].name, *p, (long long)got[k],
+						(long long)c->in[i].shape[ax]);
 				got[k] = c->in[i].shape[ax], from[k] = im->in[i].name;
 			}
 			p += len + (end != NULL);
@@ -157,14 +158,15 @@ static int check_shapes(struct align_err *e, struct ex_case *c)
 		int64_t shape[4];
 		int ndim;
 		if (ops_shape_eval(sp->shape, &c->d, shape, &ndim))
-			return fail_input(e, "op '%s': shape \"%s\" of '%s' does not evaluate for these dims", c->op->name,
-					  sp->shape, sp->name);
+			return fail_input(e, "op '%s': shape \"%s\" of '%s' does not evaluate for these dims",
+					  c->op->name, sp->shape, sp->name);
 		char want[96], got[96];
 		shape_text(want, sizeof want, shape, ndim);
 		shape_text(got, sizeof got, t->shape, t->ndim);
 		if (!same_shape(t, shape, ndim))
-			return fail_input(e, "%s: tensor '%s' has shape %s, op '%s' needs %s (%s) for these dims (pass "
-					     "--shape)",
+			return fail_input(e,
+					  "%s: tensor '%s' has shape %s, op '%s' needs %s (%s) for these dims (pass "
+					  "--shape)",
 					  is_out ? c->out_src : c->in_src, sp->name, got, c->op->name, want, sp->shape);
 		int float_in = !is_out && im->in_dtype && t->dtype != ALIGN_DT_I32;
 		if (!is_out && !float_in && t->dtype != sp->dtype)

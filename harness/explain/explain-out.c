@@ -23,8 +23,8 @@ static void dims_text(const struct align_dims *d, char *buf, size_t len)
 	buf[0] = '\0';
 	for (int k = 0; k < ALIGN_DIM_COUNT && used < len; k++)
 		if (d->v[k])
-			used += (size_t)snprintf(buf + used, len - used, "%s%c=%lld", used ? "," : "", ALIGN_DIM_LETTERS[k],
-						 (long long)d->v[k]);
+			used += (size_t)snprintf(buf + used, len - used, "%s%c=%lld", used ? "," : "",
+						 ALIGN_DIM_LETTERS[k], (long long)d->v[k]);
 }
 
 static void shape_text(const struct align_tensor *t, char *buf, size_t len)
@@ -43,7 +43,8 @@ static void set_text(int id, uint32_t set, char *buf, size_t len)
 	buf[0] = '\0';
 	for (int v = 0; v < modes_value_count(id) && used < len; v++)
 		if (set >> v & 1)
-			used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? "|" : "", modes_value_name(id, v));
+			used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? "|" : "",
+						 modes_value_name(id, v));
 }
 
 static uint32_t domain_bits(const struct ex_space *sp, int i)
@@ -118,12 +119,14 @@ static void search_text(const struct ex_search *s, FILE *out, const char *bullet
 	const struct ex_case *c = s->c;
 	fprintf(out, "%ssearched %d switch%s, %llu assignment%s (%s)\n", bullet, sp->n_sw, sp->n_sw == 1 ? "" : "es",
 		(unsigned long long)sp->size, sp->size == 1 ? "" : "s",
-		s->exhaustive ? "exhaustive: every assignment replayed or refuted"
-			      : "NOT exhaustive: over --max-replays; only the profiles and their one-switch neighbours");
-	fprintf(out, "%sreplays: %llu on the first %d row%s, %llu whole; %llu excluded by the dtype contract, %llu "
-		     "refused by the op\n",
-		bullet, (unsigned long long)s->n.screen, c->rows, c->rows == 1 ? "" : "s", (unsigned long long)s->n.full,
-		(unsigned long long)s->n.contract, (unsigned long long)s->n.refused);
+		s->exhaustive
+			? "exhaustive: every assignment replayed or refuted"
+			: "NOT exhaustive: over --max-replays; only the profiles and their one-switch neighbours");
+	fprintf(out,
+		"%sreplays: %llu on the first %d row%s, %llu whole; %llu excluded by the dtype contract, %llu "
+		"refused by the op\n",
+		bullet, (unsigned long long)s->n.screen, c->rows, c->rows == 1 ? "" : "s",
+		(unsigned long long)s->n.full, (unsigned long long)s->n.contract, (unsigned long long)s->n.refused);
 	for (int i = 0; i < sp->n_sw; i++)
 		if (sp->n_left[i] && !sp->fixed[i]) {
 			uint32_t left = 0;
@@ -176,8 +179,8 @@ static int render_text(struct ex_search *s, const struct ex_answer *ans, FILE *o
 	search_text(s, out, bullet);
 	if (s->n_match) {
 		fprintf(out, "reproduced bitwise by %llu assignment%s, %d description%s%s:\n",
-			(unsigned long long)s->n_match, s->n_match == 1 ? "" : "s", ans->n_desc, ans->n_desc == 1 ? "" : "s",
-			s->exhaustive ? "" : " (of those tried)");
+			(unsigned long long)s->n_match, s->n_match == 1 ? "" : "s", ans->n_desc,
+			ans->n_desc == 1 ? "" : "s", s->exhaustive ? "" : " (of those tried)");
 		for (int k = 0; k < ans->n_desc; k++) {
 			desc_text(&s->sp, &ans->desc[k], buf, sizeof buf, any, sizeof any);
 			fprintf(out, "%s%d. %s\n", md ? "" : "  ", k + 1, buf[0] ? buf : "(any assignment)");
@@ -198,17 +201,19 @@ static int render_text(struct ex_search *s, const struct ex_answer *ans, FILE *o
 			memset(el, 0, sizeof el);
 			ALIGN_TRY(&s->ctx->err, close_elements(s, ans->close[j].a, el));
 			assignment_text(&s->sp, ans->close[j].a, buf, sizeof buf);
-			fprintf(out, "%s%d. %s: %llu of %llu elements differ, max %llu ulp\n", md ? "" : "  ", j + 1, buf,
-				(unsigned long long)ans->close[j].n_differ, (unsigned long long)c->obs_elems,
+			fprintf(out, "%s%d. %s: %llu of %llu elements differ, max %llu ulp\n", md ? "" : "  ", j + 1,
+				buf, (unsigned long long)ans->close[j].n_differ, (unsigned long long)c->obs_elems,
 				(unsigned long long)ans->close[j].max_ulp);
 			for (int k = 0; k < c->op->impl->n_out; k++) {
 				if (!c->obs[k].data || !el[k].n_differ)
 					continue;
 				char idx[128];
 				index_text(&el[k], idx, sizeof idx);
-				fprintf(out, "%s   %s: %llu differ, max %llu ulp; first at %s: replayed %s, observed %s\n",
+				fprintf(out,
+					"%s   %s: %llu differ, max %llu ulp; first at %s: replayed %s, observed %s\n",
 					md ? "" : "  ", c->obs[k].name, (unsigned long long)el[k].n_differ,
-					(unsigned long long)el[k].max_ulp, idx, el[k].first_text[0], el[k].first_text[1]);
+					(unsigned long long)el[k].max_ulp, idx, el[k].first_text[0],
+					el[k].first_text[1]);
 			}
 		}
 	}
@@ -244,9 +249,9 @@ static json_t *search_json(const struct ex_search *s)
 						    sp->fixed[i]));
 	return json_pack("{s:o, s:I, s:b, s:i, s:{s:I, s:I}, s:I, s:I, s:i, s:f}", "switches", sw, "assignments",
 			 (json_int_t)sp->size, "exhaustive", s->exhaustive, "screen_rows", s->screen ? s->c->rows : 0,
-			 "replays", "screen", (json_int_t)s->n.screen, "whole", (json_int_t)s->n.full, "contract_excluded",
-			 (json_int_t)s->n.contract, "refused", (json_int_t)s->n.refused, "jobs", s->jobs, "seconds",
-			 s->seconds);
+			 "replays", "screen", (json_int_t)s->n.screen, "whole", (json_int_t)s->n.full,
+			 "contract_excluded", (json_int_t)s->n.contract, "refused", (json_int_t)s->n.refused, "jobs",
+			 s->jobs, "seconds", s->seconds);
 }
 
 static json_t *closest_json(struct ex_search *s, const struct ex_answer *ans)
@@ -280,8 +285,8 @@ static json_t *closest_json(struct ex_search *s, const struct ex_answer *ans)
 		}
 		json_array_append_new(arr, json_pack("{s:o, s:I, s:I, s:I, s:o}", "assignment", as, "differ",
 						     (json_int_t)ans->close[j].n_differ, "elements",
-						     (json_int_t)c->obs_elems, "max_ulp", (json_int_t)ans->close[j].max_ulp,
-						     "outputs", outs));
+						     (json_int_t)c->obs_elems, "max_ulp",
+						     (json_int_t)ans->close[j].max_ulp, "outputs", outs));
 	}
 	return arr;
 }
@@ -373,8 +378,8 @@ static uint32_t admitted(const struct ex_search *s, const struct ex_answer *ans,
 	return b;
 }
 
-int ex_render_pair(struct ex_search *s[2], const struct ex_answer *ans[2], const char *names[2],
-		   const char *format, FILE *out)
+int ex_render_pair(struct ex_search *s[2], const struct ex_answer *ans[2], const char *names[2], const char *format,
+		   FILE *out)
 {
 	int json = !strcmp(format, "json");
 	json_t *root = json ? json_object() : NULL, *diff = json ? json_array() : NULL;
@@ -398,7 +403,8 @@ int ex_render_pair(struct ex_search *s[2], const struct ex_answer *ans[2], const
 		set_text(s[0]->sp.sw[i], a, va, sizeof va);
 		set_text(s[0]->sp.sw[i], b, vb, sizeof vb);
 		if (json)
-			json_array_append_new(diff, json_pack("{s:s, s:s, s:s}", "env", in->env, names[0], va, names[1], vb));
+			json_array_append_new(diff,
+					      json_pack("{s:s, s:s, s:s}", "env", in->env, names[0], va, names[1], vb));
 		else
 			fprintf(out, "%-34s %-14s %-14s %s\n", in->env, va, vb, in->meaning);
 		n++;

@@ -90,8 +90,7 @@ static int is_nan(uint64_t bits, int dt)
 }
 
 /* differing elements of a against the observed o (same dtype and element count), and the largest ULP */
-static void compare(const struct align_tensor *a, const struct align_tensor *o, uint64_t *n_differ,
-		    uint64_t *max_ulp)
+static void compare(const struct align_tensor *a, const struct align_tensor *o, uint64_t *n_differ, uint64_t *max_ulp)
 {
 	size_t es = align_dtype_size(o->dtype);
 	int64_t n = align_tensor_numel(o);
@@ -140,8 +139,7 @@ static void work_free(struct ex_work *w)
 }
 
 /* the twin on the case's whole tensors (whole != 0) or its screening rows, into w; compared */
-static int replay(struct ex_search *s, struct ex_work *w, const struct align_modes *m, int whole,
-		  struct ex_result *r)
+static int replay(struct ex_search *s, struct ex_work *w, const struct align_modes *m, int whole, struct ex_result *r)
 {
 	const struct ex_case *c = s->c;
 	const struct align_op_impl *im = c->op->impl;
@@ -174,8 +172,7 @@ static int replay(struct ex_search *s, struct ex_work *w, const struct align_mod
 }
 
 /* One assignment from its cached state as far as `whole` asks (screen, then whole). */
-static int eval_one(struct ex_search *s, struct ex_work *w, struct ex_result *r, int whole, int *screens,
-		    int *fulls)
+static int eval_one(struct ex_search *s, struct ex_work *w, struct ex_result *r, int whole, int *screens, int *fulls)
 {
 	struct align_modes m;
 	ex_space_modes(&s->sp, r->a, &m);

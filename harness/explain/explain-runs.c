@@ -81,13 +81,13 @@ static const struct ex_rec *find(const struct ex_recs *s, const struct ex_rec *k
 }
 
 /* the record's tensor: dtype, shape (JSON), inflated payload */
-static int to_tensor(struct align_err *e, const char *run, const char *prefix, const struct ex_rec *x,
-		     const char *name, struct align_tensor *t)
+static int to_tensor(struct align_err *e, const char *run, const char *prefix, const struct ex_rec *x, const char *name,
+		     struct align_tensor *t)
 {
 	int dt = ex_dtype_of(x->dtype);
 	if (dt < 0)
-		return fail_input(e, "run '%s': record '%s.%s' is %s; the ops take fp32, bf16, fp16 or int32", run, prefix,
-				  name, x->dtype);
+		return fail_input(e, "run '%s': record '%s.%s' is %s; the ops take fp32, bf16, fp16 or int32", run,
+				  prefix, name, x->dtype);
 	json_error_t je;
 	json_t *sh = json_loads(x->shape, 0, &je);
 	size_t nd = json_is_array(sh) ? json_array_size(sh) : 0;
@@ -143,8 +143,9 @@ static int build_case(struct align_ctx *ctx, const char *run, const char *prefix
 	for (int i = 0; i < im->n_in; i++) {
 		const struct ex_rec *x = find(s, key, im->in[i].name);
 		if (!x)
-			return fail_input(e, "%s: no record '%s.%s' with a payload (explain needs the op's inputs and "
-					     "outputs as payloads)",
+			return fail_input(e,
+					  "%s: no record '%s.%s' with a payload (explain needs the op's inputs and "
+					  "outputs as payloads)",
 					  c->in_src, prefix, im->in[i].name);
 		ALIGN_TRY(e, to_tensor(e, run, prefix, x, im->in[i].name, &c->in[i]));
 	}
@@ -206,13 +207,14 @@ int ex_load_runs(struct align_ctx *ctx, const char *runs, const char *record, st
 			rc = fail_input(e, "%s: no run '%s' (runs: %s)", path, names[k], list);
 		}
 		if (!rc && !s[k].n)
-			rc = fail_input(e, "%s: run '%s' has no record '%s.<tensor>' with a payload (ATF 'payload')", path,
-					names[k], prefix);
+			rc = fail_input(e, "%s: run '%s' has no record '%s.<tensor>' with a payload (ATF 'payload')",
+					path, names[k], prefix);
 	}
 	const struct ex_rec *key = rc ? NULL : pick(c[0].op, &s[0], &s[1]);
 	if (!rc && !key)
-		rc = fail_input(e, "%s: runs '%s' and '%s' have no output record of '%s' at a common rank, step, "
-				   "micro-batch and occurrence",
+		rc = fail_input(e,
+				"%s: runs '%s' and '%s' have no output record of '%s' at a common rank, step, "
+				"micro-batch and occurrence",
 				path, names[0], names[1], prefix);
 	for (int k = 0; k < 2 && !rc; k++)
 		rc = build_case(ctx, names[k], prefix, &s[k], key, &c[k]);

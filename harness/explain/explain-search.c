@@ -47,21 +47,25 @@ static int check_dtypes(struct ex_search *s)
 		if (!o->data)
 			continue;
 		char got[16];
-		snprintf(got, sizeof got, "%s", o->dtype == ALIGN_DT_BF16 ? "bf16" : o->dtype == ALIGN_DT_F16 ? "fp16"
-							: o->dtype == ALIGN_DT_I32			  ? "int32"
-													  : "fp32");
+		snprintf(got, sizeof got, "%s",
+			 o->dtype == ALIGN_DT_BF16  ? "bf16"
+			 : o->dtype == ALIGN_DT_F16 ? "fp16"
+			 : o->dtype == ALIGN_DT_I32 ? "int32"
+						    : "fp32");
 		int can = 0;
 		for (uint64_t a = 0; a < s->sp.size && !can; a++) {
 			ex_space_modes(&s->sp, a, &m);
 			can = (im->out_dtype ? im->out_dtype(&m, k) : im->out[k].dtype) == o->dtype;
 		}
 		if (!can)
-			return fail_input(&s->ctx->err, "%s: tensor '%s' is %s, which op '%s' never writes under the "
-							"switches searched",
+			return fail_input(&s->ctx->err,
+					  "%s: tensor '%s' is %s, which op '%s' never writes under the "
+					  "switches searched",
 					  s->c->out_src, im->out[k].name, got, s->c->op->name);
 	}
-	return fail_input(&s->ctx->err, "%s: the input dtypes are not those op '%s' takes under any assignment of "
-					"its switches",
+	return fail_input(&s->ctx->err,
+			  "%s: the input dtypes are not those op '%s' takes under any assignment of "
+			  "its switches",
 			  s->c->in_src, s->c->op->name);
 }
 
@@ -80,7 +84,8 @@ static int check_screen(struct ex_search *s)
 	struct align_tensor whole[EX_MAX_T] = {{0}}, part[EX_MAX_T] = {{0}};
 	int rc = ALIGN_OK, ok = 1;
 	for (int k = 0; k < im->n_out && !rc; k++)
-		if (ops_tensor_alloc(c->op, 1, k, &c->d, &m, &whole[k]) || ops_tensor_alloc(c->op, 1, k, &c->sd, &m, &part[k]))
+		if (ops_tensor_alloc(c->op, 1, k, &c->d, &m, &whole[k]) ||
+		    ops_tensor_alloc(c->op, 1, k, &c->sd, &m, &part[k]))
 			rc = fail_internal(&s->ctx->err, "out of memory");
 	struct align_err err = {0};
 	if (!rc && (im->cfg_check && (im->cfg_check(c->params, &m, &c->d, s->device, &err) ||

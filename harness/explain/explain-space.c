@@ -35,8 +35,9 @@ int ex_space_init(struct ex_search *s, const char *const *fix, int n_fix)
 	for (int k = 0; k < n_fix; k++) {
 		ALIGN_TRY(&s->ctx->err, apply_fix(s, fix[k], &fm[k], &fv[k]));
 		if (!ops_op_reads_mode(op, fm[k]))
-			return fail_input(&s->ctx->err, "option '--mode': op '%s' does not read %s (its switches: see "
-							"'align run --list')",
+			return fail_input(&s->ctx->err,
+					  "option '--mode': op '%s' does not read %s (its switches: see "
+					  "'align run --list')",
 					  op->name, modes_info(fm[k])->env);
 	}
 	sp->size = 1;

@@ -40,26 +40,26 @@ struct st_file;
  * is a mixed-radix index: digit i picks val[i][digit] of switch sw[i] (switch 0 is the lowest digit). */
 struct ex_space {
 	int n_sw;
-	int sw[EX_MAX_SW];			 /* mode ids, impl->modes order */
-	int n_val[EX_MAX_SW];			 /* values in the domain */
-	int val[EX_MAX_SW][MODES_MAX_VALUES];	 /* value indices (ALIGN_<ID>_<TOKEN>) */
-	int n_left[EX_MAX_SW];			 /* values left out (device, or --mode fixed it) */
-	int left[EX_MAX_SW][MODES_MAX_VALUES];	 /* those values */
-	int fixed[EX_MAX_SW];			 /* 1: --mode fixed this switch */
-	uint64_t size;				 /* product of n_val (0 when over UINT64_MAX / 2) */
-	struct align_modes base;		 /* every other switch: its default */
+	int sw[EX_MAX_SW];		       /* mode ids, impl->modes order */
+	int n_val[EX_MAX_SW];		       /* values in the domain */
+	int val[EX_MAX_SW][MODES_MAX_VALUES];  /* value indices (ALIGN_<ID>_<TOKEN>) */
+	int n_left[EX_MAX_SW];		       /* values left out (device, or --mode fixed it) */
+	int left[EX_MAX_SW][MODES_MAX_VALUES]; /* those values */
+	int fixed[EX_MAX_SW];		       /* 1: --mode fixed this switch */
+	uint64_t size;			       /* product of n_val (0 when over UINT64_MAX / 2) */
+	struct align_modes base;	       /* every other switch: its default */
 };
 
 /* One op invocation: the op, its dims and params, the inputs, the observed outputs. */
 struct ex_case {
 	const struct align_op *op;
 	struct align_dims d;
-	void *params;				/* impl->params_size bytes */
-	int variant;				/* params_variant index */
-	struct align_tensor in[EX_MAX_T];	/* the inputs as given (dtype as in the file) */
-	struct align_tensor obs[EX_MAX_T];	/* observed output k (data NULL: not observed) */
-	int n_obs;				/* outputs observed */
-	int64_t obs_elems;			/* elements compared in all observed outputs */
+	void *params;			   /* impl->params_size bytes */
+	int variant;			   /* params_variant index */
+	struct align_tensor in[EX_MAX_T];  /* the inputs as given (dtype as in the file) */
+	struct align_tensor obs[EX_MAX_T]; /* observed output k (data NULL: not observed) */
+	int n_obs;			   /* outputs observed */
+	int64_t obs_elems;		   /* elements compared in all observed outputs */
 	/* screening: the first `rows` rows of every T-leading tensor (0: no screening for this op) */
 	int rows;
 	struct align_dims sd;
@@ -79,10 +79,10 @@ enum ex_state {
 };
 
 struct ex_result {
-	uint64_t a;	     /* the assignment */
-	int state;	     /* enum ex_state */
-	uint64_t n_differ;   /* elements that differ (screen or whole, per state) */
-	uint64_t max_ulp;    /* largest ULP distance of those (NaN pairs left out) */
+	uint64_t a;	   /* the assignment */
+	int state;	   /* enum ex_state */
+	uint64_t n_differ; /* elements that differ (screen or whole, per state) */
+	uint64_t max_ulp;  /* largest ULP distance of those (NaN pairs left out) */
 };
 
 /* The replay cache: results keyed by the assignment index (open addressing). */
@@ -102,13 +102,13 @@ struct ex_search {
 	struct ex_space sp;
 	struct ex_cache cache;
 	struct ex_counts n;
-	int jobs;		/* -j */
-	int device;		/* enum align_device */
-	uint64_t max_replays;	/* --max-replays: the exhaustive phase only when the space fits */
-	int exhaustive;		/* every assignment of the space replayed or refuted */
-	int screen;		/* screening on (0: --no-screen, or the op has no T-leading rows) */
-	uint64_t n_match;	/* assignments verified bitwise */
-	double seconds;		/* wall time of the search */
+	int jobs;	      /* -j */
+	int device;	      /* enum align_device */
+	uint64_t max_replays; /* --max-replays: the exhaustive phase only when the space fits */
+	int exhaustive;	      /* every assignment of the space replayed or refuted */
+	int screen;	      /* screening on (0: --no-screen, or the op has no T-leading rows) */
+	uint64_t n_match;     /* assignments verified bitwise */
+	double seconds;	      /* wall time of the search */
 };
 
 /* A description: per switch the set of values (bit v = value index v) that reproduce together. */
@@ -126,19 +126,19 @@ struct ex_closest {
 struct ex_answer {
 	int n_desc;
 	struct ex_desc desc[EX_MAX_DESC];
-	int more_desc;		    /* descriptions not printed */
-	const char *profile;	    /* the closest profile (NULL: none) */
-	int profile_diff;	    /* switches where it differs from the nearest description / closest */
-	uint32_t profile_sw;	    /* bit i: switch i differs */
+	int more_desc;	     /* descriptions not printed */
+	const char *profile; /* the closest profile (NULL: none) */
+	int profile_diff;    /* switches where it differs from the nearest description / closest */
+	uint32_t profile_sw; /* bit i: switch i differs */
 	int n_close;
 	struct ex_closest close[EX_MAX_CLOSE];
-	int close_rank;		    /* how many candidates the closest were picked among (replayed whole) */
+	int close_rank; /* how many candidates the closest were picked among (replayed whole) */
 };
 
 /* explain-space.c */
 int ex_space_init(struct ex_search *s, const char *const *fix, int n_fix);
 void ex_space_modes(const struct ex_space *sp, uint64_t a, struct align_modes *m);
-int ex_space_digit(const struct ex_space *sp, uint64_t a, int i); /* value index of switch i */
+int ex_space_digit(const struct ex_space *sp, uint64_t a, int i);	     /* value index of switch i */
 uint64_t ex_space_with(const struct ex_space *sp, uint64_t a, int i, int v); /* switch i set to value v */
 /* assignment nearest to modes m (a switch whose value is not in the domain keeps digit 0); *missing = bit
  * i when switch i's value of m is not in the domain */
@@ -147,8 +147,8 @@ uint64_t ex_space_from_modes(const struct ex_space *sp, const struct align_modes
 int ex_space_contract(const struct ex_search *s, const struct align_modes *m);
 
 /* explain-load.c */
-int ex_load_files(struct align_ctx *ctx, struct ex_case *c, const char *inputs, const char *output,
-		  const char *shape, int variant, struct st_file *inf, struct st_file *outf);
+int ex_load_files(struct align_ctx *ctx, struct ex_case *c, const char *inputs, const char *output, const char *shape,
+		  int variant, struct st_file *inf, struct st_file *outf);
 /* the dims, params, shapes and the screening slices once c->in and c->obs hold data */
 int ex_case_prepare(struct align_ctx *ctx, struct ex_case *c, const char *shape, int variant, int screen_rows);
 void ex_case_free(struct ex_case *c);
@@ -174,10 +174,11 @@ int ex_describe(struct ex_search *s, struct ex_answer *ans);
 /* explain-out.c */
 int ex_render(struct ex_search *s, const struct ex_answer *ans, const char *format, FILE *out);
 /* --runs: both sides, then the switches whose values differ */
-int ex_render_pair(struct ex_search *s[2], const struct ex_answer *ans[2], const char *names[2],
-		   const char *format, FILE *out);
+int ex_render_pair(struct ex_search *s[2], const struct ex_answer *ans[2], const char *names[2], const char *format,
+		   FILE *out);
 
 /* explain-runs.c: the inputs and outputs of op at the first record where runs A and B differ */
-int ex_load_runs(struct align_ctx *ctx, const char *runs, const char *record, struct ex_case c[2], const char *names[2]);
+int ex_load_runs(struct align_ctx *ctx, const char *runs, const char *record, struct ex_case c[2],
+		 const char *names[2]);
 
 #endif
