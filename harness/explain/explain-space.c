@@ -50,7 +50,7 @@ int ex_space_init(struct ex_search *s, const char *const *fix, int n_fix)
 			if (fm[k] == id)
 				want = fv[k], sp->fixed[i] = 1;
 		for (int v = 0; v < modes_value_count(id); v++) {
-			int keep = want >= 0 ? v == want : !modes_value_refused_on(id, v, s->device);
+			int keep = (want < 0 || v == want) && !modes_value_refused_on(id, v, s->device);
 			if (keep)
 				sp->val[i][sp->n_val[i]++] = v;
 			else
