@@ -5,9 +5,9 @@
  * replayed here before it is admitted). A cube grows from an uncovered match, switch by switch in the
  * op's order, by every value of that switch for which the whole grown cube still reproduces; a switch
  * whose set is its whole domain is "any" (its value does not matter on these inputs given the rest).
- * Closest profile: the profile (profiles.def) whose assignment, restricted to the op's switches, lies
- * in a description, or differs from one in the fewest switches; with no match, from the closest
- * assignment. Closest assignments (no match): the whole replays that differ, fewest differing elements
+ * Closest profiles: the profiles (profiles.def) whose assignments, restricted to the op's switches,
+ * lie in a description, or differ from one in the fewest switches (with no match: from the closest
+ * assignments); every profile tied at that count is named. Closest assignments (no match): the whole replays that differ, fewest differing elements
  * first, then smallest max ULP; the screening rows pick up to EX_RANK_WHOLE more candidates to replay
  * whole first (the closest are chosen among the assignments replayed whole, and the output says so). */
 #include "ctx.h"
@@ -169,18 +169,27 @@ static void closest_profile(struct ex_search *s, struct ex_answer *ans)
 		}
 		ds = one;
 	}
-	ans->profile = NULL;
+	ans->n_profile = 0;
 	for (const char *const *p = modes_profiles(); *p && nd; p++) {
 		struct align_modes m;
 		char err[256];
 		modes_init_default(&m);
 		if (modes_apply_profile(&m, *p, err, sizeof err))
 			continue;
+		uint32_t best = 0;
+		int nb = -1;
 		for (int k = 0; k < nd; k++) {
 			uint32_t bits = differ_desc(&s->sp, &m, &ds[k]);
-			int n = __builtin_popcount(bits);
-			if (!ans->profile || n < ans->profile_diff)
-				ans->profile = *p, ans->profile_diff = n, ans->profile_sw = bits;
+			if (nb < 0 || __builtin_popcount(bits) < nb)
+				best = bits, nb = __builtin_popcount(bits);
+		}
+		if (ans->n_profile && nb > ans->profile_diff)
+			continue;
+		if (ans->n_profile && nb < ans->profile_diff)
+			ans->n_profile = 0;
+		if (ans->n_profile < EX_MAX_PROFILES) {
+			ans->profile[ans->n_profile] = *p, ans->profile_sw[ans->n_profile++] = best;
+			ans->profile_diff = nb;
 		}
 	}
 }

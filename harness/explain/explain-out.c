@@ -141,24 +141,33 @@ static void search_text(const struct ex_search *s, FILE *out, const char *bullet
 
 static void profile_text(const struct ex_search *s, const struct ex_answer *ans, FILE *out)
 {
-	if (!ans->profile)
+	if (!ans->n_profile)
 		return;
-	struct align_modes m;
-	char err[128];
-	modes_init_default(&m);
-	modes_apply_profile(&m, ans->profile, err, sizeof err);
+	int many = ans->n_profile > 1;
+	fprintf(out, "closest profile%s:", many ? "s" : "");
+	for (int j = 0; j < ans->n_profile; j++)
+		fprintf(out, "%s %s", j ? "," : "", ans->profile[j]);
 	if (!ans->profile_diff) {
-		fprintf(out, "closest profile: %s (%s)\n", ans->profile,
-			ans->n_desc ? "its values of these switches reproduce the output"
-				    : "the closest assignment has its values of these switches");
+		fprintf(out, " (%s)\n",
+			ans->n_desc ? many ? "their values of these switches reproduce the output"
+					   : "its values of these switches reproduce the output"
+				    : "the closest assignment has the values they set");
 		return;
 	}
-	fprintf(out, "closest profile: %s, except", ans->profile);
-	for (int i = 0, n = 0; i < s->sp.n_sw; i++)
-		if (ans->profile_sw >> i & 1)
-			fprintf(out, "%s %s (%s: %s)", n++ ? "," : "", modes_info(s->sp.sw[i])->env, ans->profile,
-				modes_value_name(s->sp.sw[i], m.v[s->sp.sw[i]]));
-	fprintf(out, "\n");
+	fprintf(out, " (%d switch%s differ%s)\n", ans->profile_diff, ans->profile_diff == 1 ? "" : "es",
+		ans->profile_diff == 1 ? "s" : "");
+	for (int j = 0; j < ans->n_profile; j++) {
+		struct align_modes m;
+		char err[128];
+		modes_init_default(&m);
+		modes_apply_profile(&m, ans->profile[j], err, sizeof err);
+		fprintf(out, "  %s sets", ans->profile[j]);
+		for (int i = 0, n = 0; i < s->sp.n_sw; i++)
+			if (ans->profile_sw[j] >> i & 1)
+				fprintf(out, "%s %s=%s", n++ ? "," : "", modes_info(s->sp.sw[i])->env,
+					modes_value_name(s->sp.sw[i], m.v[s->sp.sw[i]]));
+		fprintf(out, "\n");
+	}
 }
 
 static int render_text(struct ex_search *s, const struct ex_answer *ans, FILE *out, int md)
@@ -319,19 +328,19 @@ static json_t *answer_json(struct ex_search *s, const struct ex_answer *ans)
 		json_array_append_new(descs, json_pack("{s:o, s:o, s:I}", "switches", set, "any", any, "assignments",
 						       (json_int_t)ans->desc[k].count));
 	}
-	json_t *prof = json_null();
-	if (ans->profile) {
+	json_t *prof = json_array();
+	for (int j = 0; j < ans->n_profile; j++) {
 		struct align_modes m;
 		char err[128];
 		modes_init_default(&m);
-		modes_apply_profile(&m, ans->profile, err, sizeof err);
+		modes_apply_profile(&m, ans->profile[j], err, sizeof err);
 		json_t *diff = json_array();
 		for (int i = 0; i < s->sp.n_sw; i++)
-			if (ans->profile_sw >> i & 1)
+			if (ans->profile_sw[j] >> i & 1)
 				json_array_append_new(diff, json_pack("{s:s, s:s}", "env", modes_info(s->sp.sw[i])->env,
 								      "profile",
 								      modes_value_name(s->sp.sw[i], m.v[s->sp.sw[i]])));
-		prof = json_pack("{s:s, s:o}", "name", ans->profile, "differ", diff);
+		json_array_append_new(prof, json_pack("{s:s, s:o}", "name", ans->profile[j], "differ", diff));
 	}
 	json_t *close = s->n_match ? json_array() : closest_json(s, ans);
 	if (!close)
@@ -341,7 +350,7 @@ static json_t *answer_json(struct ex_search *s, const struct ex_answer *ans)
 			 s->device == ALIGN_DEVICE_CUDA ? "cuda" : "cpu", "inputs", c->in_src, "outputs", c->out_src,
 			 "observed", obs, "search", search_json(s), "found", s->n_match > 0, "matches",
 			 (json_int_t)s->n_match, "descriptions", descs, "more_descriptions", ans->more_desc,
-			 "closest_profile", prof, "closest", close, "closest_among", ans->close_rank);
+			 "closest_profiles", prof, "closest", close, "closest_among", ans->close_rank);
 }
 
 static int dump_json(struct align_ctx *ctx, json_t *j, FILE *out)

@@ -26,12 +26,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define EX_MAX_SW 16	 /* switches of one op */
-#define EX_MAX_T 8	 /* inputs or outputs of one op */
-#define EX_MAX_CLOSE 3	 /* closest assignments reported when none reproduces */
-#define EX_MAX_DESC 64	 /* descriptions printed */
-#define EX_MAX_FIX 32	 /* --mode KEY=VALUE */
-#define EX_SCREEN_ROWS 2 /* default rows of the screening replay */
+#define EX_MAX_SW 16	   /* switches of one op */
+#define EX_MAX_T 8	   /* inputs or outputs of one op */
+#define EX_MAX_CLOSE 3	   /* closest assignments reported when none reproduces */
+#define EX_MAX_DESC 64	   /* descriptions printed */
+#define EX_MAX_FIX 32	   /* --mode KEY=VALUE */
+#define EX_MAX_PROFILES 16 /* closest profiles reported */
+#define EX_SCREEN_ROWS 2   /* default rows of the screening replay */
 
 struct align_ctx;
 struct st_file;
@@ -126,10 +127,11 @@ struct ex_closest {
 struct ex_answer {
 	int n_desc;
 	struct ex_desc desc[EX_MAX_DESC];
-	int more_desc;	     /* descriptions not printed */
-	const char *profile; /* the closest profile (NULL: none) */
-	int profile_diff;    /* switches where it differs from the nearest description / closest */
-	uint32_t profile_sw; /* bit i: switch i differs */
+	int more_desc;			      /* descriptions not printed */
+	int n_profile;			      /* closest profiles (all those tied; 0: none) */
+	const char *profile[EX_MAX_PROFILES]; /* their names, profiles.def order */
+	uint32_t profile_sw[EX_MAX_PROFILES]; /* bit i: switch i differs from the nearest description */
+	int profile_diff;		      /* how many switches differ (the same for all of them) */
 	int n_close;
 	struct ex_closest close[EX_MAX_CLOSE];
 	int close_rank; /* how many candidates the closest were picked among (replayed whole) */

@@ -39,14 +39,14 @@ run_align 0 explain --db r.db --op swiglu --runs A,B &&
 	expect_out "^== run B ==$" && expect_out "^closest profile: paddle" &&
 	expect_out "^ALIGN_SWIGLU_SCALE +fp32 +bf16 +dtype of the routing probability" &&
 	expect_out "^1 switch differ between 'A' and 'B'$" && ok "the divergence explained: ALIGN_SWIGLU_SCALE"
-grep -q "^closest profile: megatron" out.txt || fail "side A is not closest to megatron"
+grep -q "^closest profiles: megatron, paddle-accuracy " out.txt || fail "side A is not closest to megatron"
 "$ALIGN" modes --diff megatron paddle | grep -q "^ALIGN_SWIGLU_SCALE " || fail "modes --diff words it otherwise"
 run_align 0 explain --db r.db --op swiglu --runs A,B --format json
 python3 - <<'PY' || fail "--runs JSON"
 import json
 j = json.load(open("out.txt"))
 assert j["differ"] == [{"env": "ALIGN_SWIGLU_SCALE", "A": "fp32", "B": "bf16"}], j["differ"]
-assert j["a"]["found"] and j["b"]["found"] and j["a"]["closest_profile"]["name"] == "megatron"
+assert j["a"]["found"] and j["b"]["found"] and [p["name"] for p in j["a"]["closest_profiles"]] == ["megatron", "paddle-accuracy"]
 PY
 expect_eq "database unchanged" "$(sqlite3 r.db .dump | sha256sum)" "$before"
 run_align 2 explain --db r.db --op swiglu --runs A,C && expect_err "no run 'C' \(runs: 'A', 'B'\)" && ok "unknown run"
