@@ -84,4 +84,12 @@ assert c["differ"] == 1 and c["max_ulp"] == 1 and c["elements"] == 512, c
 assert c["outputs"][0]["first"] == [1, 13], c
 assert c["assignment"]["ALIGN_SWIGLU_SCALE"] == "bf16", c
 PY
+# a space larger than --max-replays: only the profiles and their one-switch neighbours, and it says so
+run_align 0 "${EX[@]}" --max-replays 10 && expect_out "NOT exhaustive: over --max-replays" &&
+	expect_out "^reproduced bitwise by [0-9]+ assignments?, 1 description \(of those tried\):$" &&
+	ok "not exhaustive, match among those tried"
+run_align 1 explain --op swiglu --inputs in.st --output flip.st --max-replays 10 &&
+	expect_out "^no assignment reproduces the output among those tried \(the search was not exhaustive: others may\)$" &&
+	ok "not exhaustive: no claim that none reproduces"
+run_align 0 "${EX[@]}" --format md && expect_out "^### explain swiglu \(T=8,F=64\), inputs in.st$" && ok "md"
 finish
