@@ -6,12 +6,16 @@
  * assignment that reproduces the observed outputs bitwise is reported (explain.h says how, and what
  * "exact" means here). Exit 0 when an assignment reproduces the output, 1 when none does, 2 on bad
  * input (the message names the file and the tensor or field). */
+#include "align-config.h"
 #include "cmd.h"
 #include "ctx.h"
 #include "err.h"
 #include "explain.h"
 #include "opts.h"
 #include "safetensors.h"
+#if ALIGN_HAVE_CUDA
+#include "run-device.h"
+#endif
 
 #include <errno.h>
 #include <stdlib.h>
@@ -42,8 +46,9 @@ static const struct cmd_opt ex_opt_table[] = {
 	 0},
 	{"no-screen", 'N', NULL, "replay every assignment whole (no screening on the first rows)", 0},
 	{"device", 'd', "D",
-	 "cpu (default): the C twins, every value but the GPU-only ones; cuda is not\n"
-	 "implemented in explain yet (GPU-only values are listed as not searched)",
+	 "cpu (default): the C twins, every value but the GPU-only ones; cuda: the CUDA\n"
+	 "twins, every value but the CPU-only ones (one stream: -j 1, no screening;\n"
+	 "builds with CUDA only)",
 	 0},
 	{"runs", 'R', "A,B", "two ingested runs: explain the op's record where they first differ", 0},
 	{"record", 'r', "NAME", "with --runs: the records' name prefix (default the op: OP.<tensor>)", 0},
@@ -114,11 +119,11 @@ static int check_opts(struct align_ctx *ctx, const struct ex_opts *o)
 	struct align_err *e = &ctx->err;
 	if (strcmp(o->format, "text") && strcmp(o->format, "json") && strcmp(o->format, "md"))
 		return fail_input(e, "option '--format': '%s' is not text, json or md", o->format);
-	if (!strcmp(o->device, "cuda"))
-		return fail_input(e, "--device 'cuda': align explain replays the C twins only (not implemented for "
-				     "the CUDA twins yet); GPU-only values are listed as not searched");
-	if (strcmp(o->device, "cpu"))
-		return fail_input(e, "--device '%s': not a device (cpu)", o->device);
+	if (!strcmp(o->device, "cuda") && !ALIGN_HAVE_CUDA)
+		return fail_input(e, "--device 'cuda': this build has no CUDA (explain replays the C twins; GPU-only "
+				     "values are listed as not searched)");
+	if (strcmp(o->device, "cpu") && strcmp(o->device, "cuda"))
+		return fail_input(e, "--device '%s': not a device (cpu or cuda)", o->device);
 	if (!o->op)
 		return fail_input(e, "no op given: --op OP (see 'align run --list')");
 	if (!ops_find(o->op))
@@ -138,8 +143,13 @@ static int explain_case(struct align_ctx *ctx, const struct ex_opts *o, struct e
 			struct ex_answer *ans)
 {
 	memset(s, 0, sizeof *s);
-	s->ctx = ctx, s->c = c, s->jobs = (int)o->jobs, s->device = ALIGN_DEVICE_CPU;
-	s->max_replays = (uint64_t)o->max_replays, s->screen = !o->no_screen;
+	int cuda = !strcmp(o->device, "cuda");
+	s->ctx = ctx, s->c = c, s->jobs = cuda ? 1 : (int)o->jobs,
+	s->device = cuda ? ALIGN_DEVICE_CUDA : ALIGN_DEVICE_CPU;
+	s->dev = ctx->dev;
+	/* on the GPU the rows of a 2-row replay need not be those of the whole (vendor GEMMs choose their
+	 * algorithm by the row count): every assignment is replayed whole */
+	s->max_replays = (uint64_t)o->max_replays, s->screen = !o->no_screen && !cuda;
 	ALIGN_TRY(&ctx->err, ex_space_init(s, o->fix, o->n_fix));
 	ALIGN_TRY(&ctx->err, ex_search_run(s));
 	return ex_describe(s, ans);
@@ -224,5 +234,19 @@ int cmd_explain(struct align_ctx *ctx, int argc, char **argv)
 	ALIGN_TRY(&ctx->err, check_opts(ctx, &o));
 	struct align_modes env; /* ALIGN_* variables are checked (an unknown one is an error) but not used */
 	ALIGN_TRY(&ctx->err, ctx_resolve_modes(ctx, &env, NULL, 1, NULL, 0));
-	return o.runs ? explain_runs(ctx, &o) : explain_files(ctx, &o);
+#if ALIGN_HAVE_CUDA
+	struct align_dev dev;
+	memset(&dev, 0, sizeof dev);
+	if (!strcmp(o.device, "cuda")) {
+		ALIGN_TRY(&ctx->err, run_device_open(&dev, &ctx->err));
+		ctx->dev = &dev;
+	}
+#endif
+	rc = o.runs ? explain_runs(ctx, &o) : explain_files(ctx, &o);
+#if ALIGN_HAVE_CUDA
+	if (ctx->dev)
+		run_device_close(ctx->dev);
+	ctx->dev = NULL;
+#endif
+	return rc;
 }

@@ -9,9 +9,13 @@
  * phase that asks again costs nothing. ex_eval runs a list of assignments on s->jobs threads (the C twins
  * keep no mutable state; each thread has its own output buffers); results are merged into the cache by
  * the calling thread. */
+#include "align-config.h"
 #include "ctx.h"
 #include "err.h"
 #include "explain.h"
+#if ALIGN_HAVE_CUDA
+#include "run-device.h"
+#endif
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -138,6 +142,18 @@ static void work_free(struct ex_work *w)
 		ops_tensor_free(&w->out[k]);
 }
 
+int ex_fwd(struct ex_search *s, const struct align_modes *m, const struct align_tensor *in, struct align_tensor *out)
+{
+	const struct align_op *op = s->c->op;
+	if (s->device != ALIGN_DEVICE_CUDA)
+		return ops_fwd_cpu(op, s->c->params, m, in, op->impl->n_in, out, op->impl->n_out);
+#if ALIGN_HAVE_CUDA
+	return run_device_op(s->dev, op, s->c->params, m, in, op->impl->n_in, out, op->impl->n_out);
+#else
+	return ALIGN_ERR_UNSUPPORTED;
+#endif
+}
+
 /* the twin on the case's whole tensors (whole != 0) or its screening rows, into w; compared */
 static int replay(struct ex_search *s, struct ex_work *w, const struct align_modes *m, int whole, struct ex_result *r)
 {
@@ -156,7 +172,7 @@ static int replay(struct ex_search *s, struct ex_work *w, const struct align_mod
 		r->state = EX_REFUSED;
 		return ALIGN_OK;
 	}
-	int rc = ops_fwd_cpu(c->op, c->params, m, in, im->n_in, out, im->n_out);
+	int rc = ex_fwd(s, m, in, out);
 	if (rc == ALIGN_ERR_UNSUPPORTED) {
 		r->state = EX_REFUSED;
 		return ALIGN_OK;
@@ -292,7 +308,7 @@ int ex_replay_whole(struct ex_search *s, uint64_t a, struct align_tensor *out)
 	for (int k = 0; k < im->n_out; k++)
 		if (ops_tensor_alloc(c->op, 1, k, &c->d, &m, &out[k]))
 			return fail_internal(&s->ctx->err, "out of memory");
-	int rc = ops_fwd_cpu(c->op, c->params, &m, c->in, im->n_in, out, im->n_out);
+	int rc = ex_fwd(s, &m, c->in, out);
 	return rc ? fail_internal(&s->ctx->err, "op '%s': a replay that ran before failed now (%d)", c->op->name, rc)
 		  : ALIGN_OK;
 }

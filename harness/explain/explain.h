@@ -35,6 +35,7 @@
 #define EX_SCREEN_ROWS 2   /* default rows of the screening replay */
 
 struct align_ctx;
+struct align_dev;
 struct st_file;
 
 /* The search space: the op's switches and, per switch, the values replayed on the device. An assignment
@@ -103,13 +104,14 @@ struct ex_search {
 	struct ex_space sp;
 	struct ex_cache cache;
 	struct ex_counts n;
-	int jobs;	      /* -j */
-	int device;	      /* enum align_device */
-	uint64_t max_replays; /* --max-replays: the exhaustive phase only when the space fits */
-	int exhaustive;	      /* every assignment of the space replayed or refuted */
-	int screen;	      /* screening on (0: --no-screen, or the op has no T-leading rows) */
-	uint64_t n_match;     /* assignments verified bitwise */
-	double seconds;	      /* wall time of the search */
+	int jobs;	       /* -j */
+	int device;	       /* enum align_device */
+	struct align_dev *dev; /* --device cuda: the open device (one stream: jobs 1, no screening) */
+	uint64_t max_replays;  /* --max-replays: the exhaustive phase only when the space fits */
+	int exhaustive;	       /* every assignment of the space replayed or refuted */
+	int screen;	       /* screening on (0: --no-screen, or the op has no T-leading rows) */
+	uint64_t n_match;      /* assignments verified bitwise */
+	double seconds;	       /* wall time of the search */
 };
 
 /* A description: per switch the set of values (bit v = value index v) that reproduce together. */
@@ -163,6 +165,8 @@ struct ex_result *ex_cache_get(struct ex_cache *c, uint64_t a); /* NULL when abs
 /* evaluate the assignments (screen first when on, then whole for those that pass; whole only when
  * whole != 0), in parallel (s->jobs), into the cache */
 int ex_eval(struct ex_search *s, const uint64_t *as, uint64_t n, int whole);
+/* the op's twin on the search's device (the C twin, or the CUDA twin through run-device.h) */
+int ex_fwd(struct ex_search *s, const struct align_modes *m, const struct align_tensor *in, struct align_tensor *out);
 /* replay a whole; out[k] receives output k (caller frees with ops_tensor_free) */
 int ex_replay_whole(struct ex_search *s, uint64_t a, struct align_tensor *out);
 
