@@ -51,6 +51,10 @@ static const struct cmd_opt run_opt_table[] = {
 	 0},
 	{"inputs", 'i', "F", "read the inputs from a safetensors file (names as in --list)", 0},
 	{"outputs", 'o', "F", "write the outputs to a safetensors file (step<k>.<name> when N > 1)", 0},
+	{"save-inputs", 'W', "F",
+	 "write the inputs to a safetensors file, named as --outputs names them\n"
+	 "(for 'align explain --inputs')",
+	 0},
 	{"trace", 't', "F", "write the ATF trace to F (default $ALIGN_TRACE if set)", 0},
 	{"device", 'd', "D", RUN_DEVICE_HELP, 0},
 	{"ranks", 'R', "N",
@@ -178,16 +182,17 @@ struct run_state {
 	struct run_trace *tr;	      /* shared by the ops of a group */
 	const struct st_file *inputs; /* --inputs, else NULL */
 	struct run_saved *saved;      /* shared by the ops of a group */
+	struct run_saved *saved_in;   /* --save-inputs: the inputs, as saved is the outputs */
 };
 
-static int save_outputs(struct run_state *st, int step)
+static int save_tensors(struct run_state *st, int step, struct run_saved *sv, const struct align_tensor *ts, int n)
 {
-	struct run_saved *sv = st->saved;
-	for (int k = 0; k < st->op->impl->n_out; k++) {
+	for (int k = 0; k < n; k++) {
 		if (sv->n == RUN_MAX_SAVED)
-			return fail_input(&st->ctx->err, "--outputs: at most 64 tensors (use fewer --steps)");
+			return fail_input(&st->ctx->err, "%s: at most 64 tensors (use fewer --steps)",
+					  sv == st->saved ? "--outputs" : "--save-inputs");
 		struct st_tensor *s = &sv->t[sv->n];
-		const struct align_tensor *t = &st->out[k];
+		const struct align_tensor *t = &ts[k];
 		char base[200];
 		snprintf(base, sizeof base, "%s%s%s", st->grouped ? st->op->name : "", st->grouped ? "." : "", t->name);
 		if (st->o->steps > 1)
@@ -245,8 +250,12 @@ static int run_steps(struct run_state *st)
 		for (int i = 0; i < im->n_in; i++) {
 			if (st->inputs)
 				ALIGN_TRY(e, run_load_input(e, st->inputs, st->o->inputs, &st->in[i]));
-			else if (ops_fill_input(st->op, i, &st->in[i], st->o->seed, step))
-				return fail_internal(e, "cannot fill input '%s'", st->in[i].name);
+			else if (ops_fill_input_dims(st->op, i, &st->in[i], &st->d, st->o->seed, step))
+				return fail_input(
+					e,
+					"cannot fill input '%s' of %s for these dims (distinct ids per row need a "
+					"range at least as long as the row)",
+					st->in[i].name, st->op->name);
 			if (tr->f)
 				ALIGN_TRY(e, run_trace_tensor(tr, st->op->name, step, "input", &st->in[i]));
 		}
@@ -257,7 +266,9 @@ static int run_steps(struct run_state *st)
 			if (tr->f)
 				ALIGN_TRY(e, run_trace_tensor(tr, st->op->name, step, "fwd", &st->out[k]));
 		if (st->o->outputs)
-			ALIGN_TRY(e, save_outputs(st, step));
+			ALIGN_TRY(e, save_tensors(st, step, st->saved, st->out, im->n_out));
+		if (st->o->save_inputs)
+			ALIGN_TRY(e, save_tensors(st, step, st->saved_in, st->in, im->n_in));
 	}
 	return ALIGN_OK;
 }
@@ -387,6 +398,8 @@ static int run_ops(struct run_state *st, const char *const *names)
 		rc = trc;
 	if (!rc && st->o->outputs)
 		rc = safetensors_write(st->o->outputs, st->saved->t, (size_t)st->saved->n, NULL);
+	if (!rc && st->o->save_inputs)
+		rc = safetensors_write(st->o->save_inputs, st->saved_in->t, (size_t)st->saved_in->n, NULL);
 	return rc;
 }
 
@@ -406,14 +419,15 @@ static int run_op(struct align_ctx *ctx, struct run_opts *o)
 	struct st_file inputs = {0};
 	if (o->inputs)
 		ALIGN_TRY(&ctx->err, safetensors_read(o->inputs, &inputs));
-	struct run_saved saved = {0};
+	struct run_saved saved = {0}, saved_in = {0};
 	struct run_trace tr = {0};
 	struct run_state st = {.ctx = ctx,
 			       .o = o,
 			       .grouped = grouped,
 			       .tr = &tr,
 			       .inputs = o->inputs ? &inputs : NULL,
-			       .saved = &saved};
+			       .saved = &saved,
+			       .saved_in = &saved_in};
 	struct align_dev dev;
 	memset(&dev, 0, sizeof dev);
 	int rc = o->cuda ? open_device(ctx, names, &dev) : ALIGN_OK;
@@ -440,6 +454,8 @@ static int run_op(struct align_ctx *ctx, struct run_opts *o)
 			trace ? trace : "");
 	for (int i = 0; i < saved.n; i++)
 		free(saved.data[i]);
+	for (int i = 0; i < saved_in.n; i++)
+		free(saved_in.data[i]);
 	safetensors_free(&inputs);
 	return rc;
 }
@@ -510,6 +526,9 @@ static int run_on_opt(void *u, int key, const char *arg)
 		return ALIGN_OK;
 	case 'L':
 		o->list = 1;
+		return ALIGN_OK;
+	case 'W':
+		o->save_inputs = arg;
 		return ALIGN_OK;
 	default:
 		return fail_internal(e, "option key %d has no handler", key);

@@ -23,6 +23,8 @@ struct run_opts {
 	long long ranks;     /* --ranks N: launch N processes, one per GPU (run-ranks.c); 0 = not given */
 	const char *nccl_id; /* --nccl-id FILE: this process is one rank (RANK, WORLD_SIZE in the environment) */
 	const char *explain; /* --explain Y: which summation order reproduces Y (run-explain.c) */
+
+	const char *save_inputs; /* --save-inputs F: the inputs as safetensors (for align explain --inputs) */
 };
 
 /* The dims of op: its defaults, then what --shape names (a block's --shape may name dims of other ops:

@@ -279,6 +279,18 @@ int ops_fill_input(const struct align_op *op, int input_index, struct align_tens
 	return ops_fill_tensor(&op->impl->in[input_index].fill, op->name, t, seed, step);
 }
 
+int ops_fill_input_dims(const struct align_op *op, int input_index, struct align_tensor *t, const struct align_dims *d,
+			uint64_t seed, int step)
+{
+	if (input_index < 0 || input_index >= op->impl->n_in)
+		return ALIGN_ERR_INPUT;
+	struct align_fill f = op->impl->in[input_index].fill;
+	const char *at = f.dim ? strchr(ALIGN_DIM_LETTERS, f.dim) : NULL;
+	if (at && d && d->v[at - ALIGN_DIM_LETTERS] > 0)
+		f.limit = (float)d->v[at - ALIGN_DIM_LETTERS];
+	return ops_fill_tensor(&f, op->name, t, seed, step);
+}
+
 int ops_fill_tensor(const struct align_fill *f, const char *op_name, struct align_tensor *t, uint64_t seed, int step)
 {
 	if (!t->data || !t->name)

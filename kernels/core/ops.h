@@ -78,6 +78,8 @@ struct align_fill {
 	enum align_fill_kind kind;
 	float scale;
 	float limit; /* SPECIAL: the +-limit value (e.g. swiglu clamp); ids: the id range */
+	char dim;    /* ids: the dim (letter) whose value is the id range when the dims give it ('V': labels
+		      * of a vocabulary of V), so that ids fit a --shape other than the default; 0: limit */
 };
 
 struct align_tensor_spec {
@@ -160,6 +162,9 @@ void ops_tensor_free(struct align_tensor *t);
 int ops_fill_input(const struct align_op *op, int input_index, struct align_tensor *t, uint64_t seed, int step);
 /* the same with an explicit fill (tests use SPECIAL/EXTREME fills); stream "<op>.<t->name>" */
 int ops_fill_tensor(const struct align_fill *f, const char *op_name, struct align_tensor *t, uint64_t seed, int step);
+/* ops_fill_input with the id range of the fill's dim taken from d (the op's dims) */
+int ops_fill_input_dims(const struct align_op *op, int input_index, struct align_tensor *t, const struct align_dims *d,
+			uint64_t seed, int step);
 
 /* check helpers used by the ops */
 int ops_check(const struct align_tensor *t, int dtype, int ndim, const int64_t *shape);

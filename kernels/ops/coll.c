@@ -12,19 +12,19 @@
 static const char *const coll_names[] = {"allreduce", "reduce_scatter", "all_gather"};
 
 static const struct align_tensor_spec ar_in[] = {
-	{"x", ALIGN_DT_F32, "N,D", {ALIGN_FILL_NORMAL, 1.0f, 0}, "row r: rank r's contribution"},
+	{"x", ALIGN_DT_F32, "N,D", {ALIGN_FILL_NORMAL, 1.0f, 0, 0}, "row r: rank r's contribution"},
 };
 static const struct align_tensor_spec ar_out[] = {
-	{"y", ALIGN_DT_F32, "N,D", {ALIGN_FILL_NORMAL, 0, 0}, "row r: rank r's result (the sum)"},
+	{"y", ALIGN_DT_F32, "N,D", {ALIGN_FILL_NORMAL, 0, 0, 0}, "row r: rank r's result (the sum)"},
 };
 static const struct align_tensor_spec rs_in[] = {
-	{"x", ALIGN_DT_F32, "N,N*D", {ALIGN_FILL_NORMAL, 1.0f, 0}, "row r: rank r's contribution (N blocks of D)"},
+	{"x", ALIGN_DT_F32, "N,N*D", {ALIGN_FILL_NORMAL, 1.0f, 0, 0}, "row r: rank r's contribution (N blocks of D)"},
 };
 static const struct align_tensor_spec rs_out[] = {
-	{"y", ALIGN_DT_F32, "N,D", {ALIGN_FILL_NORMAL, 0, 0}, "row r: block r of the sum"},
+	{"y", ALIGN_DT_F32, "N,D", {ALIGN_FILL_NORMAL, 0, 0, 0}, "row r: block r of the sum"},
 };
 static const struct align_tensor_spec ag_out[] = {
-	{"y", ALIGN_DT_F32, "N,N*D", {ALIGN_FILL_NORMAL, 0, 0}, "row r: the N contributions in rank order"},
+	{"y", ALIGN_DT_F32, "N,N*D", {ALIGN_FILL_NORMAL, 0, 0, 0}, "row r: the N contributions in rank order"},
 };
 
 static int coll_dtype(const struct align_modes *m)

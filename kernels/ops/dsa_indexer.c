@@ -8,13 +8,17 @@
 #include "ops.h"
 
 static const struct align_tensor_spec in_specs[] = {
-	{"q", ALIGN_DT_BF16, "T,H,D", {ALIGN_FILL_SPECIAL, 1.0f, 4.0f}, "indexer queries after RoPE (before Hadamard)"},
-	{"k", ALIGN_DT_BF16, "S,D", {ALIGN_FILL_SPECIAL, 1.0f, 4.0f}, "indexer keys after LayerNorm, RoPE"},
-	{"w", ALIGN_DT_BF16, "T,H", {ALIGN_FILL_SPECIAL, 1.0f, 4.0f}, "head weights weights_proj(x) (unscaled)"},
+	{"q",
+	 ALIGN_DT_BF16,
+	 "T,H,D",
+	 {ALIGN_FILL_SPECIAL, 1.0f, 4.0f, 0},
+	 "indexer queries after RoPE (before Hadamard)"},
+	{"k", ALIGN_DT_BF16, "S,D", {ALIGN_FILL_SPECIAL, 1.0f, 4.0f, 0}, "indexer keys after LayerNorm, RoPE"},
+	{"w", ALIGN_DT_BF16, "T,H", {ALIGN_FILL_SPECIAL, 1.0f, 4.0f, 0}, "head weights weights_proj(x) (unscaled)"},
 };
 static const struct align_tensor_spec out_specs[] = {
-	{"idx", ALIGN_DT_I32, "T,K", {ALIGN_FILL_NORMAL, 0, 0}, "selected key rows (-1: none)"},
-	{"score", ALIGN_DT_F32, "T,S", {ALIGN_FILL_NORMAL, 0, 0}, "index scores (-inf: masked)"},
+	{"idx", ALIGN_DT_I32, "T,K", {ALIGN_FILL_NORMAL, 0, 0, 0}, "selected key rows (-1: none)"},
+	{"score", ALIGN_DT_F32, "T,S", {ALIGN_FILL_NORMAL, 0, 0, 0}, "index scores (-inf: masked)"},
 };
 
 static int dsa_indexer_cfg_modes(struct dsa_indexer_cfg *c, const struct align_modes *m, struct align_err *err)

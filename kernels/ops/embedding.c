@@ -7,11 +7,11 @@
 #include "ops.h"
 
 static const struct align_tensor_spec in_specs[] = {
-	{"ids", ALIGN_DT_I32, "T", {ALIGN_FILL_TOKEN_IDS, 0, 512.0f}, "token ids"},
-	{"table", ALIGN_DT_F32, "V,D", {ALIGN_FILL_SPECIAL, 1.0f, 4.0f}, "embedding table (fp32 master)"},
+	{"ids", ALIGN_DT_I32, "T", {ALIGN_FILL_TOKEN_IDS, 0, 512.0f, 'V'}, "token ids"},
+	{"table", ALIGN_DT_F32, "V,D", {ALIGN_FILL_SPECIAL, 1.0f, 4.0f, 0}, "embedding table (fp32 master)"},
 };
 static const struct align_tensor_spec out_specs[] = {
-	{"y", ALIGN_DT_BF16, "T,D", {ALIGN_FILL_NORMAL, 0, 0}, "embedded tokens"},
+	{"y", ALIGN_DT_BF16, "T,D", {ALIGN_FILL_NORMAL, 0, 0, 0}, "embedded tokens"},
 };
 
 int embedding_check_ids(const int32_t *ids, int64_t T, int64_t V, struct align_err *err)

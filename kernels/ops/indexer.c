@@ -8,13 +8,13 @@
 #include "ops.h"
 
 static const struct align_tensor_spec in_specs[] = {
-	{"q", ALIGN_DT_BF16, "T,H,D", {ALIGN_FILL_SPECIAL, 1.0f, 4.0f}, "indexer queries (after RoPE, Hadamard)"},
-	{"k", ALIGN_DT_BF16, "S,D", {ALIGN_FILL_SPECIAL, 1.0f, 4.0f}, "indexer compressed keys"},
-	{"w", ALIGN_DT_BF16, "T,H", {ALIGN_FILL_SPECIAL, 1.0f, 4.0f}, "head weights x @ Wweights^T (unscaled)"},
+	{"q", ALIGN_DT_BF16, "T,H,D", {ALIGN_FILL_SPECIAL, 1.0f, 4.0f, 0}, "indexer queries (after RoPE, Hadamard)"},
+	{"k", ALIGN_DT_BF16, "S,D", {ALIGN_FILL_SPECIAL, 1.0f, 4.0f, 0}, "indexer compressed keys"},
+	{"w", ALIGN_DT_BF16, "T,H", {ALIGN_FILL_SPECIAL, 1.0f, 4.0f, 0}, "head weights x @ Wweights^T (unscaled)"},
 };
 static const struct align_tensor_spec out_specs[] = {
-	{"idx", ALIGN_DT_I32, "T,K", {ALIGN_FILL_NORMAL, 0, 0}, "selected entries + offset (-1: none)"},
-	{"score", ALIGN_DT_F32, "T,S", {ALIGN_FILL_NORMAL, 0, 0}, "index scores (-inf: masked)"},
+	{"idx", ALIGN_DT_I32, "T,K", {ALIGN_FILL_NORMAL, 0, 0, 0}, "selected entries + offset (-1: none)"},
+	{"score", ALIGN_DT_F32, "T,S", {ALIGN_FILL_NORMAL, 0, 0, 0}, "index scores (-inf: masked)"},
 };
 
 static int indexer_cfg_modes(struct indexer_cfg *c, const struct align_modes *m, struct align_err *err)

@@ -7,11 +7,15 @@
 #include "ops.h"
 
 static const struct align_tensor_spec in_specs[] = {
-	{"x", ALIGN_DT_BF16, "T,D", {ALIGN_FILL_SPECIAL, 1.0f, 10.0f}, "final norm output"},
-	{"w", ALIGN_DT_F32, "V,D", {ALIGN_FILL_SPECIAL, 0.03f, 0.5f}, "output matrix (fp32 master, shared with MTP)"},
+	{"x", ALIGN_DT_BF16, "T,D", {ALIGN_FILL_SPECIAL, 1.0f, 10.0f, 0}, "final norm output"},
+	{"w",
+	 ALIGN_DT_F32,
+	 "V,D",
+	 {ALIGN_FILL_SPECIAL, 0.03f, 0.5f, 0},
+	 "output matrix (fp32 master, shared with MTP)"},
 };
 static const struct align_tensor_spec out_specs[] = {
-	{"logits", ALIGN_DT_F32, "T,V", {ALIGN_FILL_NORMAL, 0, 0}, "logits (f32 or bf16 per LMHEAD_LOGITS)"},
+	{"logits", ALIGN_DT_F32, "T,V", {ALIGN_FILL_NORMAL, 0, 0, 0}, "logits (f32 or bf16 per LMHEAD_LOGITS)"},
 };
 
 int lm_head_logits_dtype(int v)

@@ -168,11 +168,11 @@ static int cfg_check(const void *params, const struct align_modes *m, const stru
 }
 
 static const struct align_tensor_spec in_specs[] = {
-	{"a", ALIGN_DT_F32, "T,D", {ALIGN_FILL_SPECIAL, 1.0f, 10.0f}, "activations"},
-	{"b", ALIGN_DT_F32, "F,D", {ALIGN_FILL_SPECIAL, 0.03f, 0.5f}, "weight, torch Linear layout"},
+	{"a", ALIGN_DT_F32, "T,D", {ALIGN_FILL_SPECIAL, 1.0f, 10.0f, 0}, "activations"},
+	{"b", ALIGN_DT_F32, "F,D", {ALIGN_FILL_SPECIAL, 0.03f, 0.5f, 0}, "weight, torch Linear layout"},
 };
 static const struct align_tensor_spec out_specs[] = {
-	{"y", ALIGN_DT_BF16, "T,F", {ALIGN_FILL_NORMAL, 0, 0}, "a @ b^T (bf16 or f32 per MATMUL_OUT)"},
+	{"y", ALIGN_DT_BF16, "T,F", {ALIGN_FILL_NORMAL, 0, 0, 0}, "a @ b^T (bf16 or f32 per MATMUL_OUT)"},
 };
 static const int modes_read[] = {MODE_MATMUL_OPERAND, MODE_MATMUL_ACCUM,
 				 MODE_MATMUL_FMA,     MODE_MATMUL_OUT,

@@ -84,13 +84,13 @@ static int cfg_check(const void *params, const struct align_modes *m, const stru
 }
 
 static const struct align_tensor_spec in_specs[] = {
-	{"x", ALIGN_DT_BF16, "T,N,D", {ALIGN_FILL_SPECIAL, 1.0f, 10.0f}, "final residual streams"},
-	{"fn", ALIGN_DT_F32, "N,N*D", {ALIGN_FILL_NORMAL, 0.02f, 0}, "hc_head_fn"},
-	{"base", ALIGN_DT_F32, "N", {ALIGN_FILL_NORMAL, 0.5f, 0}, "hc_head_base"},
-	{"scale", ALIGN_DT_F32, "1", {ALIGN_FILL_POSITIVE, 1.0f, 0}, "hc_head_scale"},
+	{"x", ALIGN_DT_BF16, "T,N,D", {ALIGN_FILL_SPECIAL, 1.0f, 10.0f, 0}, "final residual streams"},
+	{"fn", ALIGN_DT_F32, "N,N*D", {ALIGN_FILL_NORMAL, 0.02f, 0, 0}, "hc_head_fn"},
+	{"base", ALIGN_DT_F32, "N", {ALIGN_FILL_NORMAL, 0.5f, 0, 0}, "hc_head_base"},
+	{"scale", ALIGN_DT_F32, "1", {ALIGN_FILL_POSITIVE, 1.0f, 0, 0}, "hc_head_scale"},
 };
 static const struct align_tensor_spec out_specs[] = {
-	{"y", ALIGN_DT_BF16, "T,D", {ALIGN_FILL_NORMAL, 0, 0}, "contracted hidden state"},
+	{"y", ALIGN_DT_BF16, "T,D", {ALIGN_FILL_NORMAL, 0, 0, 0}, "contracted hidden state"},
 };
 static const int modes_read[] = {MODE_MATH_IMPL, MODE_MHC_RMS_FORM, MODE_MHC_PROJ_GEMM,	   MODE_MHC_PARAM,
 				 MODE_MHC_COEF,	 MODE_MHC_EXP,	    MODE_MHC_COMPUTEH_FMA, -1};

@@ -5,13 +5,13 @@
 #include "ops.h"
 
 static const struct align_tensor_spec in_specs[] = {
-	{"x", ALIGN_DT_BF16, "T,N,D", {ALIGN_FILL_SPECIAL, 1.0f, 10.0f}, "residual streams"},
-	{"f", ALIGN_DT_BF16, "T,D", {ALIGN_FILL_SPECIAL, 1.0f, 10.0f}, "sublayer output"},
-	{"post", ALIGN_DT_F32, "T,N", {ALIGN_FILL_POSITIVE, 2.0f, 0}, "H_post"},
-	{"comb", ALIGN_DT_F32, "T,N,N", {ALIGN_FILL_POSITIVE, 0.5f, 0}, "H_res, rows = source stream"},
+	{"x", ALIGN_DT_BF16, "T,N,D", {ALIGN_FILL_SPECIAL, 1.0f, 10.0f, 0}, "residual streams"},
+	{"f", ALIGN_DT_BF16, "T,D", {ALIGN_FILL_SPECIAL, 1.0f, 10.0f, 0}, "sublayer output"},
+	{"post", ALIGN_DT_F32, "T,N", {ALIGN_FILL_POSITIVE, 2.0f, 0, 0}, "H_post"},
+	{"comb", ALIGN_DT_F32, "T,N,N", {ALIGN_FILL_POSITIVE, 0.5f, 0, 0}, "H_res, rows = source stream"},
 };
 static const struct align_tensor_spec out_specs[] = {
-	{"x_new", ALIGN_DT_BF16, "T,N,D", {ALIGN_FILL_NORMAL, 0, 0}, "updated residual streams"},
+	{"x_new", ALIGN_DT_BF16, "T,N,D", {ALIGN_FILL_NORMAL, 0, 0, 0}, "updated residual streams"},
 };
 
 /* the MHC_* switches hc_post reads (every value runs on both twins) */

@@ -272,16 +272,16 @@ static int cfg_check(const void *params, const struct align_modes *m, const stru
 }
 
 static const struct align_tensor_spec in_specs[] = {
-	{"x", ALIGN_DT_BF16, "T,N,D", {ALIGN_FILL_SPECIAL, 1.0f, 10.0f}, "residual streams"},
-	{"fn", ALIGN_DT_F32, "(2+N)*N,N*D", {ALIGN_FILL_NORMAL, 0.02f, 0}, "mapping weight hc_fn"},
-	{"base", ALIGN_DT_F32, "(2+N)*N", {ALIGN_FILL_NORMAL, 0.5f, 0}, "hc_base"},
-	{"scale", ALIGN_DT_F32, "3", {ALIGN_FILL_POSITIVE, 1.0f, 0}, "hc_scale (pre, post, comb)"},
+	{"x", ALIGN_DT_BF16, "T,N,D", {ALIGN_FILL_SPECIAL, 1.0f, 10.0f, 0}, "residual streams"},
+	{"fn", ALIGN_DT_F32, "(2+N)*N,N*D", {ALIGN_FILL_NORMAL, 0.02f, 0, 0}, "mapping weight hc_fn"},
+	{"base", ALIGN_DT_F32, "(2+N)*N", {ALIGN_FILL_NORMAL, 0.5f, 0, 0}, "hc_base"},
+	{"scale", ALIGN_DT_F32, "3", {ALIGN_FILL_POSITIVE, 1.0f, 0, 0}, "hc_scale (pre, post, comb)"},
 };
 static const struct align_tensor_spec out_specs[] = {
-	{"y", ALIGN_DT_BF16, "T,D", {ALIGN_FILL_NORMAL, 0, 0}, "aggregated sublayer input"},
-	{"pre", ALIGN_DT_F32, "T,N", {ALIGN_FILL_NORMAL, 0, 0}, "H_pre"},
-	{"post", ALIGN_DT_F32, "T,N", {ALIGN_FILL_NORMAL, 0, 0}, "H_post"},
-	{"comb", ALIGN_DT_F32, "T,N,N", {ALIGN_FILL_NORMAL, 0, 0}, "H_res (Sinkhorn), rows = source stream"},
+	{"y", ALIGN_DT_BF16, "T,D", {ALIGN_FILL_NORMAL, 0, 0, 0}, "aggregated sublayer input"},
+	{"pre", ALIGN_DT_F32, "T,N", {ALIGN_FILL_NORMAL, 0, 0, 0}, "H_pre"},
+	{"post", ALIGN_DT_F32, "T,N", {ALIGN_FILL_NORMAL, 0, 0, 0}, "H_post"},
+	{"comb", ALIGN_DT_F32, "T,N,N", {ALIGN_FILL_NORMAL, 0, 0, 0}, "H_res (Sinkhorn), rows = source stream"},
 };
 static const int modes_read[] = {MODE_MATH_IMPL,     MODE_MHC_SINKHORN, MODE_MHC_SUM_ORDER,    MODE_MHC_HPRE_EPS,
 				 MODE_MHC_HPOST_EPS, MODE_MHC_RMS_FORM, MODE_MHC_PROJ_GEMM,    MODE_MHC_PARAM,

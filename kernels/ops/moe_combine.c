@@ -5,13 +5,13 @@
 #include "ops.h"
 
 static const struct align_tensor_spec in_specs[] = {
-	{"eo", ALIGN_DT_BF16, "T,K,D", {ALIGN_FILL_SPECIAL, 1.0f, 10.0f}, "expert outputs per top-k slot"},
-	{"idx", ALIGN_DT_I32, "T,K", {ALIGN_FILL_EXPERT_IDS, 0, 256.0f}, "expert id of each slot (distinct)"},
-	{"w", ALIGN_DT_F32, "T,K", {ALIGN_FILL_POSITIVE, 1.0f, 0}, "routing weights"},
-	{"shared", ALIGN_DT_BF16, "T,D", {ALIGN_FILL_NORMAL, 1.0f, 0}, "shared expert output"},
+	{"eo", ALIGN_DT_BF16, "T,K,D", {ALIGN_FILL_SPECIAL, 1.0f, 10.0f, 0}, "expert outputs per top-k slot"},
+	{"idx", ALIGN_DT_I32, "T,K", {ALIGN_FILL_EXPERT_IDS, 0, 256.0f, 'E'}, "expert id of each slot (distinct)"},
+	{"w", ALIGN_DT_F32, "T,K", {ALIGN_FILL_POSITIVE, 1.0f, 0, 0}, "routing weights"},
+	{"shared", ALIGN_DT_BF16, "T,D", {ALIGN_FILL_NORMAL, 1.0f, 0, 0}, "shared expert output"},
 };
 static const struct align_tensor_spec out_specs[] = {
-	{"y", ALIGN_DT_BF16, "T,D", {ALIGN_FILL_NORMAL, 0, 0}, "combined MoE output"},
+	{"y", ALIGN_DT_BF16, "T,D", {ALIGN_FILL_NORMAL, 0, 0, 0}, "combined MoE output"},
 };
 
 /* the MOE_COMBINE_* and SWIGLU_PROBS switches (every value runs on both twins) */

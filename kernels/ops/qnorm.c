@@ -7,10 +7,10 @@
 #include "ops.h"
 
 static const struct align_tensor_spec in_specs[] = {
-	{"q", ALIGN_DT_BF16, "T,H,D", {ALIGN_FILL_SPECIAL, 1.0f, 10.0f}, "queries after wq_b"},
+	{"q", ALIGN_DT_BF16, "T,H,D", {ALIGN_FILL_SPECIAL, 1.0f, 10.0f, 0}, "queries after wq_b"},
 };
 static const struct align_tensor_spec out_specs[] = {
-	{"y", ALIGN_DT_BF16, "T,H,D", {ALIGN_FILL_NORMAL, 0, 0}, "per-head normalised queries"},
+	{"y", ALIGN_DT_BF16, "T,H,D", {ALIGN_FILL_NORMAL, 0, 0, 0}, "per-head normalised queries"},
 };
 
 /* y's dtype for QNORM_MODE value v */

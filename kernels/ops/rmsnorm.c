@@ -7,11 +7,11 @@
 #include "ops.h"
 
 static const struct align_tensor_spec in_specs[] = {
-	{"x", ALIGN_DT_BF16, "T,D", {ALIGN_FILL_SPECIAL, 1.0f, 10.0f}, "hidden states"},
-	{"w", ALIGN_DT_F32, "D", {ALIGN_FILL_POSITIVE, 2.0f, 0}, "norm weight (fp32, not bf16-exact)"},
+	{"x", ALIGN_DT_BF16, "T,D", {ALIGN_FILL_SPECIAL, 1.0f, 10.0f, 0}, "hidden states"},
+	{"w", ALIGN_DT_F32, "D", {ALIGN_FILL_POSITIVE, 2.0f, 0, 0}, "norm weight (fp32, not bf16-exact)"},
 };
 static const struct align_tensor_spec out_specs[] = {
-	{"y", ALIGN_DT_BF16, "T,D", {ALIGN_FILL_NORMAL, 0, 0}, "normalised, weighted"},
+	{"y", ALIGN_DT_BF16, "T,D", {ALIGN_FILL_NORMAL, 0, 0, 0}, "normalised, weighted"},
 };
 
 int rmsnorm_factor_cfg_init(struct rmsnorm_factor_cfg *f, const char *op, const struct align_modes *m, int device,

@@ -7,11 +7,11 @@
 #include "ops.h"
 
 static const struct align_tensor_spec in_specs[] = {
-	{"x", ALIGN_DT_BF16, "T,H,D", {ALIGN_FILL_SPECIAL, 4.0f, 60000.0f}, "q / kv / compressed kv rows, per head"},
-	{"pos", ALIGN_DT_I32, "T", {ALIGN_FILL_TOKEN_IDS, 0, 1048576.0f}, "position of each row"},
+	{"x", ALIGN_DT_BF16, "T,H,D", {ALIGN_FILL_SPECIAL, 4.0f, 60000.0f, 0}, "q / kv / compressed kv rows, per head"},
+	{"pos", ALIGN_DT_I32, "T", {ALIGN_FILL_TOKEN_IDS, 0, 1048576.0f, 0}, "position of each row"},
 };
 static const struct align_tensor_spec out_specs[] = {
-	{"y", ALIGN_DT_BF16, "T,H,D", {ALIGN_FILL_NORMAL, 0, 0}, "rotated rows (non-rope dims copied)"},
+	{"y", ALIGN_DT_BF16, "T,H,D", {ALIGN_FILL_NORMAL, 0, 0, 0}, "rotated rows (non-rope dims copied)"},
 };
 
 void rope_params_default(struct rope_params *p)

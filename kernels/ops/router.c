@@ -306,15 +306,15 @@ static int cfg_check(const void *params, const struct align_modes *m, const stru
 }
 
 static const struct align_tensor_spec in_specs[] = {
-	{"x", ALIGN_DT_BF16, "T,D", {ALIGN_FILL_SPECIAL, 1.0f, 10.0f}, "ffn_norm output"},
-	{"w", ALIGN_DT_F32, "E,D", {ALIGN_FILL_SPECIAL, 0.03f, 0.5f}, "gate weight (fp32 master)"},
-	{"bias", ALIGN_DT_F32, "E", {ALIGN_FILL_SPECIAL, -0.01f, 0.0f}, "expert selection bias"},
-	{"ids", ALIGN_DT_I32, "T", {ALIGN_FILL_TOKEN_IDS, 0, 1024.0f}, "token ids (hash layers)"},
-	{"tid2eid", ALIGN_DT_I32, "V,K", {ALIGN_FILL_EXPERT_IDS, 0, 256.0f}, "hash routing table"},
+	{"x", ALIGN_DT_BF16, "T,D", {ALIGN_FILL_SPECIAL, 1.0f, 10.0f, 0}, "ffn_norm output"},
+	{"w", ALIGN_DT_F32, "E,D", {ALIGN_FILL_SPECIAL, 0.03f, 0.5f, 0}, "gate weight (fp32 master)"},
+	{"bias", ALIGN_DT_F32, "E", {ALIGN_FILL_SPECIAL, -0.01f, 0.0f, 0}, "expert selection bias"},
+	{"ids", ALIGN_DT_I32, "T", {ALIGN_FILL_TOKEN_IDS, 0, 1024.0f, 'V'}, "token ids (hash layers)"},
+	{"tid2eid", ALIGN_DT_I32, "V,K", {ALIGN_FILL_EXPERT_IDS, 0, 256.0f, 'E'}, "hash routing table"},
 };
 static const struct align_tensor_spec out_specs[] = {
-	{"idx", ALIGN_DT_I32, "T,K", {ALIGN_FILL_NORMAL, 0, 0}, "selected experts"},
-	{"wt", ALIGN_DT_F32, "T,K", {ALIGN_FILL_NORMAL, 0, 0}, "routing weights"},
+	{"idx", ALIGN_DT_I32, "T,K", {ALIGN_FILL_NORMAL, 0, 0, 0}, "selected experts"},
+	{"wt", ALIGN_DT_F32, "T,K", {ALIGN_FILL_NORMAL, 0, 0, 0}, "routing weights"},
 };
 static const int modes_read[] = {MODE_MATH_IMPL,	 MODE_ROUTER_GEMM,	 MODE_ROUTER_SQRTSOFTPLUS_EPS,
 				 MODE_ROUTER_NORM_EPS,	 MODE_ROUTER_SUM,	 MODE_ROUTER_TOPK_ORDER,

@@ -9,17 +9,17 @@
 #include "sparse_attn_row.h"
 
 static const struct align_tensor_spec in_specs[] = {
-	{"q", ALIGN_DT_BF16, "T,H,D", {ALIGN_FILL_SPECIAL, 1.0f, 8.0f}, "queries (q_norm, RoPE applied)"},
-	{"kv", ALIGN_DT_BF16, "S,D", {ALIGN_FILL_NORMAL, 1.0f, 0}, "keys = values: raw KV then compressed KV"},
+	{"q", ALIGN_DT_BF16, "T,H,D", {ALIGN_FILL_SPECIAL, 1.0f, 8.0f, 0}, "queries (q_norm, RoPE applied)"},
+	{"kv", ALIGN_DT_BF16, "S,D", {ALIGN_FILL_NORMAL, 1.0f, 0, 0}, "keys = values: raw KV then compressed KV"},
 	{"idx",
 	 ALIGN_DT_I32,
 	 "T,N",
-	 {ALIGN_FILL_KV_IDX, 0, 96.0f},
+	 {ALIGN_FILL_KV_IDX, 0, 96.0f, 'S'},
 	 "kv rows per query, [window | compressed], -1 invalid"},
-	{"sink", ALIGN_DT_F32, "H", {ALIGN_FILL_NORMAL, 2.0f, 0}, "attention sink logit per head"},
+	{"sink", ALIGN_DT_F32, "H", {ALIGN_FILL_NORMAL, 2.0f, 0, 0}, "attention sink logit per head"},
 };
 static const struct align_tensor_spec out_specs[] = {
-	{"o", ALIGN_DT_BF16, "T,H,D", {ALIGN_FILL_NORMAL, 0, 0}, "attention output"},
+	{"o", ALIGN_DT_BF16, "T,H,D", {ALIGN_FILL_NORMAL, 0, 0, 0}, "attention output"},
 };
 
 static int sparse_attn_cfg_modes(struct sparse_attn_cfg *c, const struct align_modes *m, int device,

@@ -9,12 +9,12 @@
 #include "sparse_mla_row.h"
 
 static const struct align_tensor_spec in_specs[] = {
-	{"q", ALIGN_DT_BF16, "T,H,D", {ALIGN_FILL_SPECIAL, 1.0f, 8.0f}, "absorbed queries [latent F | rope D-F]"},
-	{"kv", ALIGN_DT_BF16, "S,D", {ALIGN_FILL_NORMAL, 1.0f, 0}, "kv cache rows [latent F (= V) | k_pe]"},
-	{"idx", ALIGN_DT_I32, "T,N", {ALIGN_FILL_KV_IDX, 0, 96.0f}, "selected kv rows per query, -1 invalid"},
+	{"q", ALIGN_DT_BF16, "T,H,D", {ALIGN_FILL_SPECIAL, 1.0f, 8.0f, 0}, "absorbed queries [latent F | rope D-F]"},
+	{"kv", ALIGN_DT_BF16, "S,D", {ALIGN_FILL_NORMAL, 1.0f, 0, 0}, "kv cache rows [latent F (= V) | k_pe]"},
+	{"idx", ALIGN_DT_I32, "T,N", {ALIGN_FILL_KV_IDX, 0, 96.0f, 'S'}, "selected kv rows per query, -1 invalid"},
 };
 static const struct align_tensor_spec out_specs[] = {
-	{"o", ALIGN_DT_BF16, "T,H,F", {ALIGN_FILL_NORMAL, 0, 0}, "attention output over the latent values"},
+	{"o", ALIGN_DT_BF16, "T,H,F", {ALIGN_FILL_NORMAL, 0, 0, 0}, "attention output over the latent values"},
 };
 
 static int sparse_mla_cfg_modes(struct sparse_mla_cfg *c, const struct align_modes *m, int device,

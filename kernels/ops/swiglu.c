@@ -5,12 +5,12 @@
 #include "ops.h"
 
 static const struct align_tensor_spec in_specs[] = {
-	{"g", ALIGN_DT_BF16, "T,F", {ALIGN_FILL_SPECIAL, 4.0f, 10.0f}, "gate (x @ W1^T)"},
-	{"u", ALIGN_DT_BF16, "T,F", {ALIGN_FILL_SPECIAL, 4.0f, 10.0f}, "up (x @ W3^T)"},
-	{"p", ALIGN_DT_F32, "T", {ALIGN_FILL_POSITIVE, 1.0f, 0}, "routing probability"},
+	{"g", ALIGN_DT_BF16, "T,F", {ALIGN_FILL_SPECIAL, 4.0f, 10.0f, 0}, "gate (x @ W1^T)"},
+	{"u", ALIGN_DT_BF16, "T,F", {ALIGN_FILL_SPECIAL, 4.0f, 10.0f, 0}, "up (x @ W3^T)"},
+	{"p", ALIGN_DT_F32, "T", {ALIGN_FILL_POSITIVE, 1.0f, 0, 0}, "routing probability"},
 };
 static const struct align_tensor_spec out_specs[] = {
-	{"a", ALIGN_DT_BF16, "T,F", {ALIGN_FILL_NORMAL, 0, 0}, "activation fed to W2"},
+	{"a", ALIGN_DT_BF16, "T,F", {ALIGN_FILL_NORMAL, 0, 0, 0}, "activation fed to W2"},
 };
 
 /* the SWIGLU_* switches (every value runs on both twins) */

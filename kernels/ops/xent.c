@@ -11,14 +11,14 @@ static const struct align_tensor_spec in_specs[] = {
 	{"logits",
 	 ALIGN_DT_F32,
 	 "T,V",
-	 {ALIGN_FILL_SPECIAL, 4.0f, 30.0f},
+	 {ALIGN_FILL_SPECIAL, 4.0f, 30.0f, 0},
 	 "LM head output (f32 or bf16 per LMHEAD_LOGITS)"},
-	{"labels", ALIGN_DT_I32, "T", {ALIGN_FILL_KV_IDX, 0, 512.0f}, "target ids (-1: ignored token)"},
+	{"labels", ALIGN_DT_I32, "T", {ALIGN_FILL_KV_IDX, 0, 512.0f, 'V'}, "target ids (-1: ignored token)"},
 };
 static const struct align_tensor_spec out_specs[] = {
-	{"loss", ALIGN_DT_F32, "T", {ALIGN_FILL_NORMAL, 0, 0}, "per-token loss (0 where ignored)"},
-	{"lse", ALIGN_DT_F32, "T", {ALIGN_FILL_NORMAL, 0, 0}, "logsumexp of each row"},
-	{"mean", ALIGN_DT_F32, "1", {ALIGN_FILL_NORMAL, 0, 0}, "token mean of the loss over valid tokens"},
+	{"loss", ALIGN_DT_F32, "T", {ALIGN_FILL_NORMAL, 0, 0, 0}, "per-token loss (0 where ignored)"},
+	{"lse", ALIGN_DT_F32, "T", {ALIGN_FILL_NORMAL, 0, 0, 0}, "logsumexp of each row"},
+	{"mean", ALIGN_DT_F32, "1", {ALIGN_FILL_NORMAL, 0, 0, 0}, "token mean of the loss over valid tokens"},
 };
 
 static int xent_cfg_modes(struct xent_cfg *c, const struct align_modes *m, int64_t V, int device, struct align_err *err)

@@ -73,4 +73,18 @@ run_align 0 run lm_head --profile deepseek-ref --trace a.atf && grep -q '"name":
 	fail "deepseek-ref logits not fp32"
 run_align 0 run lm_head --profile megatron --trace b.atf && grep -q '"name":"lm_head.logits".*"dtype":"bf16"' b.atf ||
 	fail "megatron logits not bf16"
+# seeded ids follow --shape: labels / ids / kv and expert indices are drawn from the shape's V, S or E
+# (they were drawn from the default V = 512 whatever --shape said, so V=64 was refused as out of range)
+for spec in "xent --shape T=8,V=64,S=4" "embedding --shape T=8,V=16,D=32" "router --shape T=4,D=128,E=16,K=2,V=8" \
+	"sparse_attn --shape T=4,H=2,S=8"; do # sparse_attn last: its idx is checked below
+	run_align 0 run $spec --steps 2 --save-inputs ids.st || fail "align run $spec refused its own seeded inputs"
+done
+python3 - ids.st <<'PY' || fail "sparse_attn idx outside [-1, 8)"
+import json, struct, sys
+b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+off = h["step2.idx"]["data_offsets"]; data = b[8 + n + off[0]:8 + n + off[1]]
+ids = struct.unpack("<%di" % (len(data) // 4), data)
+sys.exit(0 if ids and all(-1 <= i < 8 for i in ids) and max(ids) >= 0 else 1)
+PY
+run_align 2 run moe_combine --shape E=4 --steps 1 && expect_err "cannot fill input 'idx' of moe_combine for these dims"
 finish

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# explain-planted: `align explain` finds planted mode assignments, on every op. For each op (every row of
+# `align run --list`), DRAWS assignments of the op's switches are drawn at random (fixed seed; CPU values:
+# the GPU-only ones are left out, as explain leaves them out on the CPU), the output is produced by
+# `align run OP --mode ...` on inputs it saves (--save-inputs, a new --seed per draw, small dims), and
+# `align explain` must (a) exit 0 with an exhaustive search, (b) report a description that contains the
+# planted assignment, and (c) report only assignments that reproduce the output: up to VERIFY of the
+# assignments its descriptions stand for are re-run with `align run --inputs` and their bytes compared
+# with the planted output (cmp). Once per op the same question is asked with --no-screen (every
+# assignment replayed whole) and with -j 2, and the matches must be the same (the screening on the first
+# rows refutes only what the whole replay refutes; threads change nothing).
+. "$SRCROOT/tests/cli/lib.sh"
+DRAWS=${EXPLAIN_DRAWS:-6}
+VERIFY=${EXPLAIN_VERIFY:-12}
+"$ALIGN" run --list >list.txt || fail "align run --list"
+"$ALIGN" modes >modes.txt || fail "align modes"
+python3 - "$ALIGN" "$DRAWS" "$VERIFY" <<'PY' || fail "planted assignments (see above)"
+import itertools, json, random, subprocess, sys
+align, draws, verify = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+# fast dims per op (every op of `align run --list` must have a row: a new op fails here until it has one)
+dims = {
+    "matmul": "T=4,D=64,F=8", "rmsnorm": "T=4,D=256", "qnorm": "T=3,H=2,D=128", "swiglu": "T=4,F=256",
+    "router": "T=4,D=128", "mhc_pre": "T=3,N=4,D=64", "mhc_post": "T=3,N=4,D=64", "mhc_head": "T=3,N=4,D=64",
+    "moe_combine": "T=4,K=6,D=64", "allreduce": "N=4,D=512", "reduce_scatter": "N=4,D=128",
+    "all_gather": "N=4,D=64", "sparse_attn": "T=4,H=2", "rope": "T=4,H=2", "indexer": "T=16,H=4,D=32,S=8,K=4",
+    "embedding": "T=4,V=16,D=32", "lm_head": "T=4,D=64,V=32", "xent": "T=8,V=64,S=4",
+    "dsa_indexer": "T=8,H=2,D=16,S=8,K=4", "sparse_mla": "T=4,H=2",
+}
+ops, switches = [], {}
+for line in open("list.txt"):
+    if line[0].isalpha() and ": block of" not in line:
+        ops.append(line.split(":")[0])
+    elif line.strip().startswith("switches:"):
+        switches[ops[-1]] = line.split()[1:]
+values = {}
+for line in open("modes.txt").readlines()[1:]:
+    f = line.split()
+    values[f[0]] = [v for v in f[3].rstrip(":").split("|") if not v.endswith("*")]
+rng = random.Random(19)
+bad = 0
+def run(args):
+    return subprocess.run([align] + args, capture_output=True, text=True)
+def explain(op, extra=()):
+    p = run(["explain", "--op", op, "--inputs", "in.st", "--output", "out.st", "--shape", dims[op],
+             "--format", "json"] + list(extra))
+    return p.returncode, (json.loads(p.stdout) if p.stdout.strip() else None), p.stderr
+def points(d, sw):
+    """the assignments a description stands for (dicts)"""
+    axes = [[(e, v) for v in (d["switches"][e] if e in d["switches"] else sw[e])] for e in sw]
+    return [dict(p) for p in itertools.product(*axes)]
+for op in ops:
+    if op not in dims:
+        print(f"op {op}: no fast dims in explain-planted.sh"); bad += 1; continue
+    sw = {e: values[e] for e in switches[op]}
+    for k in range(draws):
+        plant = {e: rng.choice(v) for e, v in sw.items()}
+        modes = [a for e, v in plant.items() for a in ("--mode", f"{e}={v}")]
+        p = run(["run", op, "--shape", dims[op], "--seed", str(1000 + k), "--save-inputs", "in.st",
+                 "--outputs", "out.st"] + modes)
+        if p.returncode:
+            print(f"{op}: align run {plant} failed: {p.stderr}"); bad += 1; continue
+        rc, j, err = explain(op)
+        tag = f"{op} draw {k} {plant}"
+        if rc != 0 or not j or not j["found"] or not j["search"]["exhaustive"]:
+            print(f"{tag}: explain exit {rc}, {err} {j and j['search']}"); bad += 1; continue
+        if not any(all(plant[e] in d["switches"].get(e, sw[e]) for e in sw) for d in j["descriptions"]):
+            print(f"{tag}: the planted assignment is in no description: {j['descriptions']}"); bad += 1
+        pts = [q for d in j["descriptions"] for q in points(d, sw)]
+        if sum(d["assignments"] for d in j["descriptions"]) < j["matches"] or len(pts) < j["matches"]:
+            print(f"{tag}: descriptions stand for {len(pts)} assignments, matches {j['matches']}"); bad += 1
+        for q in rng.sample(pts, min(verify, len(pts))):
+            qm = [a for e, v in q.items() for a in ("--mode", f"{e}={v}")]
+            r = run(["run", op, "--shape", dims[op], "--inputs", "in.st", "--outputs", "re.st"] + qm)
+            if r.returncode or open("re.st", "rb").read() != open("out.st", "rb").read():
+                print(f"{tag}: reported {q} does not reproduce the output ({r.returncode} {r.stderr})"); bad += 1
+        if k == 0:  # the screening and the threads change no answer
+            for extra in (["--no-screen"], ["-j", "2"]):
+                rc2, j2, err2 = explain(op, extra)
+                if rc2 != 0 or j2["descriptions"] != j["descriptions"] or j2["matches"] != j["matches"]:
+                    print(f"{tag}: {extra} gives other matches: {j2 and j2['descriptions']} vs {j['descriptions']}")
+                    bad += 1
+        print(f"ok {tag}: {j['matches']} matches in {len(j['descriptions'])} descriptions, "
+              f"{j['search']['replays']}")
+sys.exit(1 if bad else 0)
+PY
+finish
