@@ -77,8 +77,15 @@ static int rarely_visible(const char *op, int mode)
 	/* glibc expf is not correctly rounded on ~5e-5 of inputs (test-math); after a bf16 store
 	 * or a handful of exps per token the difference rarely reaches the output bytes; glibc's cosf, sinf
 	 * and powf and the portable ones were both correctly rounded on every rope input (test-math) */
-	return mode == MODE_MATH_IMPL && (!strcmp(op, "swiglu") || !strcmp(op, "mhc_pre") || !strcmp(op, "mhc_head") ||
-					  !strcmp(op, "sparse_attn") || !strcmp(op, "rope"));
+	if (mode == MODE_MATH_IMPL && (!strcmp(op, "swiglu") || !strcmp(op, "mhc_pre") || !strcmp(op, "mhc_head") ||
+				       !strcmp(op, "sparse_attn") || !strcmp(op, "rope")))
+		return 1;
+	/* the compressor's norm runs over F = 128 values of a few rows: the orders and the rsqrt forms differ in
+	 * the last bits of a binary32 factor that a bf16 store rarely shows (the rmsnorm op shows each); the YaRN
+	 * frequency forms differ in a last bit of a few frequencies, which its 8 rows at positions g*K do not
+	 * show (the rope op does); exp as above */
+	return !strcmp(op, "compressor") && (mode == MODE_MATH_IMPL || mode == MODE_RMSNORM_REDUCE ||
+					     mode == MODE_RMSNORM_RSQRT || mode == MODE_ROPE_YARN_FREQ);
 }
 
 /* A switch whose effect did not show with everything else at its default: look for a case
@@ -213,7 +220,8 @@ static void check_op(const struct align_op *op)
 	}
 	for (const int *p = im->modes; *p >= 0; p++)
 		for (int v = 0; v < modes_value_count(*p); v++)
-			if (v != def.v[*p] && !seen[*p][v] && !modes_value_gpu_only(*p, v))
+			if (v != def.v[*p] && !seen[*p][v] && !modes_value_gpu_only(*p, v) &&
+			    !rarely_visible(op->name, *p))
 				seen[*p][v] = search_effect(op, params, &d, *p, v);
 	for (const int *p = im->modes; *p >= 0; p++)
 		for (int v = 0; v < modes_value_count(*p); v++)
@@ -247,10 +255,15 @@ static void check_op(const struct align_op *op)
 	free(params);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	for (int i = 0; i < ALIGN_OP_COUNT; i++)
-		check_op(ops_at(i));
+	for (int i = 0; i < ALIGN_OP_COUNT; i++) { /* test-ops [OP...]: only those ops */
+		int run = argc < 2;
+		for (int a = 1; a < argc; a++)
+			run |= !strcmp(argv[a], ops_at(i)->name);
+		if (run)
+			check_op(ops_at(i));
+	}
 	if (ops_find("nope") || !ops_find("router"))
 		fails++;
 	int64_t shape[4];
