@@ -93,8 +93,7 @@ __global__ void indexer_serial_kernel(indexer_args a, float *wball)
 {
 	const struct indexer_cfg *c = &a.c;
 	const int64_t kk = c->K < c->S ? c->K : c->S;
-	for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < c->T;
-	     t += (int64_t)gridDim.x * blockDim.x) {
+	for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < c->T; t += (int64_t)gridDim.x * blockDim.x) {
 		const int64_t vis = (t + 1) / c->ratio;
 		float *x = a.score + t * c->S, *wb = wball + t * c->H;
 		int32_t *row = a.idx + t * c->K;

@@ -63,9 +63,9 @@ struct indexer_cfg {
 	int64_t T, H, D, S, K;
 	int ratio;
 	int64_t offset;
-	int bf16;	   /* INDEXER_SCORE=bf16 */
-	int twice;	   /* INDEXER_WEIGHT_SCALE=twice */
-	int order;	   /* ALIGN_INDEXER_TOPK_ORDER_* */
+	int bf16;	  /* INDEXER_SCORE=bf16 */
+	int twice;	  /* INDEXER_WEIGHT_SCALE=twice */
+	int order;	  /* ALIGN_INDEXER_TOPK_ORDER_* */
 	float s1, s2, s12; /* H^-0.5, D^-0.5, their product */
 };
 
