@@ -18,6 +18,7 @@ struct run_opts {
 	unsigned long long seed;
 	long long steps;
 	long long variant;   /* params_variant index (0 = the op's defaults) */
+	const char *variant_name; /* --variant NAME (ops_variant_index resolves it into variant) */
 	int list;	     /* --list */
 	int cuda;	     /* --device cuda */
 	long long ranks;     /* --ranks N: launch N processes, one per GPU (run-ranks.c); 0 = not given */
