@@ -400,7 +400,8 @@ static int run_op(struct align_ctx *ctx, struct run_opts *o)
 		int k = vop ? ops_variant_index(vop, o->variant_name) : -1;
 		if (k < 0)
 			return fail_input(&ctx->err, "--variant %s: op '%s' has no variant of that name (named: %s)",
-					  o->variant_name, o->op, vop && ops_variant_names(vop) ? ops_variant_names(vop) : "none");
+					  o->variant_name, o->op,
+					  vop && ops_variant_names(vop) ? ops_variant_names(vop) : "none");
 		o->variant = k;
 	}
 	const char *single[2] = {o->op, NULL};

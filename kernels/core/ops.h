@@ -135,7 +135,7 @@ const struct align_op *ops_find(const char *name); /* NULL when unknown */
  * none of that name; ops_variant_names: "csa, hca, swa" or NULL */
 int ops_variant_index(const struct align_op *op, const char *name);
 const char *ops_variant_names(const struct align_op *op);
-const struct align_op *ops_at(int i);		   /* 0 <= i < ALIGN_OP_COUNT */
+const struct align_op *ops_at(int i); /* 0 <= i < ALIGN_OP_COUNT */
 int ops_op_reads_mode(const struct align_op *op, int mode_id);
 /* the C twin, or ALIGN_ERR_UNSUPPORTED when a switch the op reads holds a value the CPU cannot run
  * (modes_refused_on ALIGN_DEVICE_CPU: the GPU-only values) */

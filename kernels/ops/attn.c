@@ -13,11 +13,21 @@
 
 static const struct align_tensor_spec in_specs[] = {
 	{"x", ALIGN_DT_BF16, "T,D", {ALIGN_FILL_SPECIAL, 1.0f, 8.0f}, "attention-norm output"},
-	{"wd", ALIGN_DT_BF16, "K+5*F+4*S+N,D", {ALIGN_FILL_NORMAL, 0.18f, 0},
+	{"wd",
+	 ALIGN_DT_BF16,
+	 "K+5*F+4*S+N,D",
+	 {ALIGN_FILL_NORMAL, 0.18f, 0},
 	 "wq_a | wkv | compressor wkv, wgate | indexer compressor wkv, wgate | indexer head weights"},
 	{"wq", ALIGN_DT_BF16, "G*H*F+N*S,K", {ALIGN_FILL_NORMAL, 0.18f, 0}, "wq_b | indexer wq_b"},
-	{"ape", ALIGN_DT_F32, "256*F+256*S", {ALIGN_FILL_NORMAL, 0.5f, 0}, "compressor ape [r,coff*F] | indexer's at 256*F"},
-	{"vec", ALIGN_DT_F32, "K+2*F+S+G*H", {ALIGN_FILL_NORMAL, 1.0f, 0},
+	{"ape",
+	 ALIGN_DT_F32,
+	 "256*F+256*S",
+	 {ALIGN_FILL_NORMAL, 0.5f, 0},
+	 "compressor ape [r,coff*F] | indexer's at 256*F"},
+	{"vec",
+	 ALIGN_DT_F32,
+	 "K+2*F+S+G*H",
+	 {ALIGN_FILL_NORMAL, 1.0f, 0},
 	 "q_norm w | kv_norm w | compressor norm w | indexer compressor norm w | sink"},
 	{"wo_a", ALIGN_DT_BF16, "G*E,H*F", {ALIGN_FILL_NORMAL, 0.1f, 0}, "grouped output projection (per group)"},
 	{"wo_b", ALIGN_DT_BF16, "D,G*E", {ALIGN_FILL_NORMAL, 0.25f, 0}, "output projection"},
@@ -38,7 +48,8 @@ int attn_cfg_init(struct attn_cfg *c, const struct attn_params *p, const struct 
 	if (!p)
 		return align_fail(err, ALIGN_ERR_INPUT, "%s: no params", op);
 	if (p->variant < ATTN_CSA || p->variant > ATTN_SWA || p->topk < 1)
-		return align_fail(err, ALIGN_ERR_INPUT, "%s: variant %d unknown or topk %d < 1", op, p->variant, p->topk);
+		return align_fail(err, ALIGN_ERR_INPUT, "%s: variant %d unknown or topk %d < 1", op, p->variant,
+				  p->topk);
 	for (int i = 0; i < 7; i++)
 		ALIGN_TRY(err, op_cfg_rank(err, op, in_specs[i].name, &in[i], i == 3 || i == 4 ? 1 : 2));
 	ALIGN_TRY(err, op_cfg_rank(err, op, out_specs[1].name, &out[1], 3));
@@ -47,11 +58,13 @@ int attn_cfg_init(struct attn_cfg *c, const struct attn_params *p, const struct 
 	int64_t H = F > 0 ? HF / F : 0, G = H > 0 ? GH / H : 0, E = G > 0 ? GE / G : 0;
 	int64_t vl = in[4].shape[0], S = vl - K - 2 * F - GH, N = in[1].shape[0] - K - 5 * F - 4 * S;
 	if (F < 1 || H < 1 || G < 1 || E < 1 || S < 1 || N < 1 || H * F != HF || G * H != GH || G * E != GE)
-		return align_fail(err, ALIGN_ERR_INPUT,
-				  "%s: inconsistent dims (F %lld, H %lld, G %lld, E %lld, S %lld, N %lld from the tensors)",
-				  op, (long long)F, (long long)H, (long long)G, (long long)E, (long long)S, (long long)N);
+		return align_fail(
+			err, ALIGN_ERR_INPUT,
+			"%s: inconsistent dims (F %lld, H %lld, G %lld, E %lld, S %lld, N %lld from the tensors)", op,
+			(long long)F, (long long)H, (long long)G, (long long)E, (long long)S, (long long)N);
 	int64_t V = p->window;
-	int64_t xs[2] = {T, D}, wds[2] = {K + 5 * F + 4 * S + N, D}, wqs[2] = {GH * F + N * S, K}, as[1] = {256 * F + 256 * S};
+	int64_t xs[2] = {T, D}, wds[2] = {K + 5 * F + 4 * S + N, D}, wqs[2] = {GH * F + N * S, K},
+		as[1] = {256 * F + 256 * S};
 	int64_t vs[1] = {K + 2 * F + S + GH}, oas[2] = {GE, HF}, obs[2] = {D, GE}, qs[3] = {T, GH, F}, ks[2] = {T, F};
 	ALIGN_TRY(err, op_cfg_tensor(err, op, "input", "x", &in[0], ALIGN_DT_BF16, 2, xs));
 	ALIGN_TRY(err, op_cfg_tensor(err, op, "input", "wd", &in[1], ALIGN_DT_BF16, 2, wds));
@@ -210,14 +223,36 @@ static int cfg_check(const void *params, const struct align_modes *m, const stru
 	return attn_cfg_init(&c, params, m, in, 7, out, 4, device, err);
 }
 
-static const int modes_read[] = {
-	MODE_MATH_IMPL,	    MODE_RMSNORM_WEIGHT,   MODE_RMSNORM_CAST,	     MODE_RMSNORM_RSQRT,   MODE_RMSNORM_REDUCE,
-	MODE_RMSNORM_EPS,   MODE_QNORM_MODE,	   MODE_ROPE_YARN_FREQ,	     MODE_ROPE_COSSIN,	   MODE_ROPE_ARITH,
-	MODE_CSA_COMP_GEMM, MODE_CSA_COMP_APE,	   MODE_CSA_COMP_POOL,	     MODE_CSA_COMP_SUM,	   MODE_CSA_COMP_NORM,
-	MODE_CSA_HADAMARD,  MODE_CSA_QAT,	   MODE_INDEXER_SCORE,	     MODE_INDEXER_WEIGHT_SCALE,
-	MODE_INDEXER_TOPK_ORDER, MODE_CSA_SINK_IN_MAX, MODE_CSA_SOFTMAX,     MODE_CSA_P,	   MODE_CSA_EXP,
-	MODE_CSA_QK,	    MODE_CSA_SUM_ORDER,	   MODE_CSA_SINK,	     MODE_CSA_INDEX_ORDER, MODE_CSA_EMPTY_ROW,
-	-1};
+static const int modes_read[] = {MODE_MATH_IMPL,
+				 MODE_RMSNORM_WEIGHT,
+				 MODE_RMSNORM_CAST,
+				 MODE_RMSNORM_RSQRT,
+				 MODE_RMSNORM_REDUCE,
+				 MODE_RMSNORM_EPS,
+				 MODE_QNORM_MODE,
+				 MODE_ROPE_YARN_FREQ,
+				 MODE_ROPE_COSSIN,
+				 MODE_ROPE_ARITH,
+				 MODE_CSA_COMP_GEMM,
+				 MODE_CSA_COMP_APE,
+				 MODE_CSA_COMP_POOL,
+				 MODE_CSA_COMP_SUM,
+				 MODE_CSA_COMP_NORM,
+				 MODE_CSA_HADAMARD,
+				 MODE_CSA_QAT,
+				 MODE_INDEXER_SCORE,
+				 MODE_INDEXER_WEIGHT_SCALE,
+				 MODE_INDEXER_TOPK_ORDER,
+				 MODE_CSA_SINK_IN_MAX,
+				 MODE_CSA_SOFTMAX,
+				 MODE_CSA_P,
+				 MODE_CSA_EXP,
+				 MODE_CSA_QK,
+				 MODE_CSA_SUM_ORDER,
+				 MODE_CSA_SINK,
+				 MODE_CSA_INDEX_ORDER,
+				 MODE_CSA_EMPTY_ROW,
+				 -1};
 
 const struct align_op_impl attn_impl = {
 	7,

@@ -70,8 +70,8 @@ struct attn_params {
 struct attn_cfg {
 	int64_t T, D, G, H, F, K, E, N, S, V;
 	int variant;
-	int64_t ratio, coff, nc; /* compress ratio (0: swa), coff, compressed entries floor(T/ratio) */
-	int64_t topk, C, NS;	 /* indexer top-k; compressed slots per query; V + C */
+	int64_t ratio, coff, nc;  /* compress ratio (0: swa), coff, compressed entries floor(T/ratio) */
+	int64_t topk, C, NS;	  /* indexer top-k; compressed slots per query; V + C */
 	struct compressor_cfg cc; /* CSA_QAT, CSA_HADAMARD and the Hadamard scale of S (rotate) */
 	int qnorm_f32;		  /* QNORM_MODE=fp32_out: the qnorm output is f32 */
 	int rope_dim;

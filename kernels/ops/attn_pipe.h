@@ -74,7 +74,7 @@ static inline int attn_kern_run(const struct attn_be *be, const struct attn_cfg 
 }
 
 #define ATTN_ALLOC(var, type, count)                                                                                   \
-	type *var = (type *)be->alloc(be->ctx, sizeof(type) * (size_t)((count) > 0 ? (count) : 1));                     \
+	type *var = (type *)be->alloc(be->ctx, sizeof(type) * (size_t)((count) > 0 ? (count) : 1));                    \
 	if (!var)                                                                                                      \
 		return ALIGN_ERR_INTERNAL;
 #define ATTN_TRY(call)                                                                                                 \
@@ -117,7 +117,7 @@ static inline int attn_pipe(const struct attn_cfg *c, const struct attn_params *
 		ATTN_TRY(be->op(be->ctx, ALIGN_OP_rmsnorm, &rp, m, i2, 2, &o1, 1));
 	}
 	ATTN_ALLOC(qb, align_bf16, T * GH * F);
-	ATTN_ALLOC(qn, float, T * GH * F); /* bf16 or f32 (QNORM_MODE=fp32_out) */
+	ATTN_ALLOC(qn, float, T *GH *F); /* bf16 or f32 (QNORM_MODE=fp32_out) */
 	ATTN_TRY(attn_linear_run(be, c, qr, T, K, w_qb, K, GH * F, qb));
 	{
 		struct align_tensor i1 = attn_view(qb, ALIGN_DT_BF16, 3, T, GH, F, "q");
@@ -187,7 +187,7 @@ static inline int attn_pipe(const struct attn_cfg *c, const struct attn_params *
 		ATTN_ALLOC(qia, align_bf16, T * N * S);
 		ATTN_ALLOC(qi, align_bf16, T * N * S);
 		ATTN_ALLOC(hw, align_bf16, T * N);
-		ATTN_ALLOC(score, float, T * nc);
+		ATTN_ALLOC(score, float, T *nc);
 		ATTN_TRY(attn_linear_run(be, c, qr, T, K, w_iqb, K, N * S, qia));
 		struct align_tensor r2[2] = {attn_view(qia, ALIGN_DT_BF16, 3, T, N, S, "x"), tpos};
 		struct align_tensor ro = attn_view(qi, ALIGN_DT_BF16, 3, T, N, S, "y");

@@ -8,7 +8,11 @@
 #include "ops.h"
 
 static const struct align_tensor_spec in_specs[] = {
-	{"x", ALIGN_DT_BF16, "T*K,D", {ALIGN_FILL_SPECIAL, 1.0f, 8.0f}, "normed attention input, T whole groups of K tokens"},
+	{"x",
+	 ALIGN_DT_BF16,
+	 "T*K,D",
+	 {ALIGN_FILL_SPECIAL, 1.0f, 8.0f},
+	 "normed attention input, T whole groups of K tokens"},
 	{"wkv", ALIGN_DT_BF16, "N*F,D", {ALIGN_FILL_NORMAL, 0.125f, 0}, "kv projection"},
 	{"wgate", ALIGN_DT_BF16, "N*F,D", {ALIGN_FILL_NORMAL, 0.25f, 0}, "gate (score) projection"},
 	{"ape", ALIGN_DT_F32, "K,N*F", {ALIGN_FILL_NORMAL, 0.5f, 0}, "positional bias of the gate, per token in group"},
@@ -35,15 +39,15 @@ int compressor_cfg_modes(struct compressor_cfg *c, const struct compressor_param
 		return align_fail(err, ALIGN_ERR_INPUT, "%s: F = %lld outside [1, %d]", op, (long long)F,
 				  COMPRESSOR_MAX_F);
 	if (p->rotate && (F & (F - 1)))
-		return align_fail(err, ALIGN_ERR_INPUT, "%s: the Hadamard rotation needs F a power of two, got %lld", op,
-				  (long long)F);
+		return align_fail(err, ALIGN_ERR_INPUT, "%s: the Hadamard rotation needs F a power of two, got %lld",
+				  op, (long long)F);
 	ALIGN_TRY(err, op_cfg_math(err, op, fn, m, device, &c->math));
-	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_CSA_COMP_GEMM, ALIGN_CSA_COMP_GEMM_FP32, ALIGN_CSA_COMP_GEMM_BF16,
-				   &c->gemm_bf16));
+	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_CSA_COMP_GEMM, ALIGN_CSA_COMP_GEMM_FP32,
+				   ALIGN_CSA_COMP_GEMM_BF16, &c->gemm_bf16));
 	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_CSA_COMP_APE, ALIGN_CSA_COMP_APE_FP32, ALIGN_CSA_COMP_APE_BF16,
 				   &c->ape_bf16));
-	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_CSA_COMP_POOL, ALIGN_CSA_COMP_POOL_FP32, ALIGN_CSA_COMP_POOL_BF16,
-				   &c->pool_bf16));
+	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_CSA_COMP_POOL, ALIGN_CSA_COMP_POOL_FP32,
+				   ALIGN_CSA_COMP_POOL_BF16, &c->pool_bf16));
 	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_CSA_COMP_SUM, ALIGN_CSA_COMP_SUM_FP32, ALIGN_CSA_COMP_SUM_BF16,
 				   &c->sum_bf16));
 	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_CSA_COMP_NORM, ALIGN_CSA_COMP_NORM_BF16_INPUT,
@@ -85,7 +89,8 @@ int compressor_cfg_init(struct compressor_op_cfg *c, const struct compressor_par
 	ALIGN_TRY(err, op_cfg_tensor(err, op, "input", in_specs[4].name, &in[4], ALIGN_DT_F32, 1, ns));
 	ALIGN_TRY(err, op_cfg_tensor(err, op, "output", out_specs[0].name, &out[0], ALIGN_DT_BF16, 2, cs));
 	if (p->pos0 < 0 || (T > 0 && (T - 1) * K > INT32_MAX - (int64_t)p->pos0))
-		return align_fail(err, ALIGN_ERR_INPUT, "%s: pos0 %d negative or positions past 2^31", op, (int)p->pos0);
+		return align_fail(err, ALIGN_ERR_INPUT, "%s: pos0 %d negative or positions past 2^31", op,
+				  (int)p->pos0);
 	ALIGN_TRY(err, compressor_cfg_modes(&c->c, p, F, m, device, err));
 	c->T = T, c->K = K, c->N = N, c->D = D, c->F = F;
 	c->pos0 = p->pos0;
@@ -113,8 +118,8 @@ int compressor_fwd_cpu(const struct compressor_params *p, const struct align_mod
 	float *Kv = kz, *Zv = kz + T * K * NF;
 	for (int64_t t = 0; t < T * K; t++)
 		for (int64_t j = 0; j < NF; j++)
-			compressor_proj(&c.c, x + t * D, wk + j * D, wz + j * D, D, ape[(t % K) * NF + j], &Kv[t * NF + j],
-					&Zv[t * NF + j]);
+			compressor_proj(&c.c, x + t * D, wk + j * D, wz + j * D, D, ape[(t % K) * NF + j],
+					&Kv[t * NF + j], &Zv[t * NF + j]);
 	float *C = wk_; /* one row */
 	for (int64_t g = 0; g < T; g++) {
 		for (int64_t ch = 0; ch < F; ch++) {
@@ -165,10 +170,10 @@ static int cfg_check(const void *params, const struct align_modes *m, const stru
 	return compressor_cfg_init(&c, params, m, in, 5, out, 1, device, err);
 }
 
-static const int modes_read[] = {MODE_MATH_IMPL,      MODE_CSA_COMP_GEMM,   MODE_CSA_COMP_APE, MODE_CSA_COMP_POOL,
-				 MODE_CSA_COMP_SUM,   MODE_CSA_COMP_NORM,   MODE_CSA_HADAMARD, MODE_CSA_QAT,
-				 MODE_RMSNORM_WEIGHT, MODE_RMSNORM_REDUCE,  MODE_RMSNORM_RSQRT, MODE_RMSNORM_EPS,
-				 MODE_ROPE_YARN_FREQ, MODE_ROPE_COSSIN,	    MODE_ROPE_ARITH,   -1};
+static const int modes_read[] = {MODE_MATH_IMPL,      MODE_CSA_COMP_GEMM,  MODE_CSA_COMP_APE,  MODE_CSA_COMP_POOL,
+				 MODE_CSA_COMP_SUM,   MODE_CSA_COMP_NORM,  MODE_CSA_HADAMARD,  MODE_CSA_QAT,
+				 MODE_RMSNORM_WEIGHT, MODE_RMSNORM_REDUCE, MODE_RMSNORM_RSQRT, MODE_RMSNORM_EPS,
+				 MODE_ROPE_YARN_FREQ, MODE_ROPE_COSSIN,	   MODE_ROPE_ARITH,    -1};
 
 const struct align_op_impl compressor_impl = {
 	5,

@@ -39,8 +39,8 @@ __global__ void comp_proj_kernel(comp_args a)
 	const int64_t NF = a.c.N * a.c.F, n = a.c.T * a.c.K * NF, D = a.c.D;
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
 		int64_t t = i / NF, j = i - t * NF;
-		compressor_proj(&a.c.c, a.x + t * D, a.wk + j * D, a.wz + j * D, D, a.ape[(t % a.c.K) * NF + j], &a.Kv[i],
-				&a.Zv[i]);
+		compressor_proj(&a.c.c, a.x + t * D, a.wk + j * D, a.wz + j * D, D, a.ape[(t % a.c.K) * NF + j],
+				&a.Kv[i], &a.Zv[i]);
 	}
 }
 
@@ -58,7 +58,8 @@ __global__ void comp_pool_kernel(comp_args a)
 __global__ void comp_row_kernel(comp_args a)
 {
 	const int64_t F = a.c.F;
-	for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < a.c.T; g += (int64_t)gridDim.x * blockDim.x)
+	for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < a.c.T;
+	     g += (int64_t)gridDim.x * blockDim.x)
 		compressor_finish_row(&a.c.c, a.C + g * F, a.w, F, (int32_t)(a.c.pos0 + g * a.c.K), a.y + g * F);
 }
 

@@ -69,24 +69,24 @@ struct align_err;
 #define COMPRESSOR_MAX_F 4096 /* output dim limit (the CUDA row code keeps no per-row arrays) */
 
 struct compressor_params {
-	int rotate;		/* 1: indexer compressor (Hadamard, FP4 QDQ); 0: main (FP8 QDQ of the nope dims) */
+	int rotate;		 /* 1: indexer compressor (Hadamard, FP4 QDQ); 0: main (FP8 QDQ of the nope dims) */
 	struct rope_params rope; /* compressed-layer RoPE (YaRN, compress_rope_theta) */
-	int32_t pos0;		/* position of token 0 (entry g sits at pos0 + g*K); 0 in prefill */
+	int32_t pos0;		 /* position of token 0 (entry g sits at pos0 + g*K); 0 in prefill */
 };
 
 /* every decoded choice (no dims): shared with attn */
 struct compressor_cfg {
-	int gemm_bf16;	/* CSA_COMP_GEMM=bf16 */
-	int ape_bf16;	/* CSA_COMP_APE=bf16 */
-	int pool_bf16;	/* CSA_COMP_POOL=bf16 */
-	int sum_bf16;	/* CSA_COMP_SUM=bf16 */
-	int norm_fp32;	/* CSA_COMP_NORM=fp32 */
-	int butterfly;	/* CSA_HADAMARD=butterfly */
-	int qat;	/* CSA_QAT=on */
-	int wbf16;	/* RMSNORM_WEIGHT=bf16 */
-	int math;	/* MATH_IMPL value */
-	int rotate;	/* params.rotate */
-	float hscale;	/* (float)F^-0.5 (binary64 host) */
+	int gemm_bf16; /* CSA_COMP_GEMM=bf16 */
+	int ape_bf16;  /* CSA_COMP_APE=bf16 */
+	int pool_bf16; /* CSA_COMP_POOL=bf16 */
+	int sum_bf16;  /* CSA_COMP_SUM=bf16 */
+	int norm_fp32; /* CSA_COMP_NORM=fp32 */
+	int butterfly; /* CSA_HADAMARD=butterfly */
+	int qat;       /* CSA_QAT=on */
+	int wbf16;     /* RMSNORM_WEIGHT=bf16 */
+	int math;      /* MATH_IMPL value */
+	int rotate;    /* params.rotate */
+	float hscale;  /* (float)F^-0.5 (binary64 host) */
 	struct rmsnorm_factor_cfg f;
 	struct rope_cfg r;
 };
