@@ -25,16 +25,14 @@
 __global__ void attn_kernel(int kind, attn_kargs a)
 {
 	const struct attn_cfg *c = &a.c;
-	int64_t n = kind == ATTN_K_LINEAR ? a.rows * a.groups * a.m
-		    : kind == ATTN_K_IDX  ? a.rows * c->NS
-					  : a.rows;
+	int64_t n = kind == ATTN_K_LINEAR ? a.rows * a.groups * a.m : kind == ATTN_K_IDX ? a.rows * c->NS : a.rows;
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
 		switch (kind) {
 		case ATTN_K_LINEAR: {
 			int64_t r = i / (a.groups * a.m), gj = i - r * a.groups * a.m, g = gj / a.m;
 			((align_bf16 *)a.out)[r * a.ldo + gj] =
-				attn_linear((const align_bf16 *)a.a + r * a.lda + g * a.ga, (const align_bf16 *)a.w + gj * a.n,
-					    a.n);
+				attn_linear((const align_bf16 *)a.a + r * a.lda + g * a.ga,
+					    (const align_bf16 *)a.w + gj * a.n, a.n);
 			break;
 		}
 		case ATTN_K_CAST:
@@ -107,7 +105,9 @@ static int cuda_kern(void *ctx, int kind, const struct attn_kargs *a)
 		if (!k.w)
 			return align_fail(b->dev->err, ALIGN_ERR_INTERNAL, "attn: workspace too small");
 	}
-	int64_t n = kind == ATTN_K_LINEAR ? a->rows * a->groups * a->m : kind == ATTN_K_IDX ? a->rows * a->c.NS : a->rows;
+	int64_t n = kind == ATTN_K_LINEAR ? a->rows * a->groups * a->m
+		    : kind == ATTN_K_IDX  ? a->rows * a->c.NS
+					  : a->rows;
 	if (n <= 0)
 		return ALIGN_OK;
 	int maxb = 0, rc = rows_max_block(attn_kernel, &maxb);
@@ -126,7 +126,8 @@ static int cuda_kern(void *ctx, int kind, const struct attn_kargs *a)
 }
 
 extern "C" int attn_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in, int n_in,
-			     struct align_tensor *out, int n_out, const struct align_launch *launch, struct align_dev *dev)
+			     struct align_tensor *out, int n_out, const struct align_launch *launch,
+			     struct align_dev *dev)
 {
 	const struct attn_params *p = (const struct attn_params *)params;
 	struct attn_cfg c;

@@ -35,9 +35,10 @@
  *   7. o = sparse_attn(q, kv_full, idx, sink) (the sparse_attn op, window = V, scale (float)F^-0.5, CSA_*).
  *   8. inverse RoPE of o at t (the rope op, inverse); z[t,g,e] = linear(o[t, g*H*F .. (g+1)*H*F),
  *      wo_a[g*E+e]); y = linear(z[t], wo_b).
- * Error bound vs fp64: the composition of the ops' bounds (each op's own test checks its bound); the attn
- * tests check the composition against the ops run one by one, and determinism, batch invariance and the
- * switches' effect. Rows never depend on later rows (causal index sets, per-row steps): batch invariant.
+ * Error bound vs fp64: the composition of the ops' bounds (each op's own test checks its bound; attn's own
+ * linears are bf16 GEMMs with fp32 accumulation: ulp_bf16 + n 2^-24 sum |a w|). test-ops checks attn's
+ * determinism, batch invariance and the switches' effect; bisect-attn the profiles' separation.
+ * Rows never depend on later rows (causal index sets, per-row steps): batch invariant.
  */
 #ifndef ALIGN_ATTN_H
 #define ALIGN_ATTN_H

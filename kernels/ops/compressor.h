@@ -36,11 +36,12 @@
  *      quotient); q = round_fmt(clamp(y / s, -qmax, qmax)) (round to nearest even in e4m3: 3 mantissa
  *      bits, min normal 2^-6; e2m1: 1 bit, min normal 1); y = R(q * s).
  * No fused multiply-add anywhere (both twins compiled without contraction).
- * Error bound vs fp64 (test-ops-ref-compressor.c; the reference evaluates steps 1-6 in long double from the
- * same inputs, with the op's own window choice, and no QAT, RoPE or rotation: variant 0 with rope_dim
- * rows compared on the nope dims only): |y - ref| <= ulp_bf16(ref) + |ref| (2^-8 [GEMM bf16] + 2^-7
- * [POOL/SUM/APE bf16] + (2D + 4K + F + 32) 2^-24) + (|w'| r) (sum_p w_p |K_p|) (D + 8K) 2^-24 (the norm's
- * relative error plus the pooled value's absolute error, scaled by the norm factor).
+ * Error bound vs fp64 (test-ops-ref-compressor.c, QAT off, fp32 projection/pool/sum, every norm switch value,
+ * compared on the nope dims [0, F - rope_dim) before RoPE): with u = 2^-24, A = sum_p w_p sum_d |x_d wkv_d|,
+ * P = sum_p w_p |K_p|, Zmax = max_p (sum_d |x_d wgate_d| + |ape|), Cerr = 2u (A (D + 2K + 4) + P (Zmax (D + 2)
+ * + 8K)): |y - ref| <= ulp_bf16(ref) + |ref| (2^-7 + (F + 16) u) + 2 |w'| r Cerr (the bf16 rounding of C
+ * before the norm and its effect on the factor; the norm's binary32 steps; the projection and softmax
+ * errors scaled by the norm factor). The bf16 switch values add their stated roundings on top.
  * Groups are independent and never depend on T (batch invariant); no float atomics.
  *
  * C entry points for other ops (attn; host and device, ALIGN_HD): compressor_proj (steps 1-2 of one

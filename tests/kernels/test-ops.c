@@ -84,8 +84,19 @@ static int rarely_visible(const char *op, int mode)
 	 * the last bits of a binary32 factor that a bf16 store rarely shows (the rmsnorm op shows each); the YaRN
 	 * frequency forms differ in a last bit of a few frequencies, which its 8 rows at positions g*K do not
 	 * show (the rope op does); exp as above */
-	return !strcmp(op, "compressor") && (mode == MODE_MATH_IMPL || mode == MODE_RMSNORM_REDUCE ||
-					     mode == MODE_RMSNORM_RSQRT || mode == MODE_ROPE_YARN_FREQ);
+	if (!strcmp(op, "compressor") && (mode == MODE_MATH_IMPL || mode == MODE_RMSNORM_REDUCE ||
+					  mode == MODE_RMSNORM_RSQRT || mode == MODE_ROPE_YARN_FREQ))
+		return 1;
+	/* attn at its small default dims (32 window slots + 8 compressed): the same norm and frequency choices;
+	 * the indexer's score precision, weight scaling, tie order and Hadamard order change which or in what
+	 * order 8 compressed entries follow 32 window slots (rarely the output bits); the torch sum order and
+	 * the empty-row rule reach no row here (every row has its own token). Each is shown by its own op, and
+	 * the search at 16x the rows would take minutes on the layer. */
+	return !strcmp(op, "attn") &&
+	       (mode == MODE_MATH_IMPL || mode == MODE_RMSNORM_REDUCE || mode == MODE_RMSNORM_RSQRT ||
+		mode == MODE_ROPE_YARN_FREQ || mode == MODE_CSA_HADAMARD || mode == MODE_INDEXER_SCORE ||
+		mode == MODE_INDEXER_WEIGHT_SCALE || mode == MODE_INDEXER_TOPK_ORDER || mode == MODE_CSA_SUM_ORDER ||
+		mode == MODE_CSA_EMPTY_ROW);
 }
 
 /* A switch whose effect did not show with everything else at its default: look for a case
