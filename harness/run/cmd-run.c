@@ -47,7 +47,8 @@ static const struct cmd_opt run_opt_table[] = {
 	{"steps", 'n', "N", "run N steps, new inputs each step (default 1)", 0},
 	{"variant", 'V', "K",
 	 "the op's parameter variant K (default 0, the DSv4 parameters; router:\n"
-	 "1 = sigmoid scores, 8 groups keep 4, scale 2.5; 2 = hash layer; 3 = softmax)",
+	 "1 = sigmoid scores, 8 groups keep 4, scale 2.5; 2 = hash layer; 3 = softmax),\n"
+	 "or its name (attn: csa, hca, swa)",
 	 0},
 	{"inputs", 'i', "F", "read the inputs from a safetensors file (names as in --list)", 0},
 	{"outputs", 'o', "F", "write the outputs to a safetensors file (step<k>.<name> when N > 1)", 0},
@@ -407,6 +408,15 @@ static int run_op(struct align_ctx *ctx, struct run_opts *o)
 {
 	const char *const *names = NULL;
 	ALIGN_TRY(&ctx->err, run_check_request(ctx, o, &names));
+	if (o->variant_name) {
+		const struct align_op *vop = ops_find(o->op);
+		int k = vop ? ops_variant_index(vop, o->variant_name) : -1;
+		if (k < 0)
+			return fail_input(&ctx->err, "--variant %s: op '%s' has no variant of that name (named: %s)",
+					  o->variant_name, o->op,
+					  vop && ops_variant_names(vop) ? ops_variant_names(vop) : "none");
+		o->variant = k;
+	}
 	const char *single[2] = {o->op, NULL};
 	int grouped = names != NULL;
 	if (!grouped)
@@ -503,6 +513,10 @@ static int run_on_opt(void *u, int key, const char *arg)
 	case 'n':
 		return parse_int(e, "--steps", arg, 1, 1000000, &o->steps);
 	case 'V':
+		if (arg[0] < '0' || arg[0] > '9') { /* a variant's name (attn: csa, hca, swa) */
+			o->variant_name = arg;
+			return ALIGN_OK;
+		}
 		return parse_int(e, "--variant", arg, 0, 1000, &o->variant);
 	case 'i':
 		o->inputs = arg;

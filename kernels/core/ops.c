@@ -22,6 +22,32 @@ const struct align_op *ops_find(const char *name)
 	return NULL;
 }
 
+/* ops whose parameter variants have names, in params_variant order (append rows) */
+static const struct {
+	const char *op, *joined;
+	const char *names[4];
+} variant_names[] = {
+	{"attn", "csa, hca, swa", {"csa", "hca", "swa", NULL}},
+};
+
+int ops_variant_index(const struct align_op *op, const char *name)
+{
+	for (size_t i = 0; op && name && i < sizeof variant_names / sizeof variant_names[0]; i++)
+		if (!strcmp(variant_names[i].op, op->name))
+			for (int k = 0; k < 4 && variant_names[i].names[k]; k++)
+				if (!strcmp(variant_names[i].names[k], name))
+					return k;
+	return -1;
+}
+
+const char *ops_variant_names(const struct align_op *op)
+{
+	for (size_t i = 0; op && i < sizeof variant_names / sizeof variant_names[0]; i++)
+		if (!strcmp(variant_names[i].op, op->name))
+			return variant_names[i].joined;
+	return NULL;
+}
+
 const struct align_op *ops_at(int i)
 {
 	return i >= 0 && i < ALIGN_OP_COUNT ? &ops_table[i] : NULL;

@@ -133,7 +133,11 @@ enum align_op_id {
 #undef OP
 
 const struct align_op *ops_find(const char *name); /* NULL when unknown */
-const struct align_op *ops_at(int i);		   /* 0 <= i < ALIGN_OP_COUNT */
+/* parameter variants by name (`align run attn --variant csa`): the params_variant index, -1 when op names
+ * none of that name; ops_variant_names: "csa, hca, swa" or NULL */
+int ops_variant_index(const struct align_op *op, const char *name);
+const char *ops_variant_names(const struct align_op *op);
+const struct align_op *ops_at(int i); /* 0 <= i < ALIGN_OP_COUNT */
 int ops_op_reads_mode(const struct align_op *op, int mode_id);
 /* the C twin, or ALIGN_ERR_UNSUPPORTED when a switch the op reads holds a value the CPU cannot run
  * (modes_refused_on ALIGN_DEVICE_CPU: the GPU-only values) */
