@@ -18,6 +18,7 @@
 #include "err.h"
 #include "ops.h"
 #include "opts.h"
+#include "run-model.h"
 #include "run-trace.h"
 #include "run.h"
 #if ALIGN_HAVE_CUDA
@@ -64,6 +65,10 @@ static const struct cmd_opt run_opt_table[] = {
 	{"explain", 'X', "Y",
 	 "allreduce/reduce_scatter: which order (fixed, NCCL Ring or Tree model with its\n"
 	 "channels and protocol) reproduces the observed 'y' in Y from --inputs, bitwise",
+	 0},
+	{"log-format", 'F', "F",
+	 "model: print the losses as 'megatron' (Megatron-LM stdout) or 'paddle'\n"
+	 "(PaddleFleet trainer); default: paddle for the paddle* profiles, else megatron",
 	 0},
 	{"list", 'L', NULL, "list the ops, their inputs, default dims and switches", 0},
 	{NULL, 0, NULL, NULL, 0},
@@ -113,6 +118,12 @@ static int list_ops(FILE *out)
 			fprintf(out, " %s", groups[g].ops[i]);
 		fprintf(out, " (run in that order into one trace; --shape applies to each where the dim exists)\n");
 	}
+	fprintf(out, "model: tiny DSv4 (embedding, mHC, 2 layers of sliding-window attention + MoE, head, lm_head,\n"
+		     "  xent, MTP depth 1) composed of the ops' C twins; per-step lm and mtp_1 losses as a Megatron\n"
+		     "  or Paddle log, a trace record per block output\n  switches: those of");
+	for (const char *const *n = run_model_ops(); *n; n++)
+		fprintf(out, " %s", *n);
+	fprintf(out, "\n");
 	return ALIGN_OK;
 }
 
@@ -332,6 +343,49 @@ static int refuse_modes(struct align_ctx *ctx, const struct run_opts *o, const c
 	return ALIGN_OK;
 }
 
+/* `align run model`: the composed model (run-model.c) on the CPU, its trace and its log lines on stdout
+ * (the summary goes to stderr, so that stdout is the log). */
+static int run_model(struct align_ctx *ctx, struct run_opts *o)
+{
+	struct align_err *e = &ctx->err;
+	if (strcmp(o->device, "cpu"))
+		return fail_input(e, "--device '%s': the model runs on the CPU only (its CUDA twin is not built yet)",
+				  o->device);
+	if (o->inputs || o->outputs || o->shape || o->variant)
+		return fail_input(e, "model: --inputs, --outputs, --shape and --variant do not apply (fixed sizes, "
+				     "weights from --seed)");
+	ALIGN_TRY(e, ctx_resolve_modes(ctx, &ctx->modes, o->profile, 1, o->kv, o->n_kv));
+	int fmt = !strncmp(ctx->modes.profile, "paddle", 6) ? RUN_LOG_PADDLE : RUN_LOG_MEGATRON;
+	if (o->log_format && !strcmp(o->log_format, "megatron"))
+		fmt = RUN_LOG_MEGATRON;
+	else if (o->log_format && !strcmp(o->log_format, "paddle"))
+		fmt = RUN_LOG_PADDLE;
+	else if (o->log_format)
+		return fail_input(e, "option '--log-format': expected megatron or paddle, got '%s'", o->log_format);
+	ALIGN_TRY(e, refuse_modes(ctx, o, run_model_ops()));
+	struct run_trace tr = {0};
+	struct align_dims d0 = {0};
+	const char *trace = o->trace ? o->trace : getenv("ALIGN_TRACE");
+	if (trace && *trace) {
+		struct run_trace_head h = {.op = "model",
+					   .impl = "c11-twin",
+					   .m = &ctx->modes,
+					   .d = &d0,
+					   .seed = o->seed,
+					   .steps = (int)o->steps};
+		ALIGN_TRY(e, run_trace_open(&tr, trace, &h, e));
+	}
+	int rc = run_model_steps(ctx, o, &tr, fmt);
+	int trc = run_trace_close(&tr, rc == ALIGN_OK);
+	if (!rc)
+		rc = trc;
+	if (!rc && !ctx->quiet)
+		fprintf(stderr, "model: %lld step%s on cpu (profile %s)%s%s\n", o->steps, o->steps == 1 ? "" : "s",
+			ctx->modes.profile[0] ? ctx->modes.profile : "none", trace ? ", trace " : "",
+			trace ? trace : "");
+	return rc;
+}
+
 /* Open the device once (--device cuda) into dev and ctx->dev, with the vendor GEMM handle the modes
  * select when an op of the run reads MATMUL_IMPL (so its version is known for the trace header). */
 static int open_device(struct align_ctx *ctx, const char *const *names, struct align_dev *dev)
@@ -508,6 +562,9 @@ static int run_on_opt(void *u, int key, const char *arg)
 	case 'X':
 		o->explain = arg;
 		return ALIGN_OK;
+	case 'F':
+		o->log_format = arg;
+		return ALIGN_OK;
 	case 'L':
 		o->list = 1;
 		return ALIGN_OK;
@@ -547,5 +604,9 @@ int cmd_run(struct align_ctx *ctx, int argc, char **argv)
 		return run_explain(ctx, &o);
 	if (o.ranks || o.nccl_id)
 		return run_ranks(ctx, &o);
+	if (!strcmp(o.op, "model"))
+		return run_model(ctx, &o);
+	if (o.log_format)
+		return fail_input(&ctx->err, "option '--log-format' applies to 'align run model' only");
 	return run_op(ctx, &o);
 }

@@ -17,12 +17,13 @@ struct run_opts {
 	int n_kv;
 	unsigned long long seed;
 	long long steps;
-	long long variant;   /* params_variant index (0 = the op's defaults) */
-	int list;	     /* --list */
-	int cuda;	     /* --device cuda */
-	long long ranks;     /* --ranks N: launch N processes, one per GPU (run-ranks.c); 0 = not given */
-	const char *nccl_id; /* --nccl-id FILE: this process is one rank (RANK, WORLD_SIZE in the environment) */
-	const char *explain; /* --explain Y: which summation order reproduces Y (run-explain.c) */
+	long long variant;	/* params_variant index (0 = the op's defaults) */
+	int list;		/* --list */
+	int cuda;		/* --device cuda */
+	long long ranks;	/* --ranks N: launch N processes, one per GPU (run-ranks.c); 0 = not given */
+	const char *nccl_id;	/* --nccl-id FILE: this process is one rank (RANK, WORLD_SIZE in the environment) */
+	const char *explain;	/* --explain Y: which summation order reproduces Y (run-explain.c) */
+	const char *log_format; /* --log-format megatron|paddle (align run model), NULL: from the profile */
 };
 
 /* The dims of op: its defaults, then what --shape names (a block's --shape may name dims of other ops:
