@@ -138,7 +138,7 @@ static int wnew(struct model *md, const char *name, int dtype, struct align_fill
 	if (!(p->d = d.data = malloc(n * sizeof(float))))
 		return fail_internal(merr(md), "out of memory");
 	return ops_fill_tensor(&df, "model", &d, md->seed, 0) ? fail_internal(merr(md), "model: cannot fill '%s'", dn)
-							       : ALIGN_OK;
+							      : ALIGN_OK;
 }
 
 /* The weight named "<prefix>.<name>" ("<name>" when prefix is NULL); it exists (model_weights). */
@@ -187,9 +187,9 @@ static int layer_weights(struct model *md, const char *pre)
 		const char *name;
 		int64_t r, c;
 		float scale;
-	} mats[] = {{"wq", HHD, D, 0.125f},	{"wkv", MODEL_HD, D, 0.125f}, {"wo", D, HHD, 0.0625f},
-		    {"w1", E * F, D, 0.125f},	{"w3", E * F, D, 0.125f},     {"w2", E * D, F, 0.177f},
-		    {"sw1", F, D, 0.125f},	{"sw3", F, D, 0.125f},	      {"sw2", D, F, 0.177f}};
+	} mats[] = {{"wq", HHD, D, 0.125f},   {"wkv", MODEL_HD, D, 0.125f}, {"wo", D, HHD, 0.0625f},
+		    {"w1", E * F, D, 0.125f}, {"w3", E * F, D, 0.125f},	    {"w2", E * D, F, 0.177f},
+		    {"sw1", F, D, 0.125f},    {"sw3", F, D, 0.125f},	    {"sw2", D, F, 0.177f}};
 	for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) {
 		snprintf(n, sizeof n, "%s.%s", pre, mats[i].name);
 		struct align_fill f = {ALIGN_FILL_NORMAL, mats[i].scale, 0};
@@ -419,7 +419,8 @@ static int attention(struct model *md, const char *pre, struct align_tensor *x, 
 /* One expert's w1/w3 -> swiglu -> w2 over the (token, slot) pairs routed to it; results scattered into
  * the [T,K,*] tensors gu (g then u), act and eo. */
 static int expert(struct model *md, const char *pre, int ex, const struct align_tensor *a, const struct align_tensor *r,
-		  struct align_tensor *g_all, struct align_tensor *u_all, struct align_tensor *act, struct align_tensor *eo)
+		  struct align_tensor *g_all, struct align_tensor *u_all, struct align_tensor *act,
+		  struct align_tensor *eo)
 {
 	struct align_err *e = merr(md);
 	const int32_t *idx = r[0].data;
@@ -467,11 +468,12 @@ static int moe(struct model *md, const char *pre, struct align_tensor *x, const 
 	struct align_tensor hp[4], a[1], r[2], g, u, act, eo, sg, su, sh[1], shared, y[1];
 	ALIGN_TRY(e, hc_pre(md, scope, scope, x, hp));
 	ALIGN_TRY(e, rmsnorm(md, scope, &hp[0], W(md, scope, "norm"), a));
-	struct align_tensor rin[5] = {a[0], *W(md, pre, "gate"), *W(md, pre, "gate_bias"), tk->ids, *W(md, pre, "tid2eid")};
+	struct align_tensor rin[5] = {a[0], *W(md, pre, "gate"), *W(md, pre, "gate_bias"), tk->ids,
+				      *W(md, pre, "tid2eid")};
 	rin[0].name = "x", rin[1].name = "w", rin[2].name = "bias", rin[3].name = "ids", rin[4].name = "tid2eid";
 	char dims[96];
-	snprintf(dims, sizeof dims, "T=%lld,D=%lld,E=%d,K=%lld,V=%d", (long long)T, (long long)D, MODEL_E,
-		 (long long)K, MODEL_V);
+	snprintf(dims, sizeof dims, "T=%lld,D=%lld,E=%d,K=%lld,V=%d", (long long)T, (long long)D, MODEL_E, (long long)K,
+		 MODEL_V);
 	ALIGN_TRY(e, op(md, scope, "router", dims, rin, r, NULL));
 	ALIGN_TRY(e, tnew(md, &g, ALIGN_DT_BF16, "g", 3, T, K, F));
 	ALIGN_TRY(e, tnew(md, &u, ALIGN_DT_BF16, "u", 3, T, K, F));
@@ -635,9 +637,9 @@ static void model_free(struct model *md)
 
 const char *const *run_model_ops(void)
 {
-	static const char *const names[] = {"embedding", "mhc_pre",	"mhc_post", "mhc_head", "rmsnorm",
-					    "matmul",	 "rope",	"sparse_attn", "router", "swiglu",
-					    "moe_combine", "lm_head", "xent",	   NULL};
+	static const char *const names[] = {"embedding",   "mhc_pre", "mhc_post",    "mhc_head", "rmsnorm",
+					    "matmul",	   "rope",    "sparse_attn", "router",	 "swiglu",
+					    "moe_combine", "lm_head", "xent",	     NULL};
 	return names;
 }
 
