@@ -118,11 +118,13 @@ static int list_ops(FILE *out)
 			fprintf(out, " %s", groups[g].ops[i]);
 		fprintf(out, " (run in that order into one trace; --shape applies to each where the dim exists)\n");
 	}
-	fprintf(out, "model: tiny DSv4 (embedding, mHC, 2 layers of sliding-window attention + MoE, head, lm_head,\n"
-		     "  xent, MTP depth 1) composed of the ops' C twins; per-step lm and mtp_1 losses as a Megatron\n"
-		     "  or Paddle log, a trace record per block output\n  switches: those of");
+	fprintf(out, "model: block of");
 	for (const char *const *n = run_model_ops(); *n; n++)
 		fprintf(out, " %s", *n);
+	fprintf(out,
+		"\n  the tiny DSv4 of 'align run model': embedding, mHC, 2 layers of sliding-window attention + MoE,\n"
+		"  head, lm_head, xent, MTP depth 1 (C twins; per-step lm and mtp_1 losses as a Megatron or Paddle\n"
+		"  log; a trace record per block output; the switches of those ops)");
 	fprintf(out, "\n");
 	return ALIGN_OK;
 }
