@@ -27,6 +27,7 @@
 #include "safetensors.h"
 
 #include <errno.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,7 @@ static const struct cmd_opt run_opt_table[] = {
 	 "model: print the losses as 'megatron' (Megatron-LM stdout) or 'paddle'\n"
 	 "(PaddleFleet trainer); default: paddle for the paddle* profiles, else megatron",
 	 0},
+	{"log", 'l', "F", "model: write the log to F (atomically) instead of stdout", 0},
 	{"list", 'L', NULL, "list the ops, their inputs, default dims and switches", 0},
 	{NULL, 0, NULL, NULL, 0},
 };
@@ -377,7 +379,24 @@ static int run_model(struct align_ctx *ctx, struct run_opts *o)
 					   .steps = (int)o->steps};
 		ALIGN_TRY(e, run_trace_open(&tr, trace, &h, e));
 	}
+	char tmp[4200];
+	FILE *out = ctx->out, *log = NULL;
+	if (o->log) {
+		snprintf(tmp, sizeof tmp, "%s.tmp.%ld", o->log, (long)getpid());
+		if (!(log = fopen(tmp, "w"))) {
+			run_trace_close(&tr, 0);
+			return fail_input(e, "--log '%s': cannot write '%s': %s", o->log, tmp, strerror(errno));
+		}
+		ctx->out = log;
+	}
 	int rc = run_model_steps(ctx, o, &tr, fmt);
+	ctx->out = out;
+	if (log && fclose(log) && !rc)
+		rc = fail_input(e, "--log '%s': cannot write '%s': %s", o->log, tmp, strerror(errno));
+	if (log && !rc && rename(tmp, o->log))
+		rc = fail_input(e, "--log '%s': cannot rename '%s' into place: %s", o->log, tmp, strerror(errno));
+	if (log && rc)
+		remove(tmp);
 	int trc = run_trace_close(&tr, rc == ALIGN_OK);
 	if (!rc)
 		rc = trc;
@@ -567,6 +586,9 @@ static int run_on_opt(void *u, int key, const char *arg)
 	case 'F':
 		o->log_format = arg;
 		return ALIGN_OK;
+	case 'l':
+		o->log = arg;
+		return ALIGN_OK;
 	case 'L':
 		o->list = 1;
 		return ALIGN_OK;
@@ -608,7 +630,7 @@ int cmd_run(struct align_ctx *ctx, int argc, char **argv)
 		return run_ranks(ctx, &o);
 	if (!strcmp(o.op, "model"))
 		return run_model(ctx, &o);
-	if (o.log_format)
-		return fail_input(&ctx->err, "option '--log-format' applies to 'align run model' only");
+	if (o.log_format || o.log)
+		return fail_input(&ctx->err, "options '--log' and '--log-format' apply to 'align run model' only");
 	return run_op(ctx, &o);
 }

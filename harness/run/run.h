@@ -23,6 +23,7 @@ struct run_opts {
 	long long ranks;	/* --ranks N: launch N processes, one per GPU (run-ranks.c); 0 = not given */
 	const char *nccl_id;	/* --nccl-id FILE: this process is one rank (RANK, WORLD_SIZE in the environment) */
 	const char *explain;	/* --explain Y: which summation order reproduces Y (run-explain.c) */
+	const char *log;	/* --log F: align run model's log file, NULL: stdout */
 	const char *log_format; /* --log-format megatron|paddle (align run model), NULL: from the profile */
 };
 

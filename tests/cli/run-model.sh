@@ -58,7 +58,12 @@ expect_err "option '--log-format': expected megatron or paddle, got 'tensorboard
 run_align 2 run model --shape T=4
 expect_err "model: --inputs, --outputs, --shape and --variant do not apply"
 run_align 2 run swiglu --log-format paddle
-expect_err "option '--log-format' applies to 'align run model' only"
+expect_err "options '--log' and '--log-format' apply to 'align run model' only"
+run_align 0 run model --profile paddle --steps 4 --log p2.log
+cmp -s p2.log paddle.log || fail "--log F holds another text than stdout"
+[ -s out.txt ] && fail "--log F: the log also went to stdout"
+run_align 2 run model --log nodir/x.log
+expect_err "--log 'nodir/x.log': cannot write"
 run_align 2 run model --device gpu
 expect_err "the model runs on the CPU only"
 finish
