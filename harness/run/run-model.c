@@ -6,10 +6,10 @@
  * the output, wo projection, mhc_post) and a MoE sublayer (mhc_pre, ffn_norm, router, per expert the
  * w1/w3 projections of its tokens, swiglu with the routing weight, w2; the shared expert; moe_combine;
  * mhc_post) -> mhc_head -> final norm -> lm_head -> xent against the next token (labels -1 at each
- * sequence's end). MTP depth 1 (spec 8): the embedding of the ids shifted left by one (0 past the end),
- * enorm and hnorm RMSNorms of it and of the main model's mhc_head output, concat [e, h], eh_proj, one
- * layer as above on its own N streams, its own mhc_head and final norm, the shared lm_head, xent against
- * the labels shifted by two.
+ * sequence's end). MTP depth 1 (spec 8): the shared embedding of the ids shifted left by one (0 past
+ * the end) through enorm and e_proj, added to every stream of h_proj(hnorm(the main model's final
+ * streams, per stream)), one layer as above with its own mHC parameters, its own mhc_head and final norm,
+ * the shared lm_head, xent against the labels shifted by two.
  *
  * Weights come from the counter-based RNG (seed, "model.<name>"), each step adds a fixed perturbation
  * 2^-10 * d (d drawn once per weight, "model.<name>.d") to every fp32 weight: the loss moves from step to
@@ -236,7 +236,8 @@ static int model_weights(struct model *md)
 	ALIGN_TRY(merr(md), wnew(md, "mtp1.enorm", ALIGN_DT_F32, one, 1, MODEL_D, 0));
 	ALIGN_TRY(merr(md), wnew(md, "mtp1.hnorm", ALIGN_DT_F32, one, 1, MODEL_D, 0));
 	struct align_fill ef = {ALIGN_FILL_NORMAL, 0.088f, 0};
-	ALIGN_TRY(merr(md), wnew(md, "mtp1.eh_proj", ALIGN_DT_F32, ef, 2, MODEL_D, 2 * MODEL_D));
+	ALIGN_TRY(merr(md), wnew(md, "mtp1.e_proj", ALIGN_DT_F32, ef, 2, MODEL_D, MODEL_D));
+	ALIGN_TRY(merr(md), wnew(md, "mtp1.h_proj", ALIGN_DT_F32, ef, 2, MODEL_D, MODEL_D));
 	ALIGN_TRY(merr(md), layer_weights(md, "mtp1.layer"));
 	return head_weights(md, "mtp1.head");
 }
@@ -586,22 +587,29 @@ static int tokens(struct model *md, struct model_tokens *tk)
 	return md->tr->f ? run_trace_tensor(md->tr, "model", md->step, "input", &tk->ids) : ALIGN_OK;
 }
 
-static int mtp(struct model *md, const struct model_tokens *tk, const struct align_tensor *h, float *loss)
+/* MTP depth 1 (spec 8, DSv4): X0[t, s] = e_proj(enorm(embed(ids shifted))) [t] + h_proj(hnorm(X_main[t, s]))
+ * (the e term broadcast over the streams, hnorm per stream over D, the sum rounded to bf16), one layer
+ * with its own mHC parameters, its own hc_head and final norm, the shared lm_head, xent on the labels
+ * shifted by two. */
+static int mtp(struct model *md, const struct model_tokens *tk, const struct align_tensor *x_main, float *loss)
 {
 	struct align_err *e = merr(md);
-	struct align_tensor emb[1], en[1], hn[1], cat, p, x, hh;
+	const int64_t T = MODEL_T, N = MODEL_N, D = MODEL_D;
+	struct align_tensor emb[1], en[1], hn[1], ep, hp, x, hh, hs = *x_main;
 	ALIGN_TRY(e, embed(md, "mtp1", &tk->mtp_ids, emb));
 	ALIGN_TRY(e, rmsnorm(md, "mtp1.enorm", &emb[0], W(md, "mtp1", "enorm"), en));
-	ALIGN_TRY(e, rmsnorm(md, "mtp1.hnorm", h, W(md, "mtp1", "hnorm"), hn));
-	ALIGN_TRY(e, tnew(md, &cat, ALIGN_DT_BF16, "x", 2, MODEL_T, 2 * MODEL_D, 0));
-	for (int t = 0; t < MODEL_T; t++) {
-		memcpy((align_bf16 *)cat.data + (size_t)t * 2 * MODEL_D, (align_bf16 *)en[0].data + (size_t)t * MODEL_D,
-		       MODEL_D * sizeof(align_bf16));
-		memcpy((align_bf16 *)cat.data + ((size_t)t * 2 + 1) * MODEL_D,
-		       (align_bf16 *)hn[0].data + (size_t)t * MODEL_D, MODEL_D * sizeof(align_bf16));
-	}
-	ALIGN_TRY(e, linear(md, "mtp1", "eh_proj", &cat, W(md, "mtp1", "eh_proj"), ALIGN_DT_BF16, &p));
-	ALIGN_TRY(e, streams(md, &p, &x));
+	hs.ndim = 2, hs.shape[0] = T * N, hs.shape[1] = D; /* per stream: the [T*N, D] view */
+	ALIGN_TRY(e, rmsnorm(md, "mtp1.hnorm", &hs, W(md, "mtp1", "hnorm"), hn));
+	ALIGN_TRY(e, linear(md, "mtp1", "e_proj", &en[0], W(md, "mtp1", "e_proj"), ALIGN_DT_BF16, &ep));
+	ALIGN_TRY(e, linear(md, "mtp1", "h_proj", &hn[0], W(md, "mtp1", "h_proj"), ALIGN_DT_BF16, &hp));
+	ALIGN_TRY(e, tnew(md, &x, ALIGN_DT_BF16, "x", 3, T, N, D));
+	for (int64_t t = 0; t < T; t++)
+		for (int64_t s = 0; s < N; s++)
+			for (int64_t i = 0; i < D; i++)
+				ops_st(&x, (t * N + s) * D + i,
+				       ops_ld(&ep, t * D + i) + ops_ld(&hp, (t * N + s) * D + i));
+	if (md->tr->f)
+		ALIGN_TRY(e, run_trace_tensor(md->tr, "mtp1.input", md->step, "fwd", &x));
 	ALIGN_TRY(e, attention(md, "mtp1.layer", &x, tk));
 	ALIGN_TRY(e, moe(md, "mtp1.layer", &x, tk));
 	return head_loss(md, "mtp1.head", "mtp1.head", &x, &tk->mtp_labels, &hh, loss);
@@ -623,7 +631,7 @@ static int model_step(struct model *md, float *lm_loss, float *mtp_loss)
 		ALIGN_TRY(e, moe(md, pre, &x, &tk));
 	}
 	ALIGN_TRY(e, head_loss(md, "head", "head", &x, &tk.labels, &h, lm_loss));
-	return mtp(md, &tk, &h, mtp_loss);
+	return mtp(md, &tk, &x, mtp_loss);
 }
 
 static void model_free(struct model *md)
