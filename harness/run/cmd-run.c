@@ -347,66 +347,6 @@ static int refuse_modes(struct align_ctx *ctx, const struct run_opts *o, const c
 	return ALIGN_OK;
 }
 
-/* `align run model`: the composed model (run-model.c) on the CPU, its trace and its log lines on stdout
- * (the summary goes to stderr, so that stdout is the log). */
-static int run_model(struct align_ctx *ctx, struct run_opts *o)
-{
-	struct align_err *e = &ctx->err;
-	if (strcmp(o->device, "cpu"))
-		return fail_input(e, "--device '%s': the model runs on the CPU only (its CUDA twin is not built yet)",
-				  o->device);
-	if (o->inputs || o->outputs || o->shape || o->variant)
-		return fail_input(e, "model: --inputs, --outputs, --shape and --variant do not apply (fixed sizes, "
-				     "weights from --seed)");
-	ALIGN_TRY(e, ctx_resolve_modes(ctx, &ctx->modes, o->profile, 1, o->kv, o->n_kv));
-	int fmt = !strncmp(ctx->modes.profile, "paddle", 6) ? RUN_LOG_PADDLE : RUN_LOG_MEGATRON;
-	if (o->log_format && !strcmp(o->log_format, "megatron"))
-		fmt = RUN_LOG_MEGATRON;
-	else if (o->log_format && !strcmp(o->log_format, "paddle"))
-		fmt = RUN_LOG_PADDLE;
-	else if (o->log_format)
-		return fail_input(e, "option '--log-format': expected megatron or paddle, got '%s'", o->log_format);
-	ALIGN_TRY(e, refuse_modes(ctx, o, run_model_ops()));
-	struct run_trace tr = {0};
-	struct align_dims d0 = {0};
-	const char *trace = o->trace ? o->trace : getenv("ALIGN_TRACE");
-	if (trace && *trace) {
-		struct run_trace_head h = {.op = "model",
-					   .impl = "c11-twin",
-					   .m = &ctx->modes,
-					   .d = &d0,
-					   .seed = o->seed,
-					   .steps = (int)o->steps};
-		ALIGN_TRY(e, run_trace_open(&tr, trace, &h, e));
-	}
-	char tmp[4200];
-	FILE *out = ctx->out, *log = NULL;
-	if (o->log) {
-		snprintf(tmp, sizeof tmp, "%s.tmp.%ld", o->log, (long)getpid());
-		if (!(log = fopen(tmp, "w"))) {
-			run_trace_close(&tr, 0);
-			return fail_input(e, "--log '%s': cannot write '%s': %s", o->log, tmp, strerror(errno));
-		}
-		ctx->out = log;
-	}
-	int rc = run_model_steps(ctx, o, &tr, fmt);
-	ctx->out = out;
-	if (log && fclose(log) && !rc)
-		rc = fail_input(e, "--log '%s': cannot write '%s': %s", o->log, tmp, strerror(errno));
-	if (log && !rc && rename(tmp, o->log))
-		rc = fail_input(e, "--log '%s': cannot rename '%s' into place: %s", o->log, tmp, strerror(errno));
-	if (log && rc)
-		remove(tmp);
-	int trc = run_trace_close(&tr, rc == ALIGN_OK);
-	if (!rc)
-		rc = trc;
-	if (!rc && !ctx->quiet)
-		fprintf(stderr, "model: %lld step%s on cpu (profile %s)%s%s\n", o->steps, o->steps == 1 ? "" : "s",
-			ctx->modes.profile[0] ? ctx->modes.profile : "none", trace ? ", trace " : "",
-			trace ? trace : "");
-	return rc;
-}
-
 /* Open the device once (--device cuda) into dev and ctx->dev, with the vendor GEMM handle the modes
  * select when an op of the run reads MATMUL_IMPL (so its version is known for the trace header). */
 static int open_device(struct align_ctx *ctx, const char *const *names, struct align_dev *dev)
@@ -432,6 +372,79 @@ static void close_device(struct align_ctx *ctx)
 		run_device_close(ctx->dev);
 #endif
 	ctx->dev = NULL;
+}
+
+/* `align run model`: the composed model (run-model.c) on the CPU or, with --device cuda, each op on its
+ * CUDA twin (the glue between the ops: copies, casts and the MTP sum, on the host), its trace and its log lines on stdout
+ * (the summary goes to stderr, so that stdout is the log). */
+static int run_model(struct align_ctx *ctx, struct run_opts *o)
+{
+	struct align_err *e = &ctx->err;
+	o->cuda = !strcmp(o->device, "cuda");
+	if (strcmp(o->device, "cpu") && (!o->cuda || !ALIGN_HAVE_CUDA))
+		return fail_input(e, "--device '%s': %s", o->device,
+				  o->cuda ? "this build has no CUDA" : "not a device (cpu or cuda)");
+	if (o->inputs || o->outputs || o->shape || o->variant)
+		return fail_input(e, "model: --inputs, --outputs, --shape and --variant do not apply (fixed sizes, "
+				     "weights from --seed)");
+	ALIGN_TRY(e, ctx_resolve_modes(ctx, &ctx->modes, o->profile, 1, o->kv, o->n_kv));
+	int fmt = !strncmp(ctx->modes.profile, "paddle", 6) ? RUN_LOG_PADDLE : RUN_LOG_MEGATRON;
+	if (o->log_format && !strcmp(o->log_format, "megatron"))
+		fmt = RUN_LOG_MEGATRON;
+	else if (o->log_format && !strcmp(o->log_format, "paddle"))
+		fmt = RUN_LOG_PADDLE;
+	else if (o->log_format)
+		return fail_input(e, "option '--log-format': expected megatron or paddle, got '%s'", o->log_format);
+	ALIGN_TRY(e, refuse_modes(ctx, o, run_model_ops()));
+	struct run_trace tr = {0};
+	struct align_dims d0 = {0};
+	struct align_dev dev;
+	memset(&dev, 0, sizeof dev);
+	if (o->cuda)
+		ALIGN_TRY(e, open_device(ctx, run_model_ops(), &dev));
+	const char *trace = o->trace ? o->trace : getenv("ALIGN_TRACE");
+	if (trace && *trace) {
+		struct run_trace_head h = {.op = "model",
+					   .impl = o->cuda ? "cuda-twin" : "c11-twin",
+					   .m = &ctx->modes,
+					   .d = &d0,
+					   .seed = o->seed,
+					   .steps = (int)o->steps,
+					   .dev = ctx->dev};
+		int rc = run_trace_open(&tr, trace, &h, e);
+		if (rc) {
+			close_device(ctx);
+			return rc;
+		}
+	}
+	char tmp[4200];
+	FILE *out = ctx->out, *log = NULL;
+	if (o->log) {
+		snprintf(tmp, sizeof tmp, "%s.tmp.%ld", o->log, (long)getpid());
+		if (!(log = fopen(tmp, "w"))) {
+			run_trace_close(&tr, 0);
+			close_device(ctx);
+			return fail_input(e, "--log '%s': cannot write '%s': %s", o->log, tmp, strerror(errno));
+		}
+		ctx->out = log;
+	}
+	int rc = run_model_steps(ctx, o, &tr, fmt);
+	ctx->out = out;
+	if (log && fclose(log) && !rc)
+		rc = fail_input(e, "--log '%s': cannot write '%s': %s", o->log, tmp, strerror(errno));
+	if (log && !rc && rename(tmp, o->log))
+		rc = fail_input(e, "--log '%s': cannot rename '%s' into place: %s", o->log, tmp, strerror(errno));
+	if (log && rc)
+		remove(tmp);
+	int trc = run_trace_close(&tr, rc == ALIGN_OK);
+	close_device(ctx);
+	if (!rc)
+		rc = trc;
+	if (!rc && !ctx->quiet)
+		fprintf(stderr, "model: %lld step%s on %s (profile %s)%s%s\n", o->steps, o->steps == 1 ? "" : "s",
+			o->device, ctx->modes.profile[0] ? ctx->modes.profile : "none", trace ? ", trace " : "",
+			trace ? trace : "");
+	return rc;
 }
 
 /* The names of the registered ops of o->op (a block or one op) into *names; validate the request. */

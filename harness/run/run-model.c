@@ -17,6 +17,7 @@
  * of S tokens. Every block output is a trace record "<scope>.<op>.<tensor>" (scope "layer<i>.attn",
  * "layer<i>.ffn", "head", "mtp1", "mtp1.layer.attn", ...); the per-step losses are printed as a
  * Megatron or PaddleFleet log (run-model-log.c). */
+#include "align-config.h"
 #include "ctx.h"
 #include "err.h"
 #include "ops.h"
@@ -26,6 +27,9 @@
 #include "rope.h"
 #include "sparse_attn.h"
 #include "swiglu.h"
+#if ALIGN_HAVE_CUDA
+#include "run-device.h"
+#endif
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +64,7 @@ struct model {
 	struct align_ctx *ctx;
 	const struct align_modes *m;
 	struct run_trace *tr;
+	struct align_dev *dev; /* --device cuda: every op runs its CUDA twin on copies of the host tensors */
 	unsigned long long seed;
 	int step;
 	struct mparam p[MODEL_PARAMS];
@@ -278,9 +283,18 @@ static int op(struct model *md, const char *scope, const char *name, const char 
 		ALIGN_TRY(e, keep(md, out[k].data));
 	}
 	ALIGN_TRY(e, ops_check_inputs(o, &d, in, im->n_in, e));
-	int rc = ops_fwd_cpu(o, params, md->m, in, im->n_in, out, im->n_out);
+	int rc;
+#if ALIGN_HAVE_CUDA
+	if (md->dev)
+		rc = run_device_op(md->dev, o, params, md->m, in, im->n_in, out, im->n_out);
+	else
+#endif
+		rc = ops_fwd_cpu(o, params, md->m, in, im->n_in, out, im->n_out);
 	if (rc == ALIGN_ERR_UNSUPPORTED)
-		return align_fail(e, rc, "model: op '%s': these modes are not supported on the CPU", name);
+		return align_fail(e, rc, "model: op '%s': these modes are not supported on the %s", name,
+				  md->dev ? "GPU" : "CPU");
+	if (rc == ALIGN_ERR_INTERNAL && md->dev)
+		return rc; /* the device message is in e or printed */
 	if (rc)
 		return fail_internal(e, "model: op '%s' failed (%d)", name, rc);
 	if (!scope || !md->tr->f)
@@ -656,7 +670,7 @@ int run_model_steps(struct align_ctx *ctx, const struct run_opts *o, struct run_
 	struct model *md = calloc(1, sizeof *md);
 	if (!md)
 		return fail_internal(&ctx->err, "out of memory");
-	md->ctx = ctx, md->m = &ctx->modes, md->tr = tr, md->seed = o->seed;
+	md->ctx = ctx, md->m = &ctx->modes, md->tr = tr, md->seed = o->seed, md->dev = ctx->dev;
 	int rc = model_weights(md);
 	for (int step = 1; !rc && step <= o->steps; step++) {
 		float lm = 0, mt = 0;

@@ -65,5 +65,10 @@ cmp -s p2.log paddle.log || fail "--log F holds another text than stdout"
 run_align 2 run model --log nodir/x.log
 expect_err "--log 'nodir/x.log': cannot write"
 run_align 2 run model --device gpu
-expect_err "the model runs on the CPU only"
+expect_err "--device 'gpu': not a device \(cpu or cuda\)"
+if ! grep -q 'ALIGN_HAVE_CUDA 1' "$(dirname "$ALIGN")/../align-config.h" 2>/dev/null; then
+	run_align 2 run model --device cuda --trace c.atf
+	expect_err "--device 'cuda': this build has no CUDA"
+	[ -e c.atf ] && fail "a refused cuda run wrote its trace"
+fi
 finish
