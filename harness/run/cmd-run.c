@@ -126,7 +126,7 @@ static int list_ops(FILE *out)
 	fprintf(out,
 		"\n  the tiny DSv4 of 'align run model': embedding, mHC, 2 layers of sliding-window attention + MoE,\n"
 		"  head, lm_head, xent, MTP depth 1 (C twins; per-step lm and mtp_1 losses as a Megatron or Paddle\n"
-		"  log; a trace record per block output; the switches of those ops)");
+		"  log; a trace record per block output)\n  switches: ALIGN_MTP_SHIFT and those of the ops above");
 	fprintf(out, "\n");
 	return ALIGN_OK;
 }

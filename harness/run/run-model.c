@@ -399,10 +399,11 @@ static int rope(struct model *md, const char *scope, struct align_tensor *x, con
 
 /* Token inputs of a step: positions in the sequence and the window index rows. */
 struct model_tokens {
-	struct align_tensor ids, labels, mtp_ids, mtp_labels, pos, win;
+	struct align_tensor ids, labels, mtp_ids, mtp_labels, pos, mtp_pos, win;
 };
 
-static int attention(struct model *md, const char *pre, struct align_tensor *x, const struct model_tokens *tk)
+static int attention(struct model *md, const char *pre, struct align_tensor *x, const struct model_tokens *tk,
+		     const struct align_tensor *pos)
 {
 	char scope[48];
 	snprintf(scope, sizeof scope, "%s.attn", pre);
@@ -417,8 +418,8 @@ static int attention(struct model *md, const char *pre, struct align_tensor *x, 
 	ALIGN_TRY(e, linear(md, scope, "wkv", &a[0], W(md, pre, "wkv"), ALIGN_DT_BF16, &kv));
 	q.ndim = 3, q.shape[1] = H, q.shape[2] = HD;
 	kv.ndim = 3, kv.shape[1] = 1, kv.shape[2] = HD;
-	ALIGN_TRY(e, rope(md, scope, &q, &tk->pos, rope_dsv4));
-	ALIGN_TRY(e, rope(md, scope, &kv, &tk->pos, rope_dsv4));
+	ALIGN_TRY(e, rope(md, scope, &q, pos, rope_dsv4));
+	ALIGN_TRY(e, rope(md, scope, &kv, pos, rope_dsv4));
 	kv.ndim = 2, kv.shape[1] = HD;
 	struct align_tensor in[4] = {q, kv, tk->win, *W(md, pre, "sink")};
 	in[0].name = "q", in[1].name = "kv", in[2].name = "idx", in[3].name = "sink";
@@ -426,7 +427,7 @@ static int attention(struct model *md, const char *pre, struct align_tensor *x, 
 	snprintf(dims, sizeof dims, "T=%lld,H=%lld,D=%lld,S=%lld,N=%d", (long long)T, (long long)H, (long long)HD,
 		 (long long)T, MODEL_W);
 	ALIGN_TRY(e, op(md, scope, "sparse_attn", dims, in, o, window_all));
-	ALIGN_TRY(e, rope(md, scope, &o[0], &tk->pos, rope_inverse));
+	ALIGN_TRY(e, rope(md, scope, &o[0], pos, rope_inverse));
 	ALIGN_TRY(e, linear(md, scope, "wo", &o[0], W(md, pre, "wo"), ALIGN_DT_BF16, &f));
 	return hc_post(md, scope, x, &f, hp);
 }
@@ -574,7 +575,8 @@ static int head_loss(struct model *md, const char *scope, const char *pre, const
 }
 
 /* The step's tokens: ids, next-token labels, MTP inputs (ids shifted by one, 0 past the end) and
- * labels (shifted by two, -1 past the end), positions, window index rows. */
+ * labels (shifted by two, -1 past the end), positions (the MTP layer's shifted too under
+ * ALIGN_MTP_SHIFT=roll_pos), window index rows. */
 static int tokens(struct model *md, struct model_tokens *tk)
 {
 	struct align_err *e = merr(md);
@@ -587,11 +589,14 @@ static int tokens(struct model *md, struct model_tokens *tk)
 	ALIGN_TRY(e, tnew(md, &tk->mtp_ids, ALIGN_DT_I32, "ids", 1, T, 0, 0));
 	ALIGN_TRY(e, tnew(md, &tk->mtp_labels, ALIGN_DT_I32, "labels", 1, T, 0, 0));
 	ALIGN_TRY(e, tnew(md, &tk->pos, ALIGN_DT_I32, "pos", 1, T, 0, 0));
+	ALIGN_TRY(e, tnew(md, &tk->mtp_pos, ALIGN_DT_I32, "pos", 1, T, 0, 0));
+	int shift_pos = md->m->v[MODE_MTP_SHIFT] == ALIGN_MTP_SHIFT_ROLL_POS;
 	ALIGN_TRY(e, tnew(md, &tk->win, ALIGN_DT_I32, "idx", 2, T, MODEL_W, 0));
 	const int32_t *ids = tk->ids.data;
 	for (int t = 0; t < T; t++) {
 		int p = t % S;
 		((int32_t *)tk->pos.data)[t] = p;
+		((int32_t *)tk->mtp_pos.data)[t] = shift_pos ? (p + 1 < S ? p + 1 : 0) : p;
 		((int32_t *)tk->labels.data)[t] = p + 1 < S ? ids[t + 1] : -1;
 		((int32_t *)tk->mtp_ids.data)[t] = p + 1 < S ? ids[t + 1] : 0;
 		((int32_t *)tk->mtp_labels.data)[t] = p + 2 < S ? ids[t + 2] : -1;
@@ -624,7 +629,7 @@ static int mtp(struct model *md, const struct model_tokens *tk, const struct ali
 				       ops_ld(&ep, t * D + i) + ops_ld(&hp, (t * N + s) * D + i));
 	if (md->tr->f)
 		ALIGN_TRY(e, run_trace_tensor(md->tr, "mtp1.input", md->step, "fwd", &x));
-	ALIGN_TRY(e, attention(md, "mtp1.layer", &x, tk));
+	ALIGN_TRY(e, attention(md, "mtp1.layer", &x, tk, &tk->mtp_pos));
 	ALIGN_TRY(e, moe(md, "mtp1.layer", &x, tk));
 	return head_loss(md, "mtp1.head", "mtp1.head", &x, &tk->mtp_labels, &hh, loss);
 }
@@ -641,7 +646,7 @@ static int model_step(struct model *md, float *lm_loss, float *mtp_loss)
 	for (int l = 0; l < MODEL_L; l++) {
 		char pre[16];
 		snprintf(pre, sizeof pre, "layer%d", l);
-		ALIGN_TRY(e, attention(md, pre, &x, &tk));
+		ALIGN_TRY(e, attention(md, pre, &x, &tk, &tk.pos));
 		ALIGN_TRY(e, moe(md, pre, &x, &tk));
 	}
 	ALIGN_TRY(e, head_loss(md, "head", "head", &x, &tk.labels, &h, lm_loss));

@@ -34,7 +34,8 @@ run_align 0 run --list
 for c in "ALIGN_SWIGLU_SCALE=bf16 swiglu layer0.ffn.swiglu.a" \
 	"ALIGN_XENT_MEAN=token xent head.xent.mean" \
 	"ALIGN_RMSNORM_EPS=1e-5 rmsnorm layer0.attn.rmsnorm.y" \
-	"ALIGN_MOE_COMBINE_ACC=fp32 moe_combine layer0.ffn.moe_combine.y"; do
+	"ALIGN_MOE_COMBINE_ACC=fp32 moe_combine layer0.ffn.moe_combine.y" \
+	"ALIGN_MTP_SHIFT=roll_pos model mtp1.layer.attn.rope.y"; do
 	read -r kv opname want <<<"$c"
 	key=${kv%%=*}
 	"$ALIGN" run --list | awk -v op="$opname" '$1 == op":" {on = 1; next} /^[a-z_]+:/ {on = 0} on && /switches:/' | grep -qw -- "$key" ||
