@@ -3,6 +3,8 @@
  *                       [--device cpu|cuda]
  *          align run allreduce|reduce_scatter|all_gather --ranks N | --nccl-id FILE [...]   (run-ranks.c)
  *          align run allreduce|reduce_scatter --inputs X --explain Y                      (run-explain.c)
+ *          align run model [--profile P] [--mode K=V]... [--steps N] [--seed S] [--trace F] [--log F]
+ *                          [--log-format megatron|paddle] [--device cpu|cuda]          (run-model.c)
  *          align run --list
  * Runs one DSv4 reference block (its params_default, or params_variant K) under the modes resolved once
  * into ctx->modes (default < profile < environment < --mode), on inputs drawn from the counter-based RNG
