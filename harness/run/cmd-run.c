@@ -3,6 +3,8 @@
  *                       [--device cpu|cuda]
  *          align run allreduce|reduce_scatter|all_gather --ranks N | --nccl-id FILE [...]   (run-ranks.c)
  *          align run allreduce|reduce_scatter --inputs X --explain Y                      (run-explain.c)
+ *          align run model [--profile P] [--mode K=V]... [--steps N] [--seed S] [--trace F] [--log F]
+ *                          [--log-format megatron|paddle] [--device cpu|cuda]          (run-model.c)
  *          align run --list
  * Runs one DSv4 reference block (its params_default, or params_variant K) under the modes resolved once
  * into ctx->modes (default < profile < environment < --mode), on inputs drawn from the counter-based RNG
@@ -18,6 +20,7 @@
 #include "err.h"
 #include "ops.h"
 #include "opts.h"
+#include "run-model.h"
 #include "run-trace.h"
 #include "run.h"
 #if ALIGN_HAVE_CUDA
@@ -26,6 +29,7 @@
 #include "safetensors.h"
 
 #include <errno.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +74,11 @@ static const struct cmd_opt run_opt_table[] = {
 	 "allreduce/reduce_scatter: which order (fixed, NCCL Ring or Tree model with its\n"
 	 "channels and protocol) reproduces the observed 'y' in Y from --inputs, bitwise",
 	 0},
+	{"log-format", 'F', "F",
+	 "model: print the losses as 'megatron' (Megatron-LM stdout) or 'paddle'\n"
+	 "(PaddleFleet trainer); default: paddle for the paddle* profiles, else megatron",
+	 0},
+	{"log", 'l', "F", "model: write the log to F (atomically) instead of stdout", 0},
 	{"list", 'L', NULL, "list the ops, their inputs, default dims and switches", 0},
 	{NULL, 0, NULL, NULL, 0},
 };
@@ -118,6 +127,14 @@ static int list_ops(FILE *out)
 			fprintf(out, " %s", groups[g].ops[i]);
 		fprintf(out, " (run in that order into one trace; --shape applies to each where the dim exists)\n");
 	}
+	fprintf(out, "model: block of");
+	for (const char *const *n = run_model_ops(); *n; n++)
+		fprintf(out, " %s", *n);
+	fprintf(out,
+		"\n  the tiny DSv4 of 'align run model': embedding, mHC, 2 layers of sliding-window attention + MoE,\n"
+		"  head, lm_head, xent, MTP depth 1 (C twins; per-step lm and mtp_1 losses as a Megatron or Paddle\n"
+		"  log; a trace record per block output)\n  switches: ALIGN_MTP_SHIFT and those of the ops above");
+	fprintf(out, "\n");
 	return ALIGN_OK;
 }
 
@@ -371,6 +388,79 @@ static void close_device(struct align_ctx *ctx)
 	ctx->dev = NULL;
 }
 
+/* `align run model`: the composed model (run-model.c) on the CPU or, with --device cuda, each op on its
+ * CUDA twin (the glue between the ops: copies, casts and the MTP sum, on the host), its trace and its log lines on stdout
+ * (the summary goes to stderr, so that stdout is the log). */
+static int run_model(struct align_ctx *ctx, struct run_opts *o)
+{
+	struct align_err *e = &ctx->err;
+	o->cuda = !strcmp(o->device, "cuda");
+	if (strcmp(o->device, "cpu") && (!o->cuda || !ALIGN_HAVE_CUDA))
+		return fail_input(e, "--device '%s': %s", o->device,
+				  o->cuda ? "this build has no CUDA" : "not a device (cpu or cuda)");
+	if (o->inputs || o->outputs || o->shape || o->variant)
+		return fail_input(e, "model: --inputs, --outputs, --shape and --variant do not apply (fixed sizes, "
+				     "weights from --seed)");
+	ALIGN_TRY(e, ctx_resolve_modes(ctx, &ctx->modes, o->profile, 1, o->kv, o->n_kv));
+	int fmt = !strncmp(ctx->modes.profile, "paddle", 6) ? RUN_LOG_PADDLE : RUN_LOG_MEGATRON;
+	if (o->log_format && !strcmp(o->log_format, "megatron"))
+		fmt = RUN_LOG_MEGATRON;
+	else if (o->log_format && !strcmp(o->log_format, "paddle"))
+		fmt = RUN_LOG_PADDLE;
+	else if (o->log_format)
+		return fail_input(e, "option '--log-format': expected megatron or paddle, got '%s'", o->log_format);
+	ALIGN_TRY(e, refuse_modes(ctx, o, run_model_ops()));
+	struct run_trace tr = {0};
+	struct align_dims d0 = {0};
+	struct align_dev dev;
+	memset(&dev, 0, sizeof dev);
+	if (o->cuda)
+		ALIGN_TRY(e, open_device(ctx, run_model_ops(), &dev));
+	const char *trace = o->trace ? o->trace : getenv("ALIGN_TRACE");
+	if (trace && *trace) {
+		struct run_trace_head h = {.op = "model",
+					   .impl = o->cuda ? "cuda-twin" : "c11-twin",
+					   .m = &ctx->modes,
+					   .d = &d0,
+					   .seed = o->seed,
+					   .steps = (int)o->steps,
+					   .dev = ctx->dev};
+		int rc = run_trace_open(&tr, trace, &h, e);
+		if (rc) {
+			close_device(ctx);
+			return rc;
+		}
+	}
+	char tmp[4200];
+	FILE *out = ctx->out, *log = NULL;
+	if (o->log) {
+		snprintf(tmp, sizeof tmp, "%s.tmp.%ld", o->log, (long)getpid());
+		if (!(log = fopen(tmp, "w"))) {
+			run_trace_close(&tr, 0);
+			close_device(ctx);
+			return fail_input(e, "--log '%s': cannot write '%s': %s", o->log, tmp, strerror(errno));
+		}
+		ctx->out = log;
+	}
+	int rc = run_model_steps(ctx, o, &tr, fmt);
+	ctx->out = out;
+	if (log && fclose(log) && !rc)
+		rc = fail_input(e, "--log '%s': cannot write '%s': %s", o->log, tmp, strerror(errno));
+	if (log && !rc && rename(tmp, o->log))
+		rc = fail_input(e, "--log '%s': cannot rename '%s' into place: %s", o->log, tmp, strerror(errno));
+	if (log && rc)
+		remove(tmp);
+	int trc = run_trace_close(&tr, rc == ALIGN_OK);
+	close_device(ctx);
+	if (!rc)
+		rc = trc;
+	if (!rc && !ctx->quiet)
+		fprintf(stderr, "model: %lld step%s on %s (profile %s)%s%s\n", o->steps, o->steps == 1 ? "" : "s",
+			o->device, ctx->modes.profile[0] ? ctx->modes.profile : "none", trace ? ", trace " : "",
+			trace ? trace : "");
+	return rc;
+}
+
 /* The names of the registered ops of o->op (a block or one op) into *names; validate the request. */
 static int run_check_request(struct align_ctx *ctx, struct run_opts *o, const char *const **names)
 {
@@ -538,6 +628,12 @@ static int run_on_opt(void *u, int key, const char *arg)
 	case 'X':
 		o->explain = arg;
 		return ALIGN_OK;
+	case 'F':
+		o->log_format = arg;
+		return ALIGN_OK;
+	case 'l':
+		o->log = arg;
+		return ALIGN_OK;
 	case 'L':
 		o->list = 1;
 		return ALIGN_OK;
@@ -580,5 +676,9 @@ int cmd_run(struct align_ctx *ctx, int argc, char **argv)
 		return run_explain(ctx, &o);
 	if (o.ranks || o.nccl_id)
 		return run_ranks(ctx, &o);
+	if (!strcmp(o.op, "model"))
+		return run_model(ctx, &o);
+	if (o.log_format || o.log)
+		return fail_input(&ctx->err, "options '--log' and '--log-format' apply to 'align run model' only");
 	return run_op(ctx, &o);
 }

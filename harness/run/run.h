@@ -26,6 +26,8 @@ struct run_opts {
 	const char *explain;	  /* --explain Y: which summation order reproduces Y (run-explain.c) */
 
 	const char *save_inputs; /* --save-inputs F: the inputs as safetensors (for align explain --inputs) */
+	const char *log;	 /* --log F: align run model's log file, NULL: stdout */
+	const char *log_format;	 /* --log-format megatron|paddle (align run model), NULL: from the profile */
 };
 
 /* The dims of op: its defaults, then what --shape names (a block's --shape may name dims of other ops:

@@ -3,7 +3,8 @@
 # profile (2 steps each), both traces ingested and reported; then, for the GPU-only *-cuda profiles
 # (framework-mimic modes, no CPU twin), two `--device cuda` runs against each other (determinism through
 # the product path) with the trace header checked ("numerics": "gpu-mimic"). Prints Markdown tables;
-# exits 1 when any pair is not all bitwise-equal, 77 when there is no usable GPU (suite gpu).
+# exits 1 when any pair is not all bitwise-equal, 77 when there is no usable GPU (suite gpu). Last, `align
+# run model` on both devices under the portable profiles: logs byte-equal and trace records equal.
 set -uo pipefail
 align=${1:?usage: align-run-compare.sh ALIGN}
 if ! nvidia-smi -L >/dev/null 2>&1; then
@@ -60,6 +61,27 @@ for op in $("$align" run --list | grep -v 'block of' | grep -o '^[a-z_0-9]*:' | 
 		fi
 		compare "$op" "$profile" run1 run2 "$work/g1.atf" "$work/g2.atf" || fails=$((fails + 1))
 	done
+done
+# the model (align run model: every op on its CUDA twin, host glue): traces and logs equal to the C twin's
+printf '\n## align run model: --device cuda vs --device cpu (3 steps)\n\n| op | profile | report |\n| --- | --- | --- |\n'
+for profile in deepseek-ref megatron paddle paddle-accuracy; do
+	if ! "$align" run model --device cpu --profile "$profile" --steps 3 --trace "$work/c.atf" --log "$work/c.log" 2>"$work/err" ||
+		! "$align" run model --device cuda --profile "$profile" --steps 3 --trace "$work/g.atf" --log "$work/g.log" 2>"$work/err"; then
+		printf '| model | %s | not run: %s |\n' "$profile" "$(tail -1 "$work/err")"
+		fails=$((fails + 1))
+		continue
+	fi
+	if ! cmp -s "$work/c.log" "$work/g.log"; then
+		printf '| model | %s | DIFFER: the logs (losses) differ |\n' "$profile"
+		fails=$((fails + 1))
+		continue
+	fi
+	# the headers name the device: compare the records
+	tail -n +2 "$work/c.atf" > "$work/c.rec" && tail -n +2 "$work/g.atf" > "$work/g.rec"
+	compare model "$profile" cpu cuda "$work/c.rec" "$work/g.rec" || {
+		fails=$((fails + 1))
+		continue
+	}
 done
 printf '\n%d op x profile pairs not all bitwise-equal (or not run)\n' "$fails"
 [ "$fails" -eq 0 ]

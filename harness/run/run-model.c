@@ -1,0 +1,693 @@
+/* run-model: `align run model`: a tiny DSv4 composed of the reference blocks' C twins, run for N steps.
+ *
+ * Model (sizes MODEL_*): token embedding -> N mHC streams (the embedding copied into each) -> L layers,
+ * each an attention sublayer (mhc_pre, attn_norm rmsnorm, wq / wkv projections on the matmul op, RoPE on
+ * q and kv, sliding-window sparse_attn with a sink over the sequence's last W tokens, inverse RoPE of
+ * the output, wo projection, mhc_post) and a MoE sublayer (mhc_pre, ffn_norm, router, per expert the
+ * w1/w3 projections of its tokens, swiglu with the routing weight, w2; the shared expert; moe_combine;
+ * mhc_post) -> mhc_head -> final norm -> lm_head -> xent against the next token (labels -1 at each
+ * sequence's end). MTP depth 1 (spec 8): the shared embedding of the ids shifted left by one (0 past
+ * the end) through enorm and e_proj, added to every stream of h_proj(hnorm(the main model's final
+ * streams, per stream)), one layer as above with its own mHC parameters, its own mhc_head and final norm,
+ * the shared lm_head, xent against the labels shifted by two.
+ *
+ * Weights come from the counter-based RNG (seed, "model.<name>"), each step adds a fixed perturbation
+ * 2^-10 * d (d drawn once per weight, "model.<name>.d") to every fp32 weight: the loss moves from step to
+ * step as in training, deterministically. Tokens: ids[T] drawn per step ("model.ids"), T = B sequences
+ * of S tokens. Every block output is a trace record "<scope>.<op>.<tensor>" (scope "layer<i>.attn",
+ * "layer<i>.ffn", "head", "mtp1", "mtp1.layer.attn", ...); the per-step losses are printed as a
+ * Megatron or PaddleFleet log (run-model-log.c). */
+#include "align-config.h"
+#include "ctx.h"
+#include "err.h"
+#include "ops.h"
+#include "run-model.h"
+#include "run-trace.h"
+#include "run.h"
+#include "rope.h"
+#include "sparse_attn.h"
+#include "swiglu.h"
+#if ALIGN_HAVE_CUDA
+#include "run-device.h"
+#endif
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+	MODEL_B = 2,	   /* sequences */
+	MODEL_S = 8,	   /* tokens per sequence */
+	MODEL_T = 16,	   /* B * S tokens */
+	MODEL_D = 64,	   /* hidden */
+	MODEL_V = 256,	   /* vocabulary */
+	MODEL_N = 4,	   /* mHC streams */
+	MODEL_H = 4,	   /* attention heads */
+	MODEL_HD = 64,	   /* head dim */
+	MODEL_ROPE = 32,   /* rotated dims: the last 32 of a head */
+	MODEL_W = 8,	   /* sliding window (index slots per query) */
+	MODEL_E = 8,	   /* routed experts */
+	MODEL_K = 2,	   /* experts per token */
+	MODEL_F = 32,	   /* expert ffn */
+	MODEL_L = 2,	   /* layers */
+	MODEL_PARAMS = 96, /* weights */
+	MODEL_TMP = 2048,  /* activations of one step */
+};
+
+struct mparam {
+	char name[64];
+	struct align_tensor t; /* the weight */
+	float *d;	       /* its per-step perturbation (fp32 weights), else NULL */
+};
+
+struct model {
+	struct align_ctx *ctx;
+	const struct align_modes *m;
+	struct run_trace *tr;
+	struct align_dev *dev; /* --device cuda: every op runs its CUDA twin on copies of the host tensors */
+	unsigned long long seed;
+	int step;
+	struct mparam p[MODEL_PARAMS];
+	int np;
+	void *tmp[MODEL_TMP]; /* the step's activations, freed at its end */
+	int ntmp;
+};
+
+static struct align_err *merr(struct model *md)
+{
+	return &md->ctx->err;
+}
+
+static int keep(struct model *md, void *data)
+{
+	if (!data)
+		return fail_internal(merr(md), "out of memory");
+	if (md->ntmp == MODEL_TMP) {
+		free(data);
+		return fail_internal(merr(md), "model: too many activations in one step");
+	}
+	md->tmp[md->ntmp++] = data;
+	return ALIGN_OK;
+}
+
+static void release(struct model *md)
+{
+	for (int i = 0; i < md->ntmp; i++)
+		free(md->tmp[i]);
+	md->ntmp = 0;
+}
+
+/* A new zeroed activation of the step. */
+static int tnew(struct model *md, struct align_tensor *t, int dtype, const char *name, int ndim, int64_t a, int64_t b,
+		int64_t c)
+{
+	memset(t, 0, sizeof *t);
+	t->dtype = dtype, t->ndim = ndim, t->name = name;
+	t->shape[0] = a, t->shape[1] = b, t->shape[2] = c;
+	return keep(md, t->data = calloc((size_t)align_tensor_numel(t), align_dtype_size(dtype)));
+}
+
+/* src's values as dtype in a new activation of the given shape (same element count). */
+static int tcast(struct model *md, const struct align_tensor *src, struct align_tensor *t, int dtype, int ndim,
+		 int64_t a, int64_t b, int64_t c)
+{
+	ALIGN_TRY(merr(md), tnew(md, t, dtype, src->name, ndim, a, b, c));
+	if (align_tensor_numel(t) != align_tensor_numel(src))
+		return fail_internal(merr(md), "model: cast of '%s' changes its size", src->name);
+	for (int64_t i = 0; i < align_tensor_numel(t); i++)
+		ops_st(t, i, ops_ld(src, i));
+	return ALIGN_OK;
+}
+
+/* A weight: shape, dtype and fill; fp32 weights get a perturbation direction. */
+static int wnew(struct model *md, const char *name, int dtype, struct align_fill f, int ndim, int64_t a, int64_t b)
+{
+	if (md->np == MODEL_PARAMS)
+		return fail_internal(merr(md), "model: too many weights");
+	struct mparam *p = &md->p[md->np++];
+	snprintf(p->name, sizeof p->name, "%s", name);
+	struct align_tensor *t = &p->t;
+	t->dtype = dtype, t->ndim = ndim, t->name = p->name;
+	t->shape[0] = a, t->shape[1] = b;
+	size_t n = (size_t)align_tensor_numel(t);
+	if (!(t->data = calloc(n, align_dtype_size(dtype))))
+		return fail_internal(merr(md), "out of memory");
+	if (ops_fill_tensor(&f, "model", t, md->seed, 0))
+		return fail_internal(merr(md), "model: cannot fill weight '%s'", name);
+	if (dtype != ALIGN_DT_F32 || f.kind == ALIGN_FILL_CONST)
+		return ALIGN_OK;
+	char dn[80];
+	snprintf(dn, sizeof dn, "%s.d", name);
+	struct align_tensor d = {.dtype = ALIGN_DT_F32, .ndim = 1, .shape = {(int64_t)n}, .name = dn};
+	struct align_fill df = {ALIGN_FILL_NORMAL, 1.0f, 0, 0};
+	if (!(p->d = d.data = malloc(n * sizeof(float))))
+		return fail_internal(merr(md), "out of memory");
+	return ops_fill_tensor(&df, "model", &d, md->seed, 0) ? fail_internal(merr(md), "model: cannot fill '%s'", dn)
+							      : ALIGN_OK;
+}
+
+/* The weight named "<prefix>.<name>" ("<name>" when prefix is NULL); it exists (model_weights). */
+static const struct align_tensor *W(struct model *md, const char *prefix, const char *name)
+{
+	char full[64];
+	snprintf(full, sizeof full, "%s%s%s", prefix ? prefix : "", prefix ? "." : "", name);
+	for (int i = 0; i < md->np; i++)
+		if (!strcmp(md->p[i].name, full))
+			return &md->p[i].t;
+	return NULL;
+}
+
+/* Rows [row0, row0 + rows) of the fp32 weight w, a view. */
+static struct align_tensor wrows(const struct align_tensor *w, int64_t row0, int64_t rows)
+{
+	struct align_tensor v = *w;
+	v.data = (float *)w->data + row0 * w->shape[1];
+	v.shape[0] = rows;
+	return v;
+}
+
+/* The fill of input idx of op as its spec states it (the weights' scales follow the ops' own tests). */
+static struct align_fill spec_fill(const char *op, int idx)
+{
+	return ops_find(op)->impl->in[idx].fill;
+}
+
+static int layer_weights(struct model *md, const char *pre)
+{
+	char n[64];
+	struct align_fill one = {ALIGN_FILL_CONST, 1.0f, 0, 0};
+	const int64_t N = MODEL_N, D = MODEL_D, HHD = MODEL_H * MODEL_HD, E = MODEL_E, F = MODEL_F;
+	static const char *const sub[2] = {"attn", "ffn"};
+	for (int s = 0; s < 2; s++) {
+		snprintf(n, sizeof n, "%s.%s.hc_fn", pre, sub[s]);
+		ALIGN_TRY(merr(md), wnew(md, n, ALIGN_DT_F32, spec_fill("mhc_pre", 1), 2, (2 + N) * N, N * D));
+		snprintf(n, sizeof n, "%s.%s.hc_base", pre, sub[s]);
+		ALIGN_TRY(merr(md), wnew(md, n, ALIGN_DT_F32, spec_fill("mhc_pre", 2), 1, (2 + N) * N, 0));
+		snprintf(n, sizeof n, "%s.%s.hc_scale", pre, sub[s]);
+		ALIGN_TRY(merr(md), wnew(md, n, ALIGN_DT_F32, spec_fill("mhc_pre", 3), 1, 3, 0));
+		snprintf(n, sizeof n, "%s.%s.norm", pre, sub[s]);
+		ALIGN_TRY(merr(md), wnew(md, n, ALIGN_DT_F32, one, 1, D, 0));
+	}
+	struct {
+		const char *name;
+		int64_t r, c;
+		float scale;
+	} mats[] = {{"wq", HHD, D, 0.125f},   {"wkv", MODEL_HD, D, 0.125f}, {"wo", D, HHD, 0.0625f},
+		    {"w1", E * F, D, 0.125f}, {"w3", E * F, D, 0.125f},	    {"w2", E * D, F, 0.177f},
+		    {"sw1", F, D, 0.125f},    {"sw3", F, D, 0.125f},	    {"sw2", D, F, 0.177f}};
+	for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) {
+		snprintf(n, sizeof n, "%s.%s", pre, mats[i].name);
+		struct align_fill f = {ALIGN_FILL_NORMAL, mats[i].scale, 0, 0};
+		ALIGN_TRY(merr(md), wnew(md, n, ALIGN_DT_F32, f, 2, mats[i].r, mats[i].c));
+	}
+	snprintf(n, sizeof n, "%s.sink", pre);
+	ALIGN_TRY(merr(md), wnew(md, n, ALIGN_DT_F32, spec_fill("sparse_attn", 3), 1, MODEL_H, 0));
+	snprintf(n, sizeof n, "%s.gate", pre);
+	struct align_fill gf = {ALIGN_FILL_NORMAL, 0.125f, 0, 0};
+	ALIGN_TRY(merr(md), wnew(md, n, ALIGN_DT_F32, gf, 2, E, D));
+	snprintf(n, sizeof n, "%s.gate_bias", pre);
+	ALIGN_TRY(merr(md), wnew(md, n, ALIGN_DT_F32, spec_fill("router", 2), 1, E, 0));
+	snprintf(n, sizeof n, "%s.tid2eid", pre);
+	struct align_fill hf = {ALIGN_FILL_EXPERT_IDS, 0, (float)E, 0};
+	return wnew(md, n, ALIGN_DT_I32, hf, 2, MODEL_V, MODEL_K);
+}
+
+static int head_weights(struct model *md, const char *pre)
+{
+	char n[64];
+	struct align_fill one = {ALIGN_FILL_CONST, 1.0f, 0, 0};
+	snprintf(n, sizeof n, "%s.hc_fn", pre);
+	ALIGN_TRY(merr(md), wnew(md, n, ALIGN_DT_F32, spec_fill("mhc_head", 1), 2, MODEL_N, MODEL_N * MODEL_D));
+	snprintf(n, sizeof n, "%s.hc_base", pre);
+	ALIGN_TRY(merr(md), wnew(md, n, ALIGN_DT_F32, spec_fill("mhc_head", 2), 1, MODEL_N, 0));
+	snprintf(n, sizeof n, "%s.hc_scale", pre);
+	ALIGN_TRY(merr(md), wnew(md, n, ALIGN_DT_F32, spec_fill("mhc_head", 3), 1, 1, 0));
+	snprintf(n, sizeof n, "%s.norm", pre);
+	return wnew(md, n, ALIGN_DT_F32, one, 1, MODEL_D, 0);
+}
+
+static int model_weights(struct model *md)
+{
+	struct align_fill one = {ALIGN_FILL_CONST, 1.0f, 0, 0};
+	ALIGN_TRY(merr(md), wnew(md, "embed", ALIGN_DT_F32, spec_fill("embedding", 1), 2, MODEL_V, MODEL_D));
+	for (int l = 0; l < MODEL_L; l++) {
+		char pre[16];
+		snprintf(pre, sizeof pre, "layer%d", l);
+		ALIGN_TRY(merr(md), layer_weights(md, pre));
+	}
+	ALIGN_TRY(merr(md), head_weights(md, "head"));
+	struct align_fill lf = {ALIGN_FILL_NORMAL, 0.125f, 0, 0};
+	ALIGN_TRY(merr(md), wnew(md, "lm_head", ALIGN_DT_F32, lf, 2, MODEL_V, MODEL_D));
+	ALIGN_TRY(merr(md), wnew(md, "mtp1.enorm", ALIGN_DT_F32, one, 1, MODEL_D, 0));
+	ALIGN_TRY(merr(md), wnew(md, "mtp1.hnorm", ALIGN_DT_F32, one, 1, MODEL_D, 0));
+	struct align_fill ef = {ALIGN_FILL_NORMAL, 0.088f, 0, 0};
+	ALIGN_TRY(merr(md), wnew(md, "mtp1.e_proj", ALIGN_DT_F32, ef, 2, MODEL_D, MODEL_D));
+	ALIGN_TRY(merr(md), wnew(md, "mtp1.h_proj", ALIGN_DT_F32, ef, 2, MODEL_D, MODEL_D));
+	ALIGN_TRY(merr(md), layer_weights(md, "mtp1.layer"));
+	return head_weights(md, "mtp1.head");
+}
+
+/* The fixed step of every fp32 weight: w += 2^-10 * d. */
+static void perturb(struct model *md)
+{
+	for (int i = 0; i < md->np; i++) {
+		struct mparam *p = &md->p[i];
+		if (!p->d)
+			continue;
+		float *w = p->t.data;
+		for (int64_t k = 0; k < align_tensor_numel(&p->t); k++)
+			w[k] += 0x1p-10f * p->d[k];
+	}
+}
+
+/* Op `name` on in[] with dims text; out[] allocated as the step's activations. Outputs traced as
+ * "<scope>.<name>.<tensor>" unless scope is NULL. tweak (may be NULL) edits the default params. */
+static int op(struct model *md, const char *scope, const char *name, const char *dims, struct align_tensor *in,
+	      struct align_tensor *out, void (*tweak)(void *params))
+{
+	struct align_err *e = merr(md);
+	const struct align_op *o = ops_find(name);
+	struct align_dims d = {0};
+	char err[256];
+	if (!o || ops_dims_parse(dims, &d, err, sizeof err))
+		return fail_internal(e, "model: op '%s' dims '%s'", name, dims);
+	const struct align_op_impl *im = o->impl;
+	void *params = calloc(1, im->params_size + 1);
+	ALIGN_TRY(e, keep(md, params));
+	im->params_default(params, &d);
+	if (tweak)
+		tweak(params);
+	for (int k = 0; k < im->n_out; k++) {
+		if (ops_tensor_alloc(o, 1, k, &d, md->m, &out[k]))
+			return fail_internal(e, "model: op '%s': output %d", name, k);
+		ALIGN_TRY(e, keep(md, out[k].data));
+	}
+	ALIGN_TRY(e, ops_check_inputs(o, &d, in, im->n_in, e));
+	int rc;
+#if ALIGN_HAVE_CUDA
+	if (md->dev)
+		rc = run_device_op(md->dev, o, params, md->m, in, im->n_in, out, im->n_out);
+	else
+#endif
+		rc = ops_fwd_cpu(o, params, md->m, in, im->n_in, out, im->n_out);
+	if (rc == ALIGN_ERR_UNSUPPORTED)
+		return align_fail(e, rc, "model: op '%s': these modes are not supported on the %s", name,
+				  md->dev ? "GPU" : "CPU");
+	if (rc == ALIGN_ERR_INTERNAL && md->dev)
+		return rc; /* the device message is in e or printed */
+	if (rc)
+		return fail_internal(e, "model: op '%s' failed (%d)", name, rc);
+	if (!scope || !md->tr->f)
+		return ALIGN_OK;
+	char full[160];
+	snprintf(full, sizeof full, "%s.%s", scope, name);
+	for (int k = 0; k < im->n_out; k++)
+		ALIGN_TRY(e, run_trace_tensor(md->tr, full, md->step, "fwd", &out[k]));
+	return ALIGN_OK;
+}
+
+/* y = x @ w^T on the matmul op (operands as the modes say), stored as dtype [rows, ...]. */
+static int linear(struct model *md, const char *scope, const char *name, const struct align_tensor *x,
+		  const struct align_tensor *w, int dtype, struct align_tensor *y)
+{
+	struct align_tensor in[2], out[1];
+	int64_t T = x->shape[0], Din = align_tensor_numel(x) / T;
+	ALIGN_TRY(merr(md), tcast(md, x, &in[0], ALIGN_DT_F32, 2, T, Din, 0));
+	in[0].name = "a";
+	in[1] = *w;
+	in[1].name = "b";
+	char dims[96];
+	snprintf(dims, sizeof dims, "T=%lld,D=%lld,F=%lld", (long long)T, (long long)Din, (long long)w->shape[0]);
+	ALIGN_TRY(merr(md), op(md, NULL, "matmul", dims, in, out, NULL));
+	ALIGN_TRY(merr(md), tcast(md, &out[0], y, dtype, 2, T, w->shape[0], 0));
+	y->name = "y";
+	if (scope && md->tr->f) {
+		char full[160];
+		snprintf(full, sizeof full, "%s.%s", scope, name);
+		ALIGN_TRY(merr(md), run_trace_tensor(md->tr, full, md->step, "fwd", y));
+	}
+	return ALIGN_OK;
+}
+
+static int rmsnorm(struct model *md, const char *scope, const struct align_tensor *x, const struct align_tensor *w,
+		   struct align_tensor *y)
+{
+	struct align_tensor in[2] = {*x, *w};
+	in[0].name = "x", in[1].name = "w";
+	char dims[64];
+	snprintf(dims, sizeof dims, "T=%lld,D=%lld", (long long)x->shape[0], (long long)x->shape[1]);
+	return op(md, scope, "rmsnorm", dims, in, y, NULL);
+}
+
+static void rope_dsv4(void *params)
+{
+	((struct rope_params *)params)->rope_dim = MODEL_ROPE;
+}
+
+static void rope_inverse(void *params)
+{
+	rope_dsv4(params);
+	((struct rope_params *)params)->inverse = 1;
+}
+
+/* every index slot is a window slot (the model's attention is sliding-window) */
+static void window_all(void *params)
+{
+	((struct sparse_attn_params *)params)->window = MODEL_W;
+}
+
+static void shared_expert(void *params)
+{
+	((struct swiglu_params *)params)->shared = 1;
+}
+
+/* mhc_pre of the streams x: y (the sublayer input), post and comb for mhc_post. */
+static int hc_pre(struct model *md, const char *scope, const char *pre, const struct align_tensor *x,
+		  struct align_tensor out[4])
+{
+	struct align_tensor in[4] = {*x, *W(md, pre, "hc_fn"), *W(md, pre, "hc_base"), *W(md, pre, "hc_scale")};
+	in[0].name = "x", in[1].name = "fn", in[2].name = "base", in[3].name = "scale";
+	char dims[64];
+	snprintf(dims, sizeof dims, "T=%d,N=%d,D=%d", MODEL_T, MODEL_N, MODEL_D);
+	return op(md, scope, "mhc_pre", dims, in, out, NULL);
+}
+
+static int hc_post(struct model *md, const char *scope, struct align_tensor *x, const struct align_tensor *f,
+		   const struct align_tensor pre[4])
+{
+	struct align_tensor in[4] = {*x, *f, pre[2], pre[3]}, out[1];
+	in[0].name = "x", in[1].name = "f", in[2].name = "post", in[3].name = "comb";
+	char dims[64];
+	snprintf(dims, sizeof dims, "T=%d,N=%d,D=%d", MODEL_T, MODEL_N, MODEL_D);
+	ALIGN_TRY(merr(md), op(md, scope, "mhc_post", dims, in, out, NULL));
+	*x = out[0];
+	return ALIGN_OK;
+}
+
+static int rope(struct model *md, const char *scope, struct align_tensor *x, const struct align_tensor *pos,
+		void (*tweak)(void *))
+{
+	struct align_tensor in[2] = {*x, *pos}, out[1];
+	in[0].name = "x", in[1].name = "pos";
+	char dims[64];
+	snprintf(dims, sizeof dims, "T=%lld,H=%lld,D=%lld", (long long)x->shape[0], (long long)x->shape[1],
+		 (long long)x->shape[2]);
+	ALIGN_TRY(merr(md), op(md, scope, "rope", dims, in, out, tweak));
+	*x = out[0];
+	return ALIGN_OK;
+}
+
+/* Token inputs of a step: positions in the sequence and the window index rows. */
+struct model_tokens {
+	struct align_tensor ids, labels, mtp_ids, mtp_labels, pos, mtp_pos, win;
+};
+
+static int attention(struct model *md, const char *pre, struct align_tensor *x, const struct model_tokens *tk,
+		     const struct align_tensor *pos)
+{
+	char scope[48];
+	snprintf(scope, sizeof scope, "%s.attn", pre);
+	struct align_err *e = merr(md);
+	struct align_tensor hp[4], a[1], q, kv, o[1], f;
+	const int64_t T = MODEL_T, H = MODEL_H, HD = MODEL_HD;
+	char pre_attn[48];
+	snprintf(pre_attn, sizeof pre_attn, "%s.attn", pre);
+	ALIGN_TRY(e, hc_pre(md, scope, pre_attn, x, hp));
+	ALIGN_TRY(e, rmsnorm(md, scope, &hp[0], W(md, pre_attn, "norm"), a));
+	ALIGN_TRY(e, linear(md, scope, "wq", &a[0], W(md, pre, "wq"), ALIGN_DT_BF16, &q));
+	ALIGN_TRY(e, linear(md, scope, "wkv", &a[0], W(md, pre, "wkv"), ALIGN_DT_BF16, &kv));
+	q.ndim = 3, q.shape[1] = H, q.shape[2] = HD;
+	kv.ndim = 3, kv.shape[1] = 1, kv.shape[2] = HD;
+	ALIGN_TRY(e, rope(md, scope, &q, pos, rope_dsv4));
+	ALIGN_TRY(e, rope(md, scope, &kv, pos, rope_dsv4));
+	kv.ndim = 2, kv.shape[1] = HD;
+	struct align_tensor in[4] = {q, kv, tk->win, *W(md, pre, "sink")};
+	in[0].name = "q", in[1].name = "kv", in[2].name = "idx", in[3].name = "sink";
+	char dims[96];
+	snprintf(dims, sizeof dims, "T=%lld,H=%lld,D=%lld,S=%lld,N=%d", (long long)T, (long long)H, (long long)HD,
+		 (long long)T, MODEL_W);
+	ALIGN_TRY(e, op(md, scope, "sparse_attn", dims, in, o, window_all));
+	ALIGN_TRY(e, rope(md, scope, &o[0], pos, rope_inverse));
+	ALIGN_TRY(e, linear(md, scope, "wo", &o[0], W(md, pre, "wo"), ALIGN_DT_BF16, &f));
+	return hc_post(md, scope, x, &f, hp);
+}
+
+/* One expert's w1/w3 -> swiglu -> w2 over the (token, slot) pairs routed to it; results scattered into
+ * the [T,K,*] tensors gu (g then u), act and eo. */
+static int expert(struct model *md, const char *pre, int ex, const struct align_tensor *a, const struct align_tensor *r,
+		  struct align_tensor *g_all, struct align_tensor *u_all, struct align_tensor *act,
+		  struct align_tensor *eo)
+{
+	struct align_err *e = merr(md);
+	const int32_t *idx = r[0].data;
+	const float *wt = r[1].data;
+	int rows[MODEL_T * MODEL_K], n = 0;
+	for (int i = 0; i < MODEL_T * MODEL_K; i++)
+		if (idx[i] == ex)
+			rows[n++] = i;
+	if (!n)
+		return ALIGN_OK;
+	const int64_t D = MODEL_D, F = MODEL_F;
+	struct align_tensor x, p, g, u, h[1], y;
+	ALIGN_TRY(e, tnew(md, &x, ALIGN_DT_BF16, "x", 2, n, D, 0));
+	ALIGN_TRY(e, tnew(md, &p, ALIGN_DT_F32, "p", 1, n, 0, 0));
+	for (int i = 0; i < n; i++) {
+		memcpy((align_bf16 *)x.data + i * D, (const align_bf16 *)a->data + (rows[i] / MODEL_K) * D,
+		       (size_t)D * sizeof(align_bf16));
+		((float *)p.data)[i] = wt[rows[i]];
+	}
+	struct align_tensor w1 = wrows(W(md, pre, "w1"), ex * F, F), w3 = wrows(W(md, pre, "w3"), ex * F, F);
+	struct align_tensor w2 = wrows(W(md, pre, "w2"), ex * D, D);
+	ALIGN_TRY(e, linear(md, NULL, "w1", &x, &w1, ALIGN_DT_BF16, &g));
+	ALIGN_TRY(e, linear(md, NULL, "w3", &x, &w3, ALIGN_DT_BF16, &u));
+	struct align_tensor in[3] = {g, u, p};
+	in[0].name = "g", in[1].name = "u", in[2].name = "p";
+	char dims[64];
+	snprintf(dims, sizeof dims, "T=%d,F=%lld", n, (long long)F);
+	ALIGN_TRY(e, op(md, NULL, "swiglu", dims, in, h, NULL));
+	ALIGN_TRY(e, linear(md, NULL, "w2", &h[0], &w2, ALIGN_DT_BF16, &y));
+	for (int i = 0; i < n; i++) {
+		memcpy((align_bf16 *)g_all->data + rows[i] * F, (align_bf16 *)g.data + i * F, (size_t)F * 2);
+		memcpy((align_bf16 *)u_all->data + rows[i] * F, (align_bf16 *)u.data + i * F, (size_t)F * 2);
+		memcpy((align_bf16 *)act->data + rows[i] * F, (align_bf16 *)h[0].data + i * F, (size_t)F * 2);
+		memcpy((align_bf16 *)eo->data + rows[i] * D, (align_bf16 *)y.data + i * D, (size_t)D * 2);
+	}
+	return ALIGN_OK;
+}
+
+static int moe(struct model *md, const char *pre, struct align_tensor *x, const struct model_tokens *tk)
+{
+	char scope[48];
+	snprintf(scope, sizeof scope, "%s.ffn", pre);
+	struct align_err *e = merr(md);
+	const int64_t T = MODEL_T, K = MODEL_K, D = MODEL_D, F = MODEL_F;
+	struct align_tensor hp[4], a[1], r[2], g, u, act, eo, sg, su, sh[1], shared, y[1];
+	ALIGN_TRY(e, hc_pre(md, scope, scope, x, hp));
+	ALIGN_TRY(e, rmsnorm(md, scope, &hp[0], W(md, scope, "norm"), a));
+	struct align_tensor rin[5] = {a[0], *W(md, pre, "gate"), *W(md, pre, "gate_bias"), tk->ids,
+				      *W(md, pre, "tid2eid")};
+	rin[0].name = "x", rin[1].name = "w", rin[2].name = "bias", rin[3].name = "ids", rin[4].name = "tid2eid";
+	char dims[96];
+	snprintf(dims, sizeof dims, "T=%lld,D=%lld,E=%d,K=%lld,V=%d", (long long)T, (long long)D, MODEL_E, (long long)K,
+		 MODEL_V);
+	ALIGN_TRY(e, op(md, scope, "router", dims, rin, r, NULL));
+	ALIGN_TRY(e, tnew(md, &g, ALIGN_DT_BF16, "g", 3, T, K, F));
+	ALIGN_TRY(e, tnew(md, &u, ALIGN_DT_BF16, "u", 3, T, K, F));
+	ALIGN_TRY(e, tnew(md, &act, ALIGN_DT_BF16, "a", 3, T, K, F));
+	ALIGN_TRY(e, tnew(md, &eo, ALIGN_DT_BF16, "y", 3, T, K, D));
+	for (int ex = 0; ex < MODEL_E; ex++)
+		ALIGN_TRY(e, expert(md, pre, ex, &a[0], r, &g, &u, &act, &eo));
+	if (md->tr->f) {
+		char full[96];
+		snprintf(full, sizeof full, "%s.w13", scope);
+		ALIGN_TRY(e, run_trace_tensor(md->tr, full, md->step, "fwd", &g));
+		ALIGN_TRY(e, run_trace_tensor(md->tr, full, md->step, "fwd", &u));
+		snprintf(full, sizeof full, "%s.swiglu", scope);
+		ALIGN_TRY(e, run_trace_tensor(md->tr, full, md->step, "fwd", &act));
+		snprintf(full, sizeof full, "%s.w2", scope);
+		ALIGN_TRY(e, run_trace_tensor(md->tr, full, md->step, "fwd", &eo));
+	}
+	ALIGN_TRY(e, linear(md, scope, "shared.w1", &a[0], W(md, pre, "sw1"), ALIGN_DT_BF16, &sg));
+	ALIGN_TRY(e, linear(md, scope, "shared.w3", &a[0], W(md, pre, "sw3"), ALIGN_DT_BF16, &su));
+	struct align_tensor p;
+	ALIGN_TRY(e, tnew(md, &p, ALIGN_DT_F32, "p", 1, T, 0, 0));
+	for (int64_t t = 0; t < T; t++)
+		((float *)p.data)[t] = 1.0f;
+	struct align_tensor sin[3] = {sg, su, p};
+	sin[0].name = "g", sin[1].name = "u";
+	snprintf(dims, sizeof dims, "T=%lld,F=%lld", (long long)T, (long long)F);
+	char sscope[64];
+	snprintf(sscope, sizeof sscope, "%s.shared", scope);
+	ALIGN_TRY(e, op(md, sscope, "swiglu", dims, sin, sh, shared_expert));
+	ALIGN_TRY(e, linear(md, scope, "shared.w2", &sh[0], W(md, pre, "sw2"), ALIGN_DT_BF16, &shared));
+	struct align_tensor cin[4] = {eo, r[0], r[1], shared};
+	cin[0].name = "eo", cin[1].name = "idx", cin[2].name = "w", cin[3].name = "shared";
+	snprintf(dims, sizeof dims, "T=%lld,K=%lld,D=%lld,E=%d", (long long)T, (long long)K, (long long)D, MODEL_E);
+	ALIGN_TRY(e, op(md, scope, "moe_combine", dims, cin, y, NULL));
+	struct align_tensor f;
+	ALIGN_TRY(e, tcast(md, &y[0], &f, ALIGN_DT_BF16, 2, T, D, 0));
+	return hc_post(md, scope, x, &f, hp);
+}
+
+/* x[T,N,D]: h[T,D] copied into each stream. */
+static int streams(struct model *md, const struct align_tensor *h, struct align_tensor *x)
+{
+	ALIGN_TRY(merr(md), tnew(md, x, ALIGN_DT_BF16, "x", 3, MODEL_T, MODEL_N, MODEL_D));
+	for (int t = 0; t < MODEL_T; t++)
+		for (int s = 0; s < MODEL_N; s++)
+			memcpy((align_bf16 *)x->data + ((size_t)t * MODEL_N + s) * MODEL_D,
+			       (const align_bf16 *)h->data + (size_t)t * MODEL_D, MODEL_D * sizeof(align_bf16));
+	return ALIGN_OK;
+}
+
+static int embed(struct model *md, const char *scope, const struct align_tensor *ids, struct align_tensor *y)
+{
+	struct align_tensor in[2] = {*ids, *W(md, NULL, "embed")};
+	in[0].name = "ids", in[1].name = "table";
+	char dims[64];
+	snprintf(dims, sizeof dims, "T=%d,V=%d,D=%d", MODEL_T, MODEL_V, MODEL_D);
+	return op(md, scope, "embedding", dims, in, y, NULL);
+}
+
+/* mhc_head, final norm, shared lm_head and xent: the loss (mean) of the scope. */
+static int head_loss(struct model *md, const char *scope, const char *pre, const struct align_tensor *x,
+		     const struct align_tensor *labels, struct align_tensor *h, float *loss)
+{
+	struct align_err *e = merr(md);
+	struct align_tensor in[4] = {*x, *W(md, pre, "hc_fn"), *W(md, pre, "hc_base"), *W(md, pre, "hc_scale")};
+	in[0].name = "x", in[1].name = "fn", in[2].name = "base", in[3].name = "scale";
+	struct align_tensor hh[1], n[1], lg[1], xe[3];
+	char dims[96];
+	snprintf(dims, sizeof dims, "T=%d,N=%d,D=%d", MODEL_T, MODEL_N, MODEL_D);
+	ALIGN_TRY(e, op(md, scope, "mhc_head", dims, in, hh, NULL));
+	ALIGN_TRY(e, rmsnorm(md, scope, &hh[0], W(md, pre, "norm"), n));
+	struct align_tensor lin[2] = {n[0], *W(md, NULL, "lm_head")};
+	lin[0].name = "x", lin[1].name = "w";
+	snprintf(dims, sizeof dims, "T=%d,D=%d,V=%d", MODEL_T, MODEL_D, MODEL_V);
+	ALIGN_TRY(e, op(md, scope, "lm_head", dims, lin, lg, NULL));
+	struct align_tensor xin[2] = {lg[0], *labels};
+	xin[0].name = "logits", xin[1].name = "labels";
+	snprintf(dims, sizeof dims, "T=%d,V=%d,S=%d", MODEL_T, MODEL_V, MODEL_S);
+	ALIGN_TRY(e, op(md, scope, "xent", dims, xin, xe, NULL));
+	*h = hh[0];
+	*loss = ((const float *)xe[2].data)[0];
+	return ALIGN_OK;
+}
+
+/* The step's tokens: ids, next-token labels, MTP inputs (ids shifted by one, 0 past the end) and
+ * labels (shifted by two, -1 past the end), positions (the MTP layer's shifted too under
+ * ALIGN_MTP_SHIFT=roll_pos), window index rows. */
+static int tokens(struct model *md, struct model_tokens *tk)
+{
+	struct align_err *e = merr(md);
+	const int T = MODEL_T, S = MODEL_S;
+	ALIGN_TRY(e, tnew(md, &tk->ids, ALIGN_DT_I32, "ids", 1, T, 0, 0));
+	struct align_fill f = {ALIGN_FILL_TOKEN_IDS, 0, (float)MODEL_V, 0};
+	if (ops_fill_tensor(&f, "model", &tk->ids, md->seed, md->step))
+		return fail_internal(e, "model: cannot draw the tokens");
+	ALIGN_TRY(e, tnew(md, &tk->labels, ALIGN_DT_I32, "labels", 1, T, 0, 0));
+	ALIGN_TRY(e, tnew(md, &tk->mtp_ids, ALIGN_DT_I32, "ids", 1, T, 0, 0));
+	ALIGN_TRY(e, tnew(md, &tk->mtp_labels, ALIGN_DT_I32, "labels", 1, T, 0, 0));
+	ALIGN_TRY(e, tnew(md, &tk->pos, ALIGN_DT_I32, "pos", 1, T, 0, 0));
+	ALIGN_TRY(e, tnew(md, &tk->mtp_pos, ALIGN_DT_I32, "pos", 1, T, 0, 0));
+	int shift_pos = md->m->v[MODE_MTP_SHIFT] == ALIGN_MTP_SHIFT_ROLL_POS;
+	ALIGN_TRY(e, tnew(md, &tk->win, ALIGN_DT_I32, "idx", 2, T, MODEL_W, 0));
+	const int32_t *ids = tk->ids.data;
+	for (int t = 0; t < T; t++) {
+		int p = t % S;
+		((int32_t *)tk->pos.data)[t] = p;
+		((int32_t *)tk->mtp_pos.data)[t] = shift_pos ? (p + 1 < S ? p + 1 : 0) : p;
+		((int32_t *)tk->labels.data)[t] = p + 1 < S ? ids[t + 1] : -1;
+		((int32_t *)tk->mtp_ids.data)[t] = p + 1 < S ? ids[t + 1] : 0;
+		((int32_t *)tk->mtp_labels.data)[t] = p + 2 < S ? ids[t + 2] : -1;
+		for (int j = 0; j < MODEL_W; j++)
+			((int32_t *)tk->win.data)[t * MODEL_W + j] = j <= p ? t - j : -1;
+	}
+	return md->tr->f ? run_trace_tensor(md->tr, "model", md->step, "input", &tk->ids) : ALIGN_OK;
+}
+
+/* MTP depth 1 (spec 8, DSv4): X0[t, s] = e_proj(enorm(embed(ids shifted))) [t] + h_proj(hnorm(X_main[t, s]))
+ * (the e term broadcast over the streams, hnorm per stream over D, the sum rounded to bf16), one layer
+ * with its own mHC parameters, its own hc_head and final norm, the shared lm_head, xent on the labels
+ * shifted by two. */
+static int mtp(struct model *md, const struct model_tokens *tk, const struct align_tensor *x_main, float *loss)
+{
+	struct align_err *e = merr(md);
+	const int64_t T = MODEL_T, N = MODEL_N, D = MODEL_D;
+	struct align_tensor emb[1], en[1], hn[1], ep, hp, x, hh, hs = *x_main;
+	ALIGN_TRY(e, embed(md, "mtp1", &tk->mtp_ids, emb));
+	ALIGN_TRY(e, rmsnorm(md, "mtp1.enorm", &emb[0], W(md, "mtp1", "enorm"), en));
+	hs.ndim = 2, hs.shape[0] = T * N, hs.shape[1] = D; /* per stream: the [T*N, D] view */
+	ALIGN_TRY(e, rmsnorm(md, "mtp1.hnorm", &hs, W(md, "mtp1", "hnorm"), hn));
+	ALIGN_TRY(e, linear(md, "mtp1", "e_proj", &en[0], W(md, "mtp1", "e_proj"), ALIGN_DT_BF16, &ep));
+	ALIGN_TRY(e, linear(md, "mtp1", "h_proj", &hn[0], W(md, "mtp1", "h_proj"), ALIGN_DT_BF16, &hp));
+	ALIGN_TRY(e, tnew(md, &x, ALIGN_DT_BF16, "x", 3, T, N, D));
+	for (int64_t t = 0; t < T; t++)
+		for (int64_t s = 0; s < N; s++)
+			for (int64_t i = 0; i < D; i++)
+				ops_st(&x, (t * N + s) * D + i,
+				       ops_ld(&ep, t * D + i) + ops_ld(&hp, (t * N + s) * D + i));
+	if (md->tr->f)
+		ALIGN_TRY(e, run_trace_tensor(md->tr, "mtp1.input", md->step, "fwd", &x));
+	ALIGN_TRY(e, attention(md, "mtp1.layer", &x, tk, &tk->mtp_pos));
+	ALIGN_TRY(e, moe(md, "mtp1.layer", &x, tk));
+	return head_loss(md, "mtp1.head", "mtp1.head", &x, &tk->mtp_labels, &hh, loss);
+}
+
+/* One forward step: the main loss and the MTP loss. */
+static int model_step(struct model *md, float *lm_loss, float *mtp_loss)
+{
+	struct align_err *e = merr(md);
+	struct model_tokens tk;
+	struct align_tensor emb[1], x, h;
+	ALIGN_TRY(e, tokens(md, &tk));
+	ALIGN_TRY(e, embed(md, "embed", &tk.ids, emb));
+	ALIGN_TRY(e, streams(md, &emb[0], &x));
+	for (int l = 0; l < MODEL_L; l++) {
+		char pre[16];
+		snprintf(pre, sizeof pre, "layer%d", l);
+		ALIGN_TRY(e, attention(md, pre, &x, &tk, &tk.pos));
+		ALIGN_TRY(e, moe(md, pre, &x, &tk));
+	}
+	ALIGN_TRY(e, head_loss(md, "head", "head", &x, &tk.labels, &h, lm_loss));
+	return mtp(md, &tk, &x, mtp_loss);
+}
+
+static void model_free(struct model *md)
+{
+	release(md);
+	for (int i = 0; i < md->np; i++) {
+		free(md->p[i].t.data);
+		free(md->p[i].d);
+	}
+}
+
+const char *const *run_model_ops(void)
+{
+	static const char *const names[] = {"embedding",   "mhc_pre", "mhc_post",    "mhc_head", "rmsnorm",
+					    "matmul",	   "rope",    "sparse_attn", "router",	 "swiglu",
+					    "moe_combine", "lm_head", "xent",	     NULL};
+	return names;
+}
+
+int run_model_steps(struct align_ctx *ctx, const struct run_opts *o, struct run_trace *tr, int log_format)
+{
+	struct model *md = calloc(1, sizeof *md);
+	if (!md)
+		return fail_internal(&ctx->err, "out of memory");
+	md->ctx = ctx, md->m = &ctx->modes, md->tr = tr, md->seed = o->seed, md->dev = ctx->dev;
+	int rc = model_weights(md);
+	for (int step = 1; !rc && step <= o->steps; step++) {
+		float lm = 0, mt = 0;
+		md->step = step;
+		if (step > 1)
+			perturb(md);
+		rc = model_step(md, &lm, &mt);
+		if (!rc)
+			rc = run_model_log(ctx, log_format, step, (int)o->steps, lm, mt);
+		release(md);
+	}
+	model_free(md);
+	free(md);
+	return rc;
+}
