@@ -2,10 +2,15 @@
 """torch-compare.py: align's CUDA twins against PyTorch eager on CUDA, bit for bit.
 
 usage: python3 tests/gpu/torch-compare.py [ALIGN] [--device cuda|cpu] [--keep DIR] [--skip-missing]
+                                        [--explain OP,OP...]
        python3 tests/gpu/torch-compare.py [ALIGN] --self-test      (no torch needed)
 
 ALIGN defaults to build-gpu/harness/align (--self-test: build/harness/align, device cpu).
 --skip-missing: exit 77 (skip) instead of 2 when torch, CUDA or a GPU is missing (the suite-gpu test).
+--explain OPS: also hand PyTorch's outputs of these ops (the *-cuda cases) to `ALIGN explain --device D`
+(issue 19: PyTorch eager CUDA outputs explained as the *-cuda profiles' choices) and print, per case,
+whether an assignment reproduces them and whether the case's own profile is among those that do; these
+rows are reported, not judged (the exit status is the comparison's).
 
 For each case the script writes the inputs itself (hand-written safetensors, with pathological
 values), runs `ALIGN run OP --device D --profile P --inputs in.st --outputs out.st --shape ...`,
@@ -825,6 +830,11 @@ def main(argv):
         i = args.index("--keep")
         keep = args[i + 1]
         del args[i:i + 2]
+    explain_ops = set()
+    if "--explain" in args:
+        i = args.index("--explain")
+        explain_ops = set(args[i + 1].split(","))
+        del args[i:i + 2]
     if any(a.startswith("-") for a in args) or len(args) > 1:
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         print(__doc__.strip().splitlines()[3], file=sys.stderr)
@@ -838,7 +848,7 @@ def main(argv):
     try:
         if self_test:
             return self_test_run(align, device, workdir)
-        return compare_run(align, device, workdir)
+        return compare_run(align, device, workdir, explain_ops)
     except Missing as e:
         print("torch-compare: %s" % e, file=sys.stderr)
         return 77 if skip_missing else 2
@@ -973,7 +983,7 @@ def probe_orders(torch, dev):
     print()
 
 
-def compare_run(align, device, workdir):
+def compare_run(align, device, workdir, explain_ops=()):
     try:
         import torch
         import torch.nn.functional as F
@@ -987,7 +997,7 @@ def compare_run(align, device, workdir):
     print("torch %s, device %s%s, align %s --device %s" % (
         torch.__version__, dev, (" (%s)" % torch.cuda.get_device_name(0)) if dev == "cuda" else "", align, device))
     probe_orders(torch, dev)
-    rows = []
+    rows, explained = [], []
     for i, c in enumerate(cases()):
         cmd, got = run_align(align, device, c, workdir, i)
         kind, extra = c["ref"]
@@ -1033,6 +1043,8 @@ def compare_run(align, device, workdir):
                     first, show(at[0], at[2][first]), show(at[0], tt[2][first])))
             print("  verdict: %s" % verdict)
             rows.append((c["op"], c["label"], name, n, d, ulp, verdict))
+        if c["op"].split("[")[0] in explain_ops and c["profile"] in VERDICT_PROFILES:
+            explained.append(explain_case(align, device, c, cmd, ref, torch, workdir, i))
     print("\n| op | profile | output | elements | differing | max ULP | verdict |")
     print("| --- | --- | --- | ---: | ---: | ---: | --- |")
     for r in rows:
@@ -1041,8 +1053,39 @@ def compare_run(align, device, workdir):
     bad = [r for r in judged if r[4] != 0]
     print("\nmimic profiles (%s): %d of %d outputs bitwise equal to PyTorch" % (
         ", ".join(VERDICT_PROFILES), len(judged) - len(bad), len(judged)))
+    if explained:
+        print("\n| explain: op | profile | exit | assignments reproducing torch | profile's own values reproduce | closest profiles |")
+        print("| --- | --- | ---: | ---: | --- | --- |")
+        for r in explained:
+            print("| `%s` | %s | %s | %s | %s | %s |" % r)
+        print("explain: %d of %d PyTorch outputs explained as their *-cuda profile's choices" % (
+            sum(1 for r in explained if r[4] == "yes"), len(explained)))
     print("\n(files in %s)" % workdir)
     return 1 if bad else 0
+
+
+def explain_case(align, device, c, cmd, ref, torch, workdir, idx):
+    """`align explain` over PyTorch's outputs of case c: does the case's profile reproduce them?"""
+    op = c["op"].split("[")[0]
+    ins = cmd[cmd.index("--inputs") + 1]
+    obs = os.path.join(workdir, "torch%02d.safetensors" % idx)
+    st_write(obs, {name: from_torch(torch, ref[name]) for name in c["outputs"]})
+    ecmd = [align, "explain", "--op", op, "--device", device, "--inputs", ins, "--output", obs, "--shape", c["shape"],
+            "--format", "json"] + (["--variant", str(c["variant"])] if c.get("variant") else [])
+    try:
+        pr = subprocess.run(ecmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    except subprocess.TimeoutExpired:
+        return (op, c["label"], "timeout", "-", "no", "-")
+    try:
+        j = json.loads(pr.stdout.decode())
+    except ValueError:
+        print("explain %s %s: exit %d: %s" % (op, c["label"], pr.returncode, pr.stderr.decode(errors="replace")[-400:]))
+        return (op, c["label"], pr.returncode, "-", "no", "-")
+    own = any(p["name"] == c["profile"] and not p["differ"] for p in j.get("closest_profiles", []))
+    print("explain %s %s: exit %d, %s matches; closest %s" % (op, c["label"], pr.returncode, j.get("matches"),
+                                                             [p["name"] for p in j.get("closest_profiles", [])]))
+    return (op, c["label"], pr.returncode, j.get("matches"), "yes" if own and pr.returncode == 0 else "no",
+            ", ".join(p["name"] for p in j.get("closest_profiles", [])))
 
 
 if __name__ == "__main__":
