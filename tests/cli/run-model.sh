@@ -15,6 +15,16 @@ run_align 0 run model --profile megatron --steps 4 --trace m.atf && cp out.txt m
 expect_eq "megatron log lines" "$(grep -c '| lm loss: [0-9.]*E+00 | mtp_1 loss: [0-9.]*E+00 |' megatron.log)" "4"
 run_align 0 run model --profile paddle --steps 4 && cp out.txt paddle.log
 expect_eq "paddle log lines" "$(grep -cE 'loss: [0-9]+\.[0-9]{1,8}, .*loss_md5: [0-9a-f]{32}, mtp_1_loss: [0-9.]+, mtp_1_loss_md5: [0-9a-f]{32}$' paddle.log)" "4"
+# the paddle prints are Python's: loss = repr(round(f32, 8)), mtp_1_loss = repr(float(f32)) of a float32
+python3 - paddle.log <<'PY' || fail "paddle log values are not Python's prints of float32 losses"
+import re, struct, sys
+for line in open(sys.argv[1]):
+    loss, mtp = re.search(r"- loss: ([^,]+),", line).group(1), re.search(r"mtp_1_loss: ([^,]+),", line).group(1)
+    f32 = lambda x: struct.unpack("<f", struct.pack("<f", x))[0]
+    m = float(mtp)
+    assert f32(m) == m and repr(m) == mtp, mtp
+    assert repr(round(float(loss), 8)) == loss, loss
+PY
 run_align 0 run model --profile megatron --steps 4 && cmp -s out.txt megatron.log || fail "two runs of the same model print different logs"
 run_align 0 run model --profile megatron --steps 4 --log-format paddle
 grep -q "mtp_1_loss_md5" out.txt || fail "--log-format paddle under the megatron profile does not print the paddle log"
