@@ -33,7 +33,7 @@ void release(struct model *md)
 
 /* A new zeroed activation of the step. */
 int tnew(struct model *md, struct align_tensor *t, int dtype, const char *name, int ndim, int64_t a, int64_t b,
-		int64_t c)
+	 int64_t c)
 {
 	memset(t, 0, sizeof *t);
 	t->dtype = dtype, t->ndim = ndim, t->name = name;
@@ -42,8 +42,8 @@ int tnew(struct model *md, struct align_tensor *t, int dtype, const char *name, 
 }
 
 /* src's values as dtype in a new activation of the given shape (same element count). */
-int tcast(struct model *md, const struct align_tensor *src, struct align_tensor *t, int dtype, int ndim,
-		 int64_t a, int64_t b, int64_t c)
+int tcast(struct model *md, const struct align_tensor *src, struct align_tensor *t, int dtype, int ndim, int64_t a,
+	  int64_t b, int64_t c)
 {
 	ALIGN_TRY(merr(md), tnew(md, t, dtype, src->name, ndim, a, b, c));
 	if (align_tensor_numel(t) != align_tensor_numel(src))
@@ -52,7 +52,6 @@ int tcast(struct model *md, const struct align_tensor *src, struct align_tensor 
 		ops_st(t, i, ops_ld(src, i));
 	return ALIGN_OK;
 }
-
 
 /* The weight named "<prefix>.<name>" ("<name>" when prefix is NULL); it exists (model_weights). */
 const struct align_tensor *W(struct model *md, const char *prefix, const char *name)
@@ -77,7 +76,7 @@ struct align_tensor wrows(const struct align_tensor *w, int64_t row0, int64_t ro
 /* Op `name` on in[] with dims text; out[] allocated as the step's activations. Outputs traced as
  * "<scope>.<name>.<tensor>" unless scope is NULL. tweak (may be NULL) edits the default params. */
 int op(struct model *md, const char *scope, const char *name, const char *dims, struct align_tensor *in,
-	      struct align_tensor *out, void (*tweak)(void *params))
+       struct align_tensor *out, void (*tweak)(void *params))
 {
 	struct align_err *e = merr(md);
 	const struct align_op *o = ops_find(name);
@@ -122,7 +121,7 @@ int op(struct model *md, const char *scope, const char *name, const char *dims, 
 
 /* y = x @ w^T on the matmul op (operands as the modes say), stored as dtype [rows, ...]. */
 int linear(struct model *md, const char *scope, const char *name, const struct align_tensor *x,
-		  const struct align_tensor *w, int dtype, struct align_tensor *y)
+	   const struct align_tensor *w, int dtype, struct align_tensor *y)
 {
 	struct align_tensor in[2], out[1];
 	int64_t T = x->shape[0], Din = align_tensor_numel(x) / T;
@@ -144,7 +143,7 @@ int linear(struct model *md, const char *scope, const char *name, const struct a
 }
 
 int rmsnorm(struct model *md, const char *scope, const struct align_tensor *x, const struct align_tensor *w,
-		   struct align_tensor *y)
+	    struct align_tensor *y)
 {
 	struct align_tensor in[2] = {*x, *w};
 	in[0].name = "x", in[1].name = "w";
@@ -155,7 +154,7 @@ int rmsnorm(struct model *md, const char *scope, const struct align_tensor *x, c
 
 /* mhc_pre of the streams x: y (the sublayer input), post and comb for mhc_post. */
 int hc_pre(struct model *md, const char *scope, const char *pre, const struct align_tensor *x,
-		  struct align_tensor out[4])
+	   struct align_tensor out[4])
 {
 	struct align_tensor in[4] = {*x, *W(md, pre, "hc_fn"), *W(md, pre, "hc_base"), *W(md, pre, "hc_scale")};
 	in[0].name = "x", in[1].name = "fn", in[2].name = "base", in[3].name = "scale";
@@ -165,7 +164,7 @@ int hc_pre(struct model *md, const char *scope, const char *pre, const struct al
 }
 
 int hc_post(struct model *md, const char *scope, struct align_tensor *x, const struct align_tensor *f,
-		   const struct align_tensor pre[4])
+	    const struct align_tensor pre[4])
 {
 	struct align_tensor in[4] = {*x, *f, pre[2], pre[3]}, out[1];
 	in[0].name = "x", in[1].name = "f", in[2].name = "post", in[3].name = "comb";
@@ -175,4 +174,3 @@ int hc_post(struct model *md, const char *scope, struct align_tensor *x, const s
 	*x = out[0];
 	return ALIGN_OK;
 }
-

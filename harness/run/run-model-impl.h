@@ -53,7 +53,6 @@ struct model_tokens {
 	struct align_tensor ids, labels, mtp_ids, mtp_labels, pos, mtp_pos, win;
 };
 
-
 static inline struct align_err *merr(struct model *md)
 {
 	return &md->ctx->err;

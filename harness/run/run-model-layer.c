@@ -47,7 +47,7 @@ static int rope(struct model *md, const char *scope, struct align_tensor *x, con
 }
 
 int attention(struct model *md, const char *pre, struct align_tensor *x, const struct model_tokens *tk,
-		     const struct align_tensor *pos)
+	      const struct align_tensor *pos)
 {
 	char scope[48];
 	snprintf(scope, sizeof scope, "%s.attn", pre);
@@ -172,4 +172,3 @@ int moe(struct model *md, const char *pre, struct align_tensor *x, const struct 
 	ALIGN_TRY(e, tcast(md, &y[0], &f, ALIGN_DT_BF16, 2, T, D, 0));
 	return hc_post(md, scope, x, &f, hp);
 }
-
