@@ -13,9 +13,10 @@
  * 8192 -> 4096) are ~140 G multiply-adds on CUDA cores in the bitwise order (~4 ms at ~67 TFLOP/s of fp32
  * issue); sparse_attn dominates the rest (its own header).
  */
+#include "math_cuda.cuh" /* first: compressor.h takes dm_expf from it in the device pass */
+
 #include "attn.h"
 
-#include "math_cuda.cuh"
 #include "rows_cuda.cuh"
 
 #include "op_cfg.h" /* after ops_cuda.h (rows_cuda.cuh), which prepares ops.h for the device pass */

@@ -19,9 +19,10 @@
  * cores at ~67 TFLOP/s of fp32 issue: ~0.26 ms if compute bound; the weight rows are L2 hits);
  * kernels 2-3 are O(T F K) and O(T F log F).
  */
+#include "math_cuda.cuh" /* first: compressor.h takes dm_expf from it in the device pass */
+
 #include "compressor.h"
 
-#include "math_cuda.cuh"
 #include "rows_cuda.cuh"
 
 #include "op_cfg.h" /* after ops_cuda.h (rows_cuda.cuh), which prepares ops.h for the device pass */
