@@ -2,7 +2,7 @@
 """torch-compare.py: align's CUDA twins against PyTorch eager on CUDA, bit for bit.
 
 usage: python3 tests/gpu/torch-compare.py [ALIGN] [--device cuda|cpu] [--keep DIR] [--skip-missing]
-                                        [--explain OP,OP...]
+                                        [--explain OP,OP...] [--ops OP,OP...]
        python3 tests/gpu/torch-compare.py [ALIGN] --self-test      (no torch needed)
 
 ALIGN defaults to build-gpu/harness/align (--self-test: build/harness/align, device cpu).
@@ -11,6 +11,7 @@ ALIGN defaults to build-gpu/harness/align (--self-test: build/harness/align, dev
 (issue 19: PyTorch eager CUDA outputs explained as the *-cuda profiles' choices) and print, per case,
 whether an assignment reproduces them and whether the case's own profile is among those that do; these
 rows are reported, not judged (the exit status is the comparison's).
+--ops OPS: only the cases of these ops (a short GPU call that re-checks one op).
 
 For each case the script writes the inputs itself (hand-written safetensors, with pathological
 values), runs `ALIGN run OP --device D --profile P --inputs in.st --outputs out.st --shape ...`,
@@ -835,6 +836,15 @@ def main(argv):
         i = args.index("--explain")
         explain_ops = set(args[i + 1].split(","))
         del args[i:i + 2]
+    only_ops = None
+    if "--ops" in args:
+        i = args.index("--ops")
+        only_ops = set(args[i + 1].split(","))
+        del args[i:i + 2]
+        unknown = only_ops - {c["op"].split("[")[0] for c in cases()}
+        if unknown:
+            print("torch-compare: --ops: no case of %s" % ", ".join(sorted(unknown)), file=sys.stderr)
+            return 2
     if any(a.startswith("-") for a in args) or len(args) > 1:
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         print(__doc__.strip().splitlines()[3], file=sys.stderr)
@@ -848,7 +858,7 @@ def main(argv):
     try:
         if self_test:
             return self_test_run(align, device, workdir)
-        return compare_run(align, device, workdir, explain_ops)
+        return compare_run(align, device, workdir, explain_ops, only_ops)
     except Missing as e:
         print("torch-compare: %s" % e, file=sys.stderr)
         return 77 if skip_missing else 2
@@ -983,7 +993,7 @@ def probe_orders(torch, dev):
     print()
 
 
-def compare_run(align, device, workdir, explain_ops=()):
+def compare_run(align, device, workdir, explain_ops=(), only_ops=None):
     try:
         import torch
         import torch.nn.functional as F
@@ -999,6 +1009,8 @@ def compare_run(align, device, workdir, explain_ops=()):
     probe_orders(torch, dev)
     rows, explained = [], []
     for i, c in enumerate(cases()):
+        if only_ops is not None and c["op"].split("[")[0] not in only_ops:
+            continue
         cmd, got = run_align(align, device, c, workdir, i)
         kind, extra = c["ref"]
         with torch.no_grad():
