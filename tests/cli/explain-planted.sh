@@ -9,6 +9,10 @@
 # with the planted output (cmp). Once per op the same question is asked with --no-screen (every
 # assignment replayed whole) and with -j 2, and the matches must be the same (the screening on the first
 # rows refutes only what the whole replay refutes; threads change nothing).
+# EXPLAIN_SHARD=I/N: only the ops whose index in `align run --list` is I-1 modulo N, less the slow ops
+# of `solo` below; EXPLAIN_SHARD=OP: that op alone (meson runs explain-planted-1..N and one test per solo
+# op, so each has its own time limit and they run in parallel); each op draws from its own seeded
+# generator, so an op's draws do not depend on the shard it falls in.
 . "$SRCROOT/tests/cli/lib.sh"
 DRAWS=${EXPLAIN_DRAWS:-6}
 SLOW=0 # the sanitizer build (ASan + UBSan, several times slower): fewer draws, the compressor's once
@@ -16,9 +20,17 @@ grep -q __asan_init "$ALIGN" && DRAWS=${EXPLAIN_DRAWS:-2} SLOW=1
 VERIFY=${EXPLAIN_VERIFY:-12}
 "$ALIGN" run --list >list.txt || fail "align run --list"
 "$ALIGN" modes >modes.txt || fail "align modes"
-python3 - "$ALIGN" "$DRAWS" "$VERIFY" "$SLOW" <<'PY' || fail "planted assignments (see above)"
+SHARD=${EXPLAIN_SHARD:-1/1}
+if [[ $SHARD =~ ^[1-9][0-9]*/[1-9][0-9]*$ ]]; then
+	[ "${SHARD%/*}" -le "${SHARD#*/}" ] || fail "EXPLAIN_SHARD=$SHARD: want I/N with 1 <= I <= N"
+else
+	grep -q "^$SHARD:" list.txt || fail "EXPLAIN_SHARD=$SHARD: neither I/N nor an op of align run --list"
+fi
+python3 - "$ALIGN" "$DRAWS" "$VERIFY" "$SLOW" "$SHARD" <<'PY' || fail "planted assignments (see above)"
 import itertools, json, random, subprocess, sys
 align, draws, verify, slow = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+solo_op = None if "/" in sys.argv[5] else sys.argv[5]
+shard, nshards = (1, 1) if solo_op else (int(x) for x in sys.argv[5].split("/"))
 # fast dims per op (every op of `align run --list` must have a row: a new op fails here until it has one)
 dims = {
     "matmul": "T=4,D=64,F=8", "rmsnorm": "T=4,D=256", "qnorm": "T=3,H=2,D=128", "swiglu": "T=4,F=256",
@@ -35,6 +47,9 @@ composed = {"attn"}
 # K or 2K rows of x): ~35 s an explanation on this machine, so fewer draws
 op_draws = {"compressor": 1 if slow else 2}
 single = {"compressor"} if slow else set()  # no --no-screen / -j 2 repeat for these
+# ops too slow to share a shard (the compressor: ~5 min on a loaded 2-core machine): one test each
+# (explain-planted-OP in tests/cli/meson.build), never in an I/N shard
+solo = {"compressor"}
 ops, switches = [], {}
 for line in open("list.txt"):
     if line[0].isalpha() and ": block of" not in line:
@@ -45,7 +60,6 @@ values = {}
 for line in open("modes.txt").readlines()[1:]:
     f = line.split()
     values[f[0]] = [v for v in f[3].rstrip(":").split("|") if not v.endswith("*")]
-rng = random.Random(19)
 bad = 0
 def run(args):
     return subprocess.run([align] + args, capture_output=True, text=True)
@@ -57,7 +71,10 @@ def points(d, sw):
     """the assignments a description stands for (dicts)"""
     axes = [[(e, v) for v in (d["switches"][e] if e in d["switches"] else sw[e])] for e in sw]
     return [dict(p) for p in itertools.product(*axes)]
-for op in ops:
+for i, op in enumerate(ops):
+    if (op != solo_op) if solo_op else (op in solo or i % nshards != shard - 1):
+        continue
+    rng = random.Random("19-" + op)
     if op in composed:
         print(f"op {op}: composed layer, explained through its sub-ops"); continue
     if op not in dims:
