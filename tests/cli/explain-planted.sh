@@ -44,9 +44,11 @@ dims = {
 # covers; its planted draws are explained op by op (each sub-op is planted above), not as a layer
 composed = {"attn"}
 # the compressor's 98,304 assignments (15 switches) are replayed whole (no row screening: a group reads
-# K or 2K rows of x): ~35 s an explanation on this machine, so fewer draws
+# K or 2K rows of x): ~35 s an explanation in the optimised build, ~4 min in a debug one: fewer draws
 op_draws = {"compressor": 1 if slow else 2}
-single = {"compressor"} if slow else set()  # no --no-screen / -j 2 repeat for these
+# no --no-screen / -j 2 repeat for these: the compressor has no row screening (--no-screen is its normal
+# path) and each whole replay costs minutes in a debug build; the other ops check the threads
+single = {"compressor"}
 # ops too slow to share a shard (the compressor: ~5 min on a loaded 2-core machine): one test each
 # (explain-planted-OP in tests/cli/meson.build), never in an I/N shard
 solo = {"compressor"}
