@@ -5,6 +5,8 @@
 #     the rank's outputs file is byte-identical to the C twin's (`align run OP --shape N=1,...`), its
 #     trace's digests equal the C twin's, its header says rank 0 of 1, cuda-ranks, the NCCL version and
 #     library, NCCL_NVLS_ENABLE=0 in nccl_env and set by align, and `align ingest` accepts it.
+#  1b. --inputs from files: `x.{rank}.safetensors` (rank r's own x[1,cols]) and one x[N,cols] file, each
+#     byte-identical to the C twin on the same file.
 #  2. the mpirun form on GPU 0 (RANK=0 WORLD_SIZE=1 --nccl-id FILE): rank 0 removes the id file after
 #     the communicator is up; an existing id file is refused (exit 2).
 #  3. a failing rank: on a one-GPU machine --ranks 2 makes rank 1 fail (no device 1) while rank 0 waits
@@ -66,6 +68,27 @@ for D in 786433 5; do
 					{ bad "$what: ingest refused the rank trace: $(cat err.txt)"; continue; }
 				good "$what: bytes = C twin (2 steps), header ok, ingested ($h)"
 			done
+		done
+	done
+done
+
+# 1b. inputs from files: rank r's own file (`--inputs x.{rank}.safetensors`, x[1,cols]) and one file of
+# every rank's rows (x[N,cols]), against the C twin on the same file
+echo "## --ranks 1 --inputs from files"
+for op in allreduce reduce_scatter all_gather; do
+	for impl in fixed nccl; do
+		what="$op $impl --inputs"
+		rm -f x.* r.* c.*
+		"$align" run "$op" --shape N=1,D=4099 --mode ALIGN_COLL_DTYPE=bf16 --seed 11 --save-inputs x.0.safetensors \
+			--outputs c.safetensors >/dev/null 2>err.txt || { bad "$what: C twin failed: $(cat err.txt)"; continue; }
+		for form in 'x.{rank}.safetensors' x.0.safetensors; do
+			rm -f r.*
+			if "$align" run "$op" --ranks 1 --shape D=4099 --mode ALIGN_COLL_DTYPE=bf16 --mode "ALIGN_COLL_IMPL=$impl" \
+				--inputs "$form" --outputs r.safetensors >out.txt 2>err.txt && cmp -s r.rank0.safetensors c.safetensors; then
+				good "$what $form: bytes = C twin on the same file"
+			else
+				bad "$what $form: $(tail -2 err.txt) (outputs: $(ls r.* 2>&1))"
+			fi
 		done
 	done
 done
