@@ -3,7 +3,7 @@
 # Safe to run repeatedly; needs root (or sudo) only when something is missing.
 set -euo pipefail
 pkgs=(gcc clang clang-format meson ninja-build pkg-config python3 libsqlite3-dev zlib1g-dev libjansson-dev libxxhash-dev
-      libssl-dev sqlite3 gzip)
+      libssl-dev sqlite3 gzip bc time)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

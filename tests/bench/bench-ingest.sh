@@ -6,6 +6,8 @@
 #   import_s   = wall time of `sqlite3 db ".import --csv"` of the same N rows (the columns align fills)
 #                into a file database with the same columns and the same two indexes
 #   ratio      = ingest_s / import_s   (goal <= 1.5)
+#   cpu ratio  = the same with CPU time (user + sys, GNU time), the figure to quote on a loaded machine:
+#                wall time there mostly measures the other processes
 #   firstdiff_s = wall time of `align report --first-diff` on two runs of N_FIRSTDIFF/2 records each,
 #                differing from the last step on (goal < 1 s for 10M records)
 set -euo pipefail
@@ -27,19 +29,22 @@ CREATE UNIQUE INDEX record_order ON record(run_id, rank, seq);
 CREATE INDEX record_key ON record(run_id, canon, rank, step, micro, occ);
 SQL
 best() { sort -g | head -1; }
-ing=(); imp=()
+ing=(); imp=(); ingc=(); impc=()
+cpu() { awk '{printf "%.3f", $1 + $2}' cpu.txt; } # user + sys of the last timed command
 for rep in 1 2 3; do
 	rm -f a.db import.db
-	t0=$(now); "$ALIGN" ingest --quiet --db a.db trace.atf >/dev/null; t1=$(now)
-	ing+=("$(echo "$t1 - $t0" | bc -l)")
+	t0=$(now); /usr/bin/time -o cpu.txt -f '%U %S' "$ALIGN" ingest --quiet --db a.db trace.atf >/dev/null; t1=$(now)
+	ing+=("$(echo "$t1 - $t0" | bc -l)") ingc+=("$(cpu)")
 	sqlite3 import.db < import.sql
-	t0=$(now); sqlite3 import.db ".import --csv rows.csv record"; t1=$(now)
-	imp+=("$(echo "$t1 - $t0" | bc -l)")
+	t0=$(now); /usr/bin/time -o cpu.txt -f '%U %S' sqlite3 import.db ".import --csv rows.csv record"; t1=$(now)
+	imp+=("$(echo "$t1 - $t0" | bc -l)") impc+=("$(cpu)")
 done
 rows=$(sqlite3 a.db "SELECT count(*) FROM record")
 irows=$(sqlite3 import.db "SELECT count(*) FROM record")
 ingest_s=$(printf '%s\n' "${ing[@]}" | sort -g | sed -n 2p)
 import_s=$(printf '%s\n' "${imp[@]}" | sort -g | sed -n 2p)
+ingest_c=$(printf '%s\n' "${ingc[@]}" | sort -g | sed -n 2p)
+import_c=$(printf '%s\n' "${impc[@]}" | sort -g | sed -n 2p)
 printf 'machine: %s, %s cores; sqlite %s; commit %s\n' "$(uname -m)" "$(nproc)" "$(sqlite3 --version | cut -d' ' -f1)" \
 	"$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 printf 'ingest  N=%s rows=%s  median of 3: %.3f s  (%.0f rows/s)  runs: %s\n' "$n" "$rows" "$ingest_s" \
@@ -47,6 +52,8 @@ printf 'ingest  N=%s rows=%s  median of 3: %.3f s  (%.0f rows/s)  runs: %s\n' "$
 printf 'import  N=%s rows=%s  median of 3: %.3f s  (%.0f rows/s)  runs: %s\n' "$n" "$irows" "$import_s" \
 	"$(echo "$irows / $import_s" | bc -l)" "${imp[*]}"
 printf 'ratio ingest/import = %.2f  (goal <= 1.5)\n' "$(echo "$ingest_s / $import_s" | bc -l)"
+printf 'cpu (user+sys) median of 3: ingest %.3f s, import %.3f s, ratio %.2f  runs: %s / %s\n' "$ingest_c" "$import_c" \
+	"$(echo "$ingest_c / $import_c" | bc -l)" "${ingc[*]}" "${impc[*]}"
 if [ "$nf" -gt 0 ]; then
 	half=$((nf / 2))
 	last=$(( (half + 999) / 1000 ))
