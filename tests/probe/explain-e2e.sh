@@ -6,7 +6,11 @@
 # (and as safetensors); both traces are ingested; explain_e2e.py finds the first divergent record with
 # `align report --first-diff`, explains every op with `--runs torch,paddle` and per side with
 # `--inputs/--output`, replays every description with `align run` (bytes compared) and checks the
-# verdicts measured on this project's CPU (AVX-512; on a CPU without AVX2/FMA they are notes).
+# verdicts measured on this project's CPU (AVX-512; on a CPU without AVX2/FMA they are notes). Then
+# explain_diag.py shows why no mode reproduces the bf16 router (both sides) and torch's act: models of the
+# CPU libraries (cpu_models.c: SIMD GEMM K-lanes, the vectorised exp; numpy: sum orders, the reciprocal,
+# bf16 roundings) reproduce the frameworks' bits and name what no mode models (checked on AVX2+FMA CPUs,
+# printed elsewhere).
 # Skips (77) only when the frameworks cannot be installed (venv.sh).
 . "$SRCROOT/tests/cli/lib.sh"
 . "$SRCROOT/tests/probe/lib.sh"
@@ -25,4 +29,15 @@ for dt in bf16 fp32; do
 	"$PY" "$SRCROOT/tests/probe/explain_e2e.py" "$ALIGN" $dt $dt.db $dt-torch $dt-paddle --show-first first-$dt.txt ||
 		fail "$dt: explain_e2e.py"
 done
+cc=${CC:-cc}
+if $cc -O1 -ffp-contract=off -shared -fPIC -o cpu_models.so "$SRCROOT/tests/probe/cpu_models.c" -lm 2>cc.txt; then
+	expect=
+	grep -m1 '^flags' /proc/cpuinfo | grep -qw avx2 && grep -m1 '^flags' /proc/cpuinfo | grep -qw fma && expect=--expect
+	"$PY" "$SRCROOT/tests/probe/explain_diag.py" ./cpu_models.so bf16-torch bf16-paddle $expect >diag.txt ||
+		fail "explain_diag.py: $(grep FAIL diag.txt)"
+	cat diag.txt
+	[ -n "$expect" ] || echo "note: this CPU lacks AVX2/FMA: the models' matches above are not checked"
+else
+	fail "cc cpu_models.c: $(cat cc.txt)"
+fi
 [ "$FAILS" = 0 ]

@@ -32,9 +32,9 @@ EXPECT = {
         "first": "router",
         "norm": ("found", "found", {}, "both eager RMSNorms round x*rsqrt to bf16 before the bf16 weight "
                  "multiply (ALIGN_RMSNORM_CAST=before_weight)"),
-        "router": ("none", "none", None, "torch's fp32 linear + vectorised softmax (Sleef exp, lane-split "
-                   "sums, a reciprocal) and Paddle's vectorised softmax are not the router's sequential "
-                   "exp/sum/divide: no mode models them"),
+        "router": ("none", "none", None, "torch's GEMM sums K in 4 lanes and its softmax uses a vectorised "
+                   "exp and a reciprocal; Paddle's softmax sums in AVX pairs and uses a reciprocal: no mode "
+                   "models them (explain_diag.py reproduces both)"),
         "up": ("found", "found", {}, "the bf16 output rounding hides the GEMMs' K order at K=64"),
         "act": ("none", "found", None, "Paddle computes silu(g)*u*p in fp32 and rounds once "
                 "(ALIGN_SWIGLU_ROUND=single); torch's eager bf16 rounds silu(g), then *u, then *p: three "
