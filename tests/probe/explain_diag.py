@@ -12,8 +12,8 @@ router (softmax over E logits, then top-k): every combination of
     normalise e / sum | e * (1 / sum)
 act, torch side (eager bf16 silu(g) * u * p): silu in binary32 with either exp, rounded to bf16 after
 silu, after * u and after * p (three roundings), against the one and two roundings the modes have.
---expect: the combinations measured when this was written must reproduce (x86 with AVX2 and FMA: the
-test passes --expect only there). Exit 0 when every expectation holds (or without --expect).
+--expect: the combinations measured when this was written must reproduce (x86 with AVX-512, AVX2 and
+FMA, where they were measured: the test passes --expect only there). Exit 0 when every expectation holds (or without --expect).
 """
 import ctypes
 import json
