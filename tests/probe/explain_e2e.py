@@ -1,7 +1,7 @@
 """Checks `align explain` on the DSv4 block's ops recorded from a real PyTorch and Paddle CPU run
 (op_records.py), one dtype at a time:
 
-    explain_e2e.py ALIGN DTYPE DB DIR_TORCH DIR_PADDLE [--show-first OUT.txt]
+    explain_e2e.py ALIGN DTYPE DB DIR_TORCH DIR_PADDLE
 
 1. the first divergent record: `align report --first-diff` on the two op-record traces; its prefix is
    the block op explained first (and must be the expected one);
@@ -14,7 +14,6 @@
    depend on the CPU paths the libraries dispatch by ISA (measured with AVX-512): on a CPU without
    avx512f, avx2 and fma a verdict that differs is printed as a note, not a failure; checks 1-3 hold on
    any CPU.
---show-first writes the text explanation of the first divergent op (the README shows it).
 Exit 0 when every check holds; prints 'ok: ...', 'note: ...' and 'FAIL: ...' lines.
 """
 import json
@@ -136,7 +135,6 @@ def verdict(side_json):
 def main():
     global ALIGN
     ALIGN, dt, db, dirs = sys.argv[1], sys.argv[2], sys.argv[3], {"torch": sys.argv[4], "paddle": sys.argv[5]}
-    show = sys.argv[sys.argv.index("--show-first") + 1] if "--show-first" in sys.argv else None
     strict = {"avx512f", "avx2", "fma"} <= cpu_flags()
     ops = json.load(open(os.path.join(dirs["torch"], "ops.json")))
     exp = EXPECT[dt]
@@ -190,10 +188,6 @@ def main():
                                                                               want_p, reason))
         else:
             print("ok: %s %s (%s): torch %s, paddle %s: %s" % (dt, prefix, op, got[0], got[1], reason))
-        if show and prefix == prefix1:
-            rc, out, err = align(*args)
-            with open(show, "w") as f:
-                f.write(out)
     return 1 if fails else 0
 
 
