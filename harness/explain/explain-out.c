@@ -176,8 +176,10 @@ static int render_text(struct ex_search *s, const struct ex_answer *ans, FILE *o
 	const char *bullet = md ? "- " : "  ";
 	char dims[128], buf[4096], any[2048];
 	dims_text(&c->d, dims, sizeof dims);
-	fprintf(out, "%sexplain %s (%s%s), inputs %s\n", md ? "### " : "", c->op->name, dims,
-		c->variant ? ", variant" : "", c->in_src);
+	char var[32] = "";
+	if (c->variant)
+		snprintf(var, sizeof var, ", variant %d", c->variant);
+	fprintf(out, "%sexplain %s (%s%s), inputs %s\n", md ? "### " : "", c->op->name, dims, var, c->in_src);
 	if (c->variant)
 		fprintf(out, "%sparameter variant %d\n", bullet, c->variant);
 	for (int k = 0; k < c->op->impl->n_out; k++)
@@ -373,17 +375,14 @@ int ex_render(struct ex_search *s, const struct ex_answer *ans, const char *form
 	return render_text(s, ans, out, !strcmp(format, "md"));
 }
 
-/* values of switch i that some description of ans admits (all of them: the switch's domain bits) */
-static uint32_t admitted(const struct ex_search *s, const struct ex_answer *ans, int i)
+/* values of switch i that some description of ans admits (all of them: the switch's domain bits); 0 when
+ * no assignment reproduces the side's output: its closest assignment is no explanation, so a switch
+ * value taken from it would name a difference nothing showed */
+static uint32_t admitted(const struct ex_answer *ans, int i)
 {
 	uint32_t b = 0;
 	for (int k = 0; k < ans->n_desc; k++)
 		b |= ans->desc[k].set[i];
-	if (!ans->n_desc && ans->n_close) {
-		struct align_modes m;
-		ex_space_modes(&s->sp, ans->close[0].a, &m);
-		b = 1u << m.v[s->sp.sw[i]];
-	}
 	return b;
 }
 
@@ -400,11 +399,20 @@ int ex_render_pair(struct ex_search *s[2], const struct ex_answer *ans[2], const
 		fprintf(out, "%s== run %s ==\n", side ? "\n" : "", names[side]);
 		ALIGN_TRY(&s[side]->ctx->err, render_text(s[side], ans[side], out, !strcmp(format, "md")));
 	}
+	int unexplained = 0; /* bit side: no assignment reproduces that side's output */
+	for (int side = 0; side < 2; side++)
+		unexplained |= (!s[side]->n_match) << side;
 	if (!json)
 		fprintf(out, "\n== the switches whose values differ (%s vs %s) ==\n", names[0], names[1]);
+	for (int side = 0; side < 2 && !json; side++)
+		if (unexplained >> side & 1)
+			fprintf(out,
+				"not explained: '%s': no assignment reproduces its output%s; its closest assignments "
+				"are not explanations, so its switches are not compared\n",
+				names[side], s[side]->exhaustive ? "" : " among those tried");
 	int n = 0;
 	for (int i = 0; i < s[0]->sp.n_sw; i++) {
-		uint32_t a = admitted(s[0], ans[0], i), b = admitted(s[1], ans[1], i);
+		uint32_t a = admitted(ans[0], i), b = admitted(ans[1], i);
 		if (!a || !b || (a & b))
 			continue; /* unknown on a side, or a value both admit */
 		const struct align_mode_info *in = modes_info(s[0]->sp.sw[i]);
@@ -419,9 +427,18 @@ int ex_render_pair(struct ex_search *s[2], const struct ex_answer *ans[2], const
 		n++;
 	}
 	if (json) {
+		json_t *nx = json_array();
+		for (int side = 0; side < 2; side++)
+			if (unexplained >> side & 1)
+				json_array_append_new(nx, json_string(names[side]));
 		json_object_set_new(root, "differ", diff);
+		json_object_set_new(root, "not_explained", nx);
 		return dump_json(s[0]->ctx, root, out);
 	}
-	fprintf(out, "%d switch%s differ between '%s' and '%s'\n", n, n == 1 ? "" : "es", names[0], names[1]);
+	if (unexplained) /* n is 0: an unexplained side admits no value */
+		fprintf(out, "no switches compared: %s\n",
+			unexplained == 3 ? "neither side is explained" : "one side is not explained");
+	else
+		fprintf(out, "%d switch%s differ between '%s' and '%s'\n", n, n == 1 ? "" : "es", names[0], names[1]);
 	return ALIGN_OK;
 }

@@ -94,4 +94,10 @@ run_align 1 explain --op swiglu --inputs in.st --output flip.st --max-replays 10
 	expect_out "^no assignment reproduces the output among those tried \(the search was not exhaustive: others may\)$" &&
 	ok "not exhaustive: no claim that none reproduces"
 run_align 0 "${EX[@]}" --format md && expect_out "^### explain swiglu \(T=8,F=64\), inputs in.st$" && ok "md"
+# a parameter variant: the header names it with its number (router variant 3: softmax scores, scale 1)
+"$ALIGN" run router --variant 3 --shape T=4,D=64,E=8,K=2,V=16 --seed 5 --save-inputs rin.st --outputs rout.st \
+	>/dev/null || fail "router variant 3"
+run_align 0 explain --op router --variant 3 --inputs rin.st --output rout.st &&
+	expect_out "^explain router \(T=4,D=64,E=8,K=2,V=16, variant 3\), inputs rin.st$" &&
+	expect_out "^  parameter variant 3$" && ok "variant named in the header"
 finish

@@ -55,4 +55,24 @@ run_align 2 explain --db r.db --op rmsnorm --runs A,B && expect_err "run 'A' has
 	ok "no records of the op"
 run_align 2 explain --db r.db --op swiglu --runs A,B --inputs in1.st && expect_err "drop --inputs" && ok "both sources"
 expect_eq "database unchanged after errors" "$(sqlite3 r.db .dump | sha256sum)" "$before"
+# a side that no assignment reproduces (run C: B with one element of step 2's output changed): it is
+# said to be unexplained and no switch is compared (its closest assignment is no explanation)
+python3 - <<'PY' || fail "flipped payload"
+import json, struct
+b = bytearray(open("pad2.st", "rb").read()); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+o = 8 + n + h["a"]["data_offsets"][0] + 2 * 77
+b[o] ^= 1
+open("bad2.st", "wb").write(b)
+PY
+python3 atf.py C c.atf 1:in1.st:ref1.st 2:in2.st:bad2.st && "$ALIGN" ingest --db r.db c.atf >/dev/null || fail "run C"
+run_align 1 explain --db r.db --op swiglu --runs A,C &&
+	expect_out "^not explained: 'C': no assignment reproduces its output; its closest assignments are not" &&
+	expect_out "^no switches compared: one side is not explained$" && ok "an unexplained side: no switch compared"
+grep -q "^ALIGN_SWIGLU_SCALE " out.txt && fail "a switch taken from the unexplained side's closest assignment"
+run_align 1 explain --db r.db --op swiglu --runs A,C --format json
+python3 - <<'PY' || fail "--runs JSON, unexplained side"
+import json
+j = json.load(open("out.txt"))
+assert j["differ"] == [] and j["not_explained"] == ["C"] and not j["b"]["found"], (j["differ"], j["not_explained"])
+PY
 finish

@@ -98,6 +98,7 @@ def build_torch(w, dtype="fp32"):
             self.norm, self.router, self.up = RMSNorm(), Router(), Linear("up.weight")
             self.act, self.down = SwiGLU(), Linear("down.weight")
             self.keep = None
+            self.watched = None  # watched(block, tensors): the forward's tensors by name (op_records.py)
 
         def forward(self, x):
             h = self.norm(x)
@@ -105,7 +106,10 @@ def build_torch(w, dtype="fp32"):
             scale = topv.sum(-1, keepdim=True).to(dt)
             u = self.up(h)
             a = self.act(u, scale)
-            y = x + self.down(a)
+            d = self.down(a)
+            y = x + d
+            if self.watched is not None:
+                self.watched(self, dict(x=x, h=h, topv=topv, topi=topi, scale=scale, u=u, a=a, d=d))
             if self.keep is not None:
                 for n, t in (("norm.out", h), ("router.out.0", topv), ("router.out.1", topi), ("up.out", u),
                              ("act.out", a), ("model.out", y)):
@@ -190,6 +194,7 @@ def build_paddle(w, dtype="fp32"):
             self.norm, self.router, self.up = RMSNorm(), Router(), Linear("up.weight")
             self.act, self.down = SwiGLU(), Linear("down.weight")
             self.keep = None
+            self.watched = None  # watched(block, tensors): the forward's tensors by name (op_records.py)
 
         def forward(self, x):
             h = self.norm(x)
@@ -199,6 +204,8 @@ def build_paddle(w, dtype="fp32"):
             a = self.act(u, scale)
             d = self.down(a)
             y = x + d if dt == "float32" else (f32(x) + f32(d)).astype(dt)
+            if self.watched is not None:
+                self.watched(self, dict(x=x, h=h, topv=topv, topi=topi, scale=scale, u=u, a=a, d=d))
             if self.keep is not None:
                 for n, t in (("norm.out", h), ("router.out.0", topv), ("router.out.1", topi), ("up.out", u),
                              ("act.out", a), ("model.out", y)):
@@ -225,11 +232,14 @@ def build_paddle(w, dtype="fp32"):
     return m, step, to_input
 
 
-def train(framework, w, steps, probe=None, keep=False, dtype="fp32", around=None):
+def train(framework, w, steps, probe=None, keep=False, dtype="fp32", around=None, watched=None):
     """Trains `steps` SGD steps; returns [(step, name, bytes)] in execution order: the forward
     intermediates (keep), model.out, loss, each parameter's .grad, the updated parameters.
-    around(model) -> (start, stop): called before and after each step (another tool's switches)."""
+    around(model) -> (start, stop): called before and after each step (another tool's switches).
+    watched: called as watched(block, tensors) after each forward (op_records.OpRecorder), with
+    watched.step(s) around the step (a context manager)."""
     m, step, to_input = (build_torch if framework == "torch" else build_paddle)(w, dtype)
+    m.watched = watched
     start, stop = around(m) if around else (None, None)
     if probe is not None:
         probe.watch(m)
@@ -243,6 +253,9 @@ def train(framework, w, steps, probe=None, keep=False, dtype="fp32", around=None
                 y, loss, grads = step(x)
                 probe.record("loss", loss)
             probe.params(m)
+        elif watched is not None:
+            with watched.step(s):
+                y, loss, grads = step(x)
         elif start:
             start()
             y, loss, grads = step(x)
@@ -256,4 +269,6 @@ def train(framework, w, steps, probe=None, keep=False, dtype="fp32", around=None
         out += [(s, n, raw(p)) for n, p in m.named_parameters()]
     if probe is not None:
         probe.close()
+    if watched is not None:
+        watched.close()
     return out
