@@ -71,9 +71,9 @@ expect_eq "candidate shown once" "$(grep -c "'attn.out' at h.atf" out.txt)" "1"
 run_align 0 ingest --db r.db --quiet j.atf
 run_align 1 report --db r.db --runs g,j --format json --out gj.json
 expect_eq "input missing" "$(pyj gj.json '[d["first_diff"]["name"], d["root_cause"], d["root_cause_reason"]]')" \
-	"['attn.out', None, 'no differing output whose inputs are all bitwise-equal']"
+	"['attn.out', None, 'no differing output whose inputs are all equal (bitwise or in their summaries)']"
 run_align 1 report --db r.db --runs g,j
-expect_out "^root cause candidate: none \(no differing output whose inputs are all bitwise-equal\)$"
+expect_out "^root cause candidate: none \(no differing output whose inputs are all equal \(bitwise or in their summaries\)\)$"
 
 # --- --first-diff searches through the first differing step only ------------------------------------------
 # step 2: only the MLP's input and output differ (its producer is not recorded); step 3: the attention
