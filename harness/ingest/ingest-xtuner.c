@@ -49,6 +49,7 @@ enum xt_kind { XT_FORWARD, XT_BEFORE_CLIP, XT_AFTER_CLIP, XT_UNKNOWN };
 
 #define MAX_OPEN 256	 /* calls open at once (nesting depth) */
 #define MAX_RUN_NAMES 64 /* tensor names of one run (one hook: a handful) */
+#define MAX_MOD_LEN 512	 /* bytes of a module name */
 
 /* A module call open in the forward file: its name "M#K" (the module is the text before '#'). */
 struct xt_call {
@@ -71,7 +72,9 @@ struct xt {
 	size_t n_open;
 	struct xt_count *counts;
 	size_t n_counts, cap_counts;
-	char run_call[600]; /* the current run: its call, side (0 none, 1 before, 2 after), tensor names */
+	char run_call[MAX_MOD_LEN + 32]; /* the current run: its call "M#K", M's length, side (0 none, 1
+					  * before, 2 after), tensor names and their lines */
+	size_t run_mod_len;
 	int run_side;
 	char *run_names[MAX_RUN_NAMES];
 	int64_t run_lines[MAX_RUN_NAMES];
@@ -85,6 +88,7 @@ static void run_reset(struct xt *x)
 		free(x->run_names[i]);
 	x->n_run = 0;
 	x->run_side = 0;
+	x->run_mod_len = 0;
 	x->run_call[0] = '\0';
 }
 
@@ -144,8 +148,10 @@ static int link_record(struct ingest *ig, struct xt *x, const char *n, int64_t l
 		run_reset(x);
 		return ALIGN_OK;
 	}
-	size_t cur = strcspn(x->run_call, "#");
-	int same_run = x->run_side == side && cur == mod_len && !memcmp(x->run_call, mod, mod_len);
+	if (mod_len > MAX_MOD_LEN)
+		return ingest_error(ig, line, "field 'name': the module name of '%.40s...' is longer than %d bytes", n,
+				    MAX_MOD_LEN);
+	int same_run = x->run_side == side && x->run_mod_len == mod_len && !memcmp(x->run_call, mod, mod_len);
 	if (same_run) {
 		for (size_t i = 0; i < x->n_run; i++)
 			if (!strcmp(x->run_names[i], tensor))
@@ -184,7 +190,7 @@ static int link_record(struct ingest *ig, struct xt *x, const char *n, int64_t l
 			while (x->n_open >= i)
 				free(x->open[--x->n_open].call);
 		}
-		x->run_side = side;
+		x->run_side = side, x->run_mod_len = mod_len;
 	}
 	if (x->n_run == MAX_RUN_NAMES)
 		return ingest_error(ig, line, "field 'name': more than %d %s records in one run of '%s'", MAX_RUN_NAMES,
