@@ -26,7 +26,11 @@
  * <= the last one seen is a restart: the earlier records from that step on are superseded.
  * Launcher prefixes, ANSI colour codes and '\r' segments are handled by matching the iteration and
  * validation grammars anywhere in a segment (find-all), so glued lines of interleaved ranks still
- * parse; everything else (timer blocks, memory reports, warnings) is ignored.
+ * parse; everything else (timer blocks, memory reports, warnings) is ignored. Megatron-Bridge's
+ * training_log prints Megatron-LM's iteration and validation lines (its "max attention logit" is a metric
+ * like any other numeric field); its own lines between them, rank 0's "Step Time : 6.13s GPU utilization:
+ * 798.4MODEL_TFLOP/s/GPU" and the "memory (GB) | mem-allocated-gigabytes: ..." report, are ignored too
+ * (tests/samples/megatron-log/bridge.log).
  * Alignment anchors (final_loss:, [LOSS_PATH_MD5], ... of the Paddle team's patched Megatron, anchor.h)
  * on the same stream go to the anchor scanner, segment by segment; each iteration line tells it that
  * the step is complete (a clock check). A restart seen at an iteration line supersedes the global

@@ -21,7 +21,20 @@
  * "nan", "inf", "-inf".
  * Execution order: seq = step << 40 | slot << 24 | line, slot = micro-batch for forward files, 65534
  * before clipping, 65535 after, so files ingested in any order (Step_10 sorts before Step_2) keep the
- * order they were executed in. A last line without '\n' is ignored with a warning (killed mid-write). */
+ * order they were executed in. A last line without '\n' is ignored with a warning (killed mid-write).
+ *
+ * The input/output link (ATF call/io, report-rootcause.c). AccProber's wrappers call one before_X hook
+ * (a record per non-None input tensor, "[M][before]T"), the module's forward (whose hooked submodules
+ * write their records in between), then one after_X hook ("[M][after]T"); records are written in
+ * that order, and a checkpointed layer's recomputation during backward writes its records again, in
+ * the same nesting. So in one forward file a run of consecutive [before] records of module M is the
+ * inputs of a new call "M#K" (K counts M's calls in the file, from 0), and a run of consecutive [after]
+ * records of M is the outputs of the innermost call of M still open (calls nest like parentheses;
+ * calls opened inside it and never closed are closed with it: their outputs were None). GatedDeltaNet
+ * wraps its conv1d and chunk rule under the attention's own name: they are nested calls of M, told
+ * apart by the in_proj linears recorded between. A name without the [M][before]/[after] form (a
+ * custom ProberList.record_tensor) has no link. An [after] run of M with no open call of M, and a
+ * tensor name twice in one run (the same side of one call), are errors. */
 #include "anchor.h"
 
 #include "err.h"
@@ -34,11 +47,160 @@
 
 enum xt_kind { XT_FORWARD, XT_BEFORE_CLIP, XT_AFTER_CLIP, XT_UNKNOWN };
 
+#define MAX_OPEN 256	 /* calls open at once (nesting depth) */
+#define MAX_RUN_NAMES 64 /* tensor names of one run (one hook: a handful) */
+#define MAX_MOD_LEN 512	 /* bytes of a module name */
+
+/* A module call open in the forward file: its name "M#K" (the module is the text before '#'). */
+struct xt_call {
+	char *call;
+	size_t mod_len;
+};
+
+/* A module's count of calls so far in the file. */
+struct xt_count {
+	char *mod;
+	int64_t n;
+};
+
 struct xt {
 	enum xt_kind kind;
 	int64_t step, micro, rank; /* from the file name; -1 when it has none */
 	int warned_dtype, warned_key;
+	/* the call/io link of forward records (see the header) */
+	struct xt_call open[MAX_OPEN];
+	size_t n_open;
+	struct xt_count *counts;
+	size_t n_counts, cap_counts;
+	char run_call[MAX_MOD_LEN + 32]; /* the current run: its call "M#K", M's length, side (0 none, 1
+					  * before, 2 after), tensor names and their lines */
+	size_t run_mod_len;
+	int run_side;
+	char *run_names[MAX_RUN_NAMES];
+	int64_t run_lines[MAX_RUN_NAMES];
+	size_t n_run;
+	int64_t unclosed; /* calls opened and never closed by an [after] run */
 };
+
+static void run_reset(struct xt *x)
+{
+	for (size_t i = 0; i < x->n_run; i++)
+		free(x->run_names[i]);
+	x->n_run = 0;
+	x->run_side = 0;
+	x->run_mod_len = 0;
+	x->run_call[0] = '\0';
+}
+
+static void xt_free(struct xt *x)
+{
+	run_reset(x);
+	for (size_t i = 0; i < x->n_open; i++)
+		free(x->open[i].call);
+	for (size_t i = 0; i < x->n_counts; i++)
+		free(x->counts[i].mod);
+	free(x->counts);
+}
+
+/* "[M][before]T" / "[M][after]T": 1 (before) or 2 (after), M as [*mod, *mod + *mod_len) and T at *tensor;
+ * 0 for any other name. */
+static int split_name(const char *n, const char **mod, size_t *mod_len, const char **tensor)
+{
+	if (n[0] != '[')
+		return 0;
+	const char *b = strstr(n, "][before]"), *a = strstr(n, "][after]");
+	const char *e = b && (!a || b < a) ? b : a;
+	if (!e || e == n + 1)
+		return 0;
+	*mod = n + 1, *mod_len = (size_t)(e - n - 1);
+	*tensor = e + (e == b ? 9 : 8);
+	return e == b ? 1 : 2;
+}
+
+/* K for a new call of module mod: its calls so far in the file. -1: out of memory. */
+static int64_t next_count(struct xt *x, const char *mod, size_t mod_len)
+{
+	for (size_t i = 0; i < x->n_counts; i++)
+		if (strlen(x->counts[i].mod) == mod_len && !memcmp(x->counts[i].mod, mod, mod_len))
+			return x->counts[i].n++;
+	if (x->n_counts == x->cap_counts) {
+		size_t cap = x->cap_counts ? 2 * x->cap_counts : 64;
+		struct xt_count *g = realloc(x->counts, cap * sizeof *g);
+		if (!g)
+			return -1;
+		x->counts = g, x->cap_counts = cap;
+	}
+	char *m = strndup(mod, mod_len);
+	if (!m)
+		return -1;
+	x->counts[x->n_counts++] = (struct xt_count){m, 1};
+	return 0;
+}
+
+/* The call and io of a forward record named n at line (NULL call: no link). */
+static int link_record(struct ingest *ig, struct xt *x, const char *n, int64_t line, const char **call, const char **io)
+{
+	const char *mod, *tensor;
+	size_t mod_len;
+	int side = split_name(n, &mod, &mod_len, &tensor);
+	*call = *io = NULL;
+	if (!side) {
+		run_reset(x);
+		return ALIGN_OK;
+	}
+	if (mod_len > MAX_MOD_LEN)
+		return ingest_error(ig, line, "field 'name': the module name of '%.40s...' is longer than %d bytes", n,
+				    MAX_MOD_LEN);
+	int same_run = x->run_side == side && x->run_mod_len == mod_len && !memcmp(x->run_call, mod, mod_len);
+	if (same_run) {
+		for (size_t i = 0; i < x->n_run; i++)
+			if (!strcmp(x->run_names[i], tensor))
+				return ingest_error(ig, line,
+						    "field 'name': '%s' is a duplicate: line %lld already gave %s '%s' "
+						    "of call '%s'",
+						    n, (long long)x->run_lines[i], side == 1 ? "input" : "output",
+						    tensor, x->run_call);
+	} else {
+		run_reset(x);
+		if (side == 1) { /* a new call of mod */
+			int64_t k = next_count(x, mod, mod_len);
+			if (k < 0)
+				return fail_internal(ingest_err(ig), "out of memory");
+			if (x->n_open == MAX_OPEN)
+				return ingest_error(ig, line,
+						    "field 'name': '%s' opens a call nested more than %d deep", n,
+						    MAX_OPEN);
+			snprintf(x->run_call, sizeof x->run_call, "%.*s#%lld", (int)mod_len, mod, (long long)k);
+			if (!(x->open[x->n_open].call = strdup(x->run_call)))
+				return fail_internal(ingest_err(ig), "out of memory");
+			x->open[x->n_open++].mod_len = mod_len;
+		} else { /* the outputs of the innermost open call of mod */
+			size_t i = x->n_open;
+			while (i > 0 &&
+			       !(x->open[i - 1].mod_len == mod_len && !memcmp(x->open[i - 1].call, mod, mod_len)))
+				i--;
+			if (!i)
+				return ingest_error(
+					ig, line,
+					"field 'name': '%s': an [after] record without its [before] (no call of "
+					"'%.*s' is open)",
+					n, (int)mod_len, mod);
+			snprintf(x->run_call, sizeof x->run_call, "%s", x->open[i - 1].call);
+			x->unclosed += (int64_t)(x->n_open - i); /* opened inside it, never closed */
+			while (x->n_open >= i)
+				free(x->open[--x->n_open].call);
+		}
+		x->run_side = side, x->run_mod_len = mod_len;
+	}
+	if (x->n_run == MAX_RUN_NAMES)
+		return ingest_error(ig, line, "field 'name': more than %d %s records in one run of '%s'", MAX_RUN_NAMES,
+				    side == 1 ? "[before]" : "[after]", x->run_call);
+	if (!(x->run_names[x->n_run] = strdup(tensor)))
+		return fail_internal(ingest_err(ig), "out of memory");
+	x->run_lines[x->n_run++] = line;
+	*call = x->run_call, *io = side == 1 ? "in" : "out";
+	return ALIGN_OK;
+}
 
 /* Number after tag in s, or -1. */
 static int64_t num_after(const char *s, const char *tag)
@@ -256,6 +418,11 @@ static int xt_record(struct ingest *ig, struct xt *x, json_t *o, const struct py
 	else
 		snprintf(name, sizeof name, "%s", n0);
 	r.name = name, r.phase = grad ? "grad" : "fwd", r.shape = shape, r.stats = stats, r.head = headtxt;
+	if (!grad && (rc = link_record(ig, x, n0, line, &r.call, &r.io))) {
+		free(shape);
+		free(headtxt);
+		return rc;
+	}
 	json_t *pi = json_object_get(o, "param_info");
 	if (pi) {
 		json_t *ex = json_pack("{sO}", "param_info", pi);
@@ -293,12 +460,19 @@ static int xt_parse(struct ingest *ig, struct reader *rd)
 			break;
 		}
 		json_t *o;
-		if (pyjson_parse(line, len, &o, m, MAX_MEMBERS, &n_m, err, sizeof err))
+		if (pyjson_parse(line, len, &o, m, MAX_MEMBERS, &n_m, err, sizeof err)) {
+			xt_free(&x);
 			return ingest_error(ig, 0, "not a JSON object: %s", err);
+		}
 		rc = xt_record(ig, &x, o, m, n_m, ingest_current_line(ig));
 		json_decref(o);
 		records++;
 	}
+	if (!rc && x.n_open + x.unclosed)
+		ingest_warn(ig, 0,
+			    "%lld call%s with [before] records and no [after] records (outputs None?): inputs only",
+			    (long long)(x.n_open + x.unclosed), x.n_open + x.unclosed == 1 ? "" : "s");
+	xt_free(&x);
 	if (rc)
 		return rc;
 	if (got != 0 && got != 1)

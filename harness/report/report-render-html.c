@@ -309,8 +309,10 @@ static void root_cause(const struct report *r, FILE *out)
 	}
 	fputs("inputs equal, output differs: call <code>", out);
 	esc(out, it->a.call ? it->a.call : "?");
-	fprintf(out, "</code>, %lld input%s bitwise-equal", (long long)r->root_cause_inputs,
-		r->root_cause_inputs == 1 ? "" : "s");
+	char inputs[128];
+	rr_root_cause_inputs_text(r, inputs, sizeof inputs);
+	fputs("</code>, ", out);
+	esc(out, inputs);
 	if (!first)
 		fputs("; the first difference may be its downstream consequence", out);
 	fputs(".</p>\n", out);

@@ -20,7 +20,8 @@
  *                             known through step N only; null: searched to the end),
  *    "diffs": [ITEM, ...] (the first `limit` value differences: differ, incomparable),
  *    "diffs_total": N (value differences found), "limit": N, "warnings": ["..."],
- *    "root_cause": null | ITEM + {inputs (its call's input records, all bitwise-equal), is_first_diff},
+ *    "root_cause": null | ITEM + {inputs (its call's input records, all equal), inputs_by_summary (how many
+ *                  of them only in their summaries: not proven bitwise), is_first_diff},
  *    "root_cause_reason": null (found) | why none (report.h),
  *    "only_in": [{name, run, count, first_step, last_step}] (records of a name one run lacks, per
  *               (name, run), in execution order of their first record)}
@@ -92,6 +93,16 @@ const char *rr_left_out_note(const struct report *r, char *buf, size_t len)
 	return buf;
 }
 
+void rr_root_cause_inputs_text(const struct report *r, char *buf, size_t len)
+{
+	long long n = r->root_cause_inputs, m = r->root_cause_inputs_summary;
+	if (!m)
+		snprintf(buf, len, "%lld input%s bitwise-equal", n, n == 1 ? "" : "s");
+	else
+		snprintf(buf, len, "%lld input%s equal (%lld only in the summaries shown, not proven bitwise)", n,
+			 n == 1 ? "" : "s", m);
+}
+
 int rr_root_cause_text(const struct report *r, char *buf, size_t len)
 {
 	const struct report_item *it = r->root_cause;
@@ -106,9 +117,10 @@ int rr_root_cause_text(const struct report *r, char *buf, size_t len)
 	rr_key_text(it, key, sizeof key);
 	const char *call = it->a.call ? it->a.call : "?", *call_b = it->b.call ? it->b.call : "?";
 	int same_call = !strcmp(call, call_b);
-	snprintf(buf, len, "%s (inputs equal, output differs) at %s: call '%s'%s%s%s, %lld input%s bitwise-equal%s",
-		 it->canon, key, call, same_call ? "" : " ('", same_call ? "" : call_b, same_call ? "" : "' in b)",
-		 (long long)r->root_cause_inputs, r->root_cause_inputs == 1 ? "" : "s",
+	char inputs[128];
+	rr_root_cause_inputs_text(r, inputs, sizeof inputs);
+	snprintf(buf, len, "%s (inputs equal, output differs) at %s: call '%s'%s%s%s, %s%s", it->canon, key, call,
+		 same_call ? "" : " ('", same_call ? "" : call_b, same_call ? "" : "' in b)", inputs,
 		 rr_root_cause_is_first_diff(r) ? "; it is the first difference" : "");
 	return 1;
 }
@@ -205,6 +217,7 @@ static void json_root_cause(const struct report *r, json_t *doc)
 	json_t *rc = report_item_json(r->root_cause);
 	if (r->root_cause) {
 		json_object_set_new(rc, "inputs", json_integer(r->root_cause_inputs));
+		json_object_set_new(rc, "inputs_by_summary", json_integer(r->root_cause_inputs_summary));
 		json_object_set_new(rc, "is_first_diff", json_boolean(rr_root_cause_is_first_diff(r)));
 	}
 	json_object_set_new(doc, "root_cause", rc);

@@ -31,6 +31,8 @@ int rr_root_cause_is_first_diff(const struct report *r);
  * (with "; it is the first difference" when it is), or "none (WHY)" when a search found none; returns
  * 0 (and "") when nothing is to be said (no value differs, or no record read has a call link). */
 int rr_root_cause_text(const struct report *r, char *buf, size_t len);
+/* "N inputs bitwise-equal", or "N inputs equal (M only in the summaries shown, not proven bitwise)". */
+void rr_root_cause_inputs_text(const struct report *r, char *buf, size_t len);
 /* "only in 'RUN'" of an only-in group */
 const char *rr_only_in_run(const struct report *r, const struct report_only_in *o);
 /* report-render-elements.c: a reported record's element-level detail (report_item.elements) */

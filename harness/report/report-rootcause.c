@@ -1,7 +1,10 @@
 /* report-rootcause: the root-cause candidate (report.h): the first record in execution order that is
  * an output of a call (io 'out') whose value differs while every input record of that call (io 'in',
- * same rank, step, micro and call on each side) is present in both runs and bitwise-equal. Searched
- * step by step, in the steps whose records are read, until one is found. */
+ * same rank, step, micro and call on each side) is present in both runs and equal: bitwise-equal, or,
+ * for a tensor known on both sides only by its summaries (head and/or stats, as XTuner AccProber and
+ * msprobe's statistics task record them), equal in every element and statistic shown (compare.h rule
+ * 6). Such inputs are counted apart (report.h root_cause_inputs_summary): the match is not proven
+ * bitwise. Searched step by step, in the steps whose records are read, until one is found. */
 #include "report-impl.h"
 
 #include "err.h"
@@ -60,10 +63,18 @@ static void inputs_of(const struct rp_input *in, size_t n, const struct rp_input
 		(*hi)++;
 }
 
+/* A record known only by its summaries: a head or stats, and no value, bits, digest or missing reason. */
+static int summary_only(const struct rp_row *w)
+{
+	return (w->stats || w->head) && !w->has_bits && !w->has_value && !w->has_interval && !w->digest &&
+	       !w->missing && !w->text;
+}
+
 /* Input records of the output pair p: how many run A has for its call, or -1 when one of them is not
- * matched in run B by a bitwise-equal input of p's call in B (or B has inputs A lacks). */
+ * matched in run B by an equal input of p's call in B (or B has inputs A lacks); *by_summary: how many
+ * of them are equal only in their summaries. */
 static int64_t equal_inputs(const struct rp_ctx *c, const struct rp_pair *p, const struct rp_input *in_a, size_t n_a,
-			    const struct rp_input *in_b, size_t n_b)
+			    const struct rp_input *in_b, size_t n_b, int64_t *by_summary)
 {
 	const struct rp_row *oa = &c->rows[0][p->ia], *ob = &c->rows[1][p->ib];
 	struct rp_input ka = {oa->rank, oa->micro, rp_str(c, oa->call), -1},
@@ -71,13 +82,19 @@ static int64_t equal_inputs(const struct rp_ctx *c, const struct rp_pair *p, con
 	size_t a0, a1, b0, b1;
 	inputs_of(in_a, n_a, &ka, &a0, &a1);
 	inputs_of(in_b, n_b, &kb, &b0, &b1);
+	*by_summary = 0;
 	if (a1 - a0 != b1 - b0)
 		return -1;
 	for (size_t k = a0; k < a1; k++) {
-		const struct rp_pair *q = &c->pairs[c->rows[0][in_a[k].row].pair];
-		if (q->ib < 0 || q->verdict != VERDICT_BITWISE_EQUAL)
+		const struct rp_row *wa = &c->rows[0][in_a[k].row];
+		const struct rp_pair *q = &c->pairs[wa->pair];
+		if (q->ib < 0)
 			return -1;
 		const struct rp_row *wb = &c->rows[1][q->ib];
+		if (q->verdict == VERDICT_EQUAL_AS_PRINTED && summary_only(wa) && summary_only(wb))
+			(*by_summary)++;
+		else if (q->verdict != VERDICT_BITWISE_EQUAL)
+			return -1;
 		if (!is_io(c, wb, "in") || strcmp(rp_str(c, wb->call), kb.call))
 			return -1;
 	}
@@ -108,12 +125,14 @@ int rp_root_cause_step(struct rp_ctx *c, int64_t step)
 		if ((p->verdict != VERDICT_DIFFER && p->verdict != VERDICT_INCOMPARABLE) || p->ia < 0 || p->ib < 0 ||
 		    !is_io(c, &c->rows[0][p->ia], "out") || !is_io(c, &c->rows[1][p->ib], "out"))
 			continue;
-		int64_t k = equal_inputs(c, p, in_a, n_a, in_b, n_b);
+		int64_t by_summary;
+		int64_t k = equal_inputs(c, p, in_a, n_a, in_b, n_b, &by_summary);
 		if (k <= 0)
 			continue;
 		if (!(c->r->root_cause = rp_pair_item(c, p, step)))
 			return fail_internal(c->e, "out of memory");
 		c->r->root_cause_inputs = k;
+		c->r->root_cause_inputs_summary = by_summary;
 		return ALIGN_OK;
 	}
 	return ALIGN_OK;
@@ -134,5 +153,5 @@ void rp_root_cause_finish(struct rp_ctx *c)
 			 (long long)c->first_diff_step);
 	else
 		snprintf(r->root_cause_none, sizeof r->root_cause_none,
-			 "no differing output whose inputs are all bitwise-equal");
+			 "no differing output whose inputs are all equal (bitwise or in their summaries)");
 }

@@ -38,7 +38,10 @@
  *                   record that is the output of a call (record.io 'out', record.call set) whose verdict
  *                   is differ or incomparable, and whose call's input records (io 'in', the same rank,
  *                   step, micro and call; the call's name on each side) are present in both runs, matched
- *                   to each other and all bitwise-equal (at least one). NULL, with root_cause_none saying
+ *                   to each other and all equal (at least one): bitwise-equal, or, for an input both
+ *                   sides know only by its summaries (head, stats: AccProber, msprobe statistics), equal
+ *                   in every element and statistic shown (counted in root_cause_inputs_summary: not
+ *                   proven bitwise). NULL, with root_cause_none saying
  *                   why: no value differs; no record read carries a link; none qualifies; or, with
  *                   --first-diff, "not found through step S" (searched through the first differing
  *                   step). With --metric (or the numerics scope) only records in scope are inputs.
@@ -196,13 +199,15 @@ struct report {
 	size_t n_diffs;
 	int64_t n_diff_total; /* differing records found (listed or not), only-in records included */
 	long limit;
-	int64_t n_value_diffs;		/* differ or incomparable records found (diffs lists the first) */
-	struct report_only_in *only_in; /* every only-in group found, in execution order of its first */
-	size_t n_only_in;		/* record (with --first-diff: through the first differing step) */
-	struct report_item *root_cause; /* the root-cause candidate (rule above), or NULL */
-	int64_t root_cause_inputs;	/* its call's input records (all bitwise-equal) */
-	int has_links;			/* some record read carries a call link */
-	char root_cause_none[96];	/* root_cause NULL: why ("" while not decided) */
+	int64_t n_value_diffs;		   /* differ or incomparable records found (diffs lists the first) */
+	struct report_only_in *only_in;	   /* every only-in group found, in execution order of its first */
+	size_t n_only_in;		   /* record (with --first-diff: through the first differing step) */
+	struct report_item *root_cause;	   /* the root-cause candidate (rule above), or NULL */
+	int64_t root_cause_inputs;	   /* its call's input records (all equal) */
+	int64_t root_cause_inputs_summary; /* how many of them are equal only in their summaries (heads,
+					    * stats: not proven bitwise); the others are bitwise-equal */
+	int has_links;			   /* some record read carries a call link */
+	char root_cause_none[96];	   /* root_cause NULL: why ("" while not decided) */
 };
 
 /* Compare the two runs; fills *out (report_free it). Returns ALIGN_OK or an error status, its message

@@ -232,4 +232,27 @@ expect_eq "DeepSpeed throughput is meta" "$(sql s.db "SELECT group_concat(name, 
 run_align 0 ingest --db s.db "$SM/moe-mtp.log" && expect_out "moe-mtp.log: megatron-log, 28 records"
 expect_eq "MoE/MTP losses" "$(sql s.db "SELECT group_concat(canon||'='||text, ' ') FROM (SELECT canon, text FROM record WHERE step=1 AND phase='loss' AND run_id=(SELECT id FROM run WHERE name='moe-mtp') ORDER BY seq)")" \
 	"loss=1.190823E+01 mtp_1_loss=1.191244E+01 mtp_2_loss=1.191962E+01 load_balancing_loss=1.002381E+00 seq_load_balancing_loss=1.000912E+00"
+
+# Megatron-Bridge (NVIDIA-NeMo/Megatron-Bridge; the sample's header cites the sources): its training_log()
+# prints Megatron-LM's iteration and validation lines (plus "max attention logit", a metric of unknown
+# dtype); the launcher's "JOB/0 " prefix, rank 0's "Step Time : ...MODEL_TFLOP/s/GPU" line before each
+# record, the GB memory report, timers and checkpoint lines add nothing
+run_align 0 ingest --db br.db "$SM/bridge.log" && expect_out "bridge.log: megatron-log, 81 records into run 'bridge'"
+expect_eq "Bridge: format" "$(sql br.db "SELECT format||' '||framework FROM run")" "megatron-log megatron"
+expect_eq "Bridge: records per step" "$(sql br.db "SELECT group_concat(step||':'||n, ' ') FROM (SELECT step, count(*) n FROM record GROUP BY step ORDER BY step)")" "1:15 2:15 3:15 4:17 5:19"
+expect_eq "Bridge: step 1 in print order" "$(sql br.db "SELECT group_concat(name||'='||text||'/'||phase||'/'||ifnull(dtype,'?')||'/'||ifnull(digits,'exact'), '; ') FROM (SELECT * FROM record WHERE step=1 ORDER BY seq)")" \
+	"consumed samples=128/meta/int64/3; elapsed time per iteration (ms)=41270.3/meta/fp64/6; throughput per GPU (TFLOP/s/GPU)=118.6/meta/fp64/4; energy per GPU (J/iter/GPU)=28911.4/meta/fp64/6; power per GPU (W/GPU)=700.5/meta/fp64/4; learning rate=1.500000E-06/metric/fp64/7; global batch size=128/meta/int64/3; lm loss=1.217031E+01/loss/fp32/7; load_balancing_loss=1.004217E+00/loss/fp32/7; mtp_1 loss=1.219855E+01/loss/fp32/7; loss scale=1.0/metric/fp32/2; grad norm=9.873/metric/fp64/4; max attention logit=41.250/metric/?/5; number of skipped iterations=0/meta/int64/1; number of nan iterations=0/meta/int64/1"
+# printed precision: {:.6E} losses and {:.3f} norms are intervals, never bits
+expect_eq "Bridge: intervals" "$(sql br.db "SELECT group_concat(canon||':'||(bits IS NULL)||':'||printf('%.7f', lo)||'..'||printf('%.7f', hi), ' ') FROM (SELECT * FROM record WHERE step=5 AND name IN ('lm loss', 'grad norm', 'max attention logit') ORDER BY seq)")" \
+	"loss:1:10.4336950..10.4337050 grad_norm:1:3.9955000..3.9965000 max_attention_logit:1:32.1245000..32.1255000"
+expect_eq "Bridge: losses by step" "$(sql br.db "SELECT group_concat(step||'='||text, ' ') FROM (SELECT * FROM record WHERE canon='loss' ORDER BY step)")" \
+	"1=1.217031E+01 2=1.198442E+01 3=1.152706E+01 4=1.091358E+01 5=1.043370E+01"
+expect_eq "Bridge: validation and test" "$(sql br.db "SELECT group_concat(step||':'||name||'='||text||'/'||phase, '; ') FROM (SELECT * FROM record WHERE phase='eval' ORDER BY step, seq)")" \
+	"4:validation lm loss=1.062119E+01/eval; 4:validation mtp_1 loss=1.066803E+01/eval; 5:validation lm loss=1.035262E+01/eval; 5:validation mtp_1 loss=1.040555E+01/eval; 5:test lm loss=1.036004E+01/eval; 5:test mtp_1 loss=1.041182E+01/eval"
+# the same lines as Megatron-LM prints them (no launcher prefix, no Bridge-only lines): the same records
+grep -v -e '^#' -e 'Step Time :' -e 'memory (GB)' "$SM/bridge.log" | sed 's|^dsv3_proxy_pretrain/0 ||' > mlm.log
+grep -q 'MODEL_TFLOP\|pretrain/0' mlm.log && fail "fixture edit did not apply"
+run_align 0 ingest --db br.db mlm.log
+REC='SELECT group_concat(step||name||text||phase||ifnull(dtype,'"'?'"')||ifnull(digits,0)||seq, ",") FROM (SELECT * FROM record WHERE run_id=(SELECT id FROM run WHERE name='"'%s'"') ORDER BY step, seq)'
+expect_eq "Bridge = Megatron-LM records" "$(sql br.db "$(printf "$REC" mlm)")" "$(sql br.db "$(printf "$REC" bridge)")"
 finish

@@ -41,6 +41,7 @@ expect_eq "first difference: the loss" "$(pyj gh.json '[d["first_diff"][k] for k
 RC='[d["root_cause"][k] for k in ("step", "micro", "rank", "name", "verdict", "inputs", "is_first_diff")] + [d["root_cause"][s][k] for s in ("a", "b") for k in ("call", "io")] + [d["root_cause_reason"]]'
 expect_eq "root cause" "$(pyj gh.json "$RC")" "[2, 0, 0, 'attn.out', 'differ', 2, False, 'attn#0', 'out', 'attn#0', 'out', None]"
 expect_eq "root cause, runs swapped" "$(pyj hg.json "$RC")" "[2, 0, 0, 'attn.out', 'differ', 2, False, 'attn#0', 'out', 'attn#0', 'out', None]"
+expect_eq "digests: every input bitwise" "$(pyj gh.json 'd["root_cause"]["inputs_by_summary"]')" "0"
 run_align 1 report --db r.db --runs g,h
 expect_out "^first difference: loss at step 2, micro 0, rank 0: differ"
 expect_out "^root cause candidate: attn.out \(inputs equal, output differs\) at step 2, micro 0, rank 0: call 'attn#0', 2 inputs bitwise-equal$"
@@ -71,9 +72,9 @@ expect_eq "candidate shown once" "$(grep -c "'attn.out' at h.atf" out.txt)" "1"
 run_align 0 ingest --db r.db --quiet j.atf
 run_align 1 report --db r.db --runs g,j --format json --out gj.json
 expect_eq "input missing" "$(pyj gj.json '[d["first_diff"]["name"], d["root_cause"], d["root_cause_reason"]]')" \
-	"['attn.out', None, 'no differing output whose inputs are all bitwise-equal']"
+	"['attn.out', None, 'no differing output whose inputs are all equal (bitwise or in their summaries)']"
 run_align 1 report --db r.db --runs g,j
-expect_out "^root cause candidate: none \(no differing output whose inputs are all bitwise-equal\)$"
+expect_out "^root cause candidate: none \(no differing output whose inputs are all equal \(bitwise or in their summaries\)\)$"
 
 # --- --first-diff searches through the first differing step only ------------------------------------------
 # step 2: only the MLP's input and output differ (its producer is not recorded); step 3: the attention

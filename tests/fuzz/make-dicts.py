@@ -47,7 +47,8 @@ w("ingest-paddle-metrics", ['"global_step"', '"loss"', '"lr"', '"grad_norm"', '"
 w("ingest-xtuner", ['"name"', '"shape"', '"dtype"', '"sum"', '"mean"', '"std"', '"tensor_sum"', '"weight_sum"',
                     '"grad_sum"', '"grad_mean"', '"grad_std"', '"before_clip_grad_norm"', '"after_clip_grad_norm"',
                     '"forward_records"', '"param_info"', '"micro_batch_iter"', '"step"', '"rank"', '"torch.bfloat16"',
-                    '"torch.float32"'] + nums)
+                    '"torch.float32"', '"[layers.0][before]hidden_states"', '"[layers.0][after]hidden_states"',
+                    '][before]', '][after]', '"['] + nums)
 w("ingest-xtuner-log", ["Iter(train)", "Epoch(train)", "Iter(val)", "lr:", "loss:", "grad_norm:", "eta:", "time:",
                         "data_time:", "memory:", "[1/10]", "  "] + nums)
 w("ingest-detect", sorted(set(atf + ["lm loss:", " iteration ", "step:", "loss:", "final_loss", "global_step:",
