@@ -439,6 +439,7 @@ int ex_render_pair(struct ex_search *s[2], const struct ex_answer *ans[2], const
 		fprintf(out, "no switches compared: %s\n",
 			unexplained == 3 ? "neither side is explained" : "one side is not explained");
 	else
-		fprintf(out, "%d switch%s differ between '%s' and '%s'\n", n, n == 1 ? "" : "es", names[0], names[1]);
+		fprintf(out, "%d switch%s differ%s between '%s' and '%s'\n", n, n == 1 ? "" : "es", n == 1 ? "s" : "",
+			names[0], names[1]);
 	return ALIGN_OK;
 }

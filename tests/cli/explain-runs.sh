@@ -38,7 +38,7 @@ run_align 0 explain --db r.db --op swiglu --runs A,B &&
 	expect_out "^explain swiglu \(T=8,F=64\), inputs run 'A' rank 0 step 2 micro 0$" &&
 	expect_out "^== run B ==$" && expect_out "^closest profile: paddle" &&
 	expect_out "^ALIGN_SWIGLU_SCALE +fp32 +bf16 +dtype of the routing probability" &&
-	expect_out "^1 switch differ between 'A' and 'B'$" && ok "the divergence explained: ALIGN_SWIGLU_SCALE"
+	expect_out "^1 switch differs between 'A' and 'B'$" && ok "the divergence explained: ALIGN_SWIGLU_SCALE"
 grep -q "^closest profiles: megatron, paddle-accuracy " out.txt || fail "side A is not closest to megatron"
 "$ALIGN" modes --diff megatron paddle | grep -q "^ALIGN_SWIGLU_SCALE " || fail "modes --diff words it otherwise"
 run_align 0 explain --db r.db --op swiglu --runs A,B --format json
