@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "matmul_bwd.h"
+#include "rmsnorm_bwd.h"
 #include "ops.h"
 
 #define SEED 0xb4c3ba11ull
@@ -114,6 +115,59 @@ static void ref_matmul_bwd(struct ctx *c)
 		}
 }
 
+static ld rms_eps(const struct align_modes *m)
+{
+	return m->v[MODE_RMSNORM_EPS] == ALIGN_RMSNORM_EPS_1E_5 ? (ld)1e-5f : (ld)1e-6f;
+}
+
+/* dx = r (dn - n mean(dn n)), dw = sum_t dy n in long double (every form is this gradient); bounds of
+ * rmsnorm_bwd.h. Rows (and the dw columns summing them) whose binary32 evaluation cannot be finite are
+ * skipped: the EXTREME fill set overflows x^2 in binary32, where the forward has no finite reference */
+static void ref_rmsnorm_bwd(struct ctx *c)
+{
+	int64_t T = c->in[0].shape[0], D = c->in[0].shape[1];
+	const float *w = c->in[1].data;
+	int wbf16 = c->m->v[MODE_RMSNORM_WEIGHT] == ALIGN_RMSNORM_WEIGHT_BF16;
+	ld *n = malloc((size_t)(T * D) * sizeof *n);
+	int *bad = calloc((size_t)T, sizeof *bad);
+	for (int64_t t = 0; t < T; t++) {
+		ld ss = 0, s = 0, S = 0;
+		for (int64_t j = 0; j < D; j++)
+			ss += (ld)ops_ld(&c->in[0], t * D + j) * ops_ld(&c->in[0], t * D + j);
+		ld r = 1.0L / sqrtl(ss / D + rms_eps(c->m));
+		bad[t] = !(ss < (ld)FLT_MAX) || !isfinite(r);
+		for (int64_t j = 0; j < D; j++) {
+			ld wj = wbf16 ? (ld)align_round_bf16(w[j]) : (ld)w[j];
+			ld dn = (ld)ops_ld(&c->in[2], t * D + j) * wj;
+			n[t * D + j] = ops_ld(&c->in[0], t * D + j) * r;
+			s += dn * n[t * D + j];
+			S += fabsl(dn * n[t * D + j]);
+		}
+		for (int64_t j = 0; j < D && !bad[t]; j++) {
+			ld wj = wbf16 ? (ld)align_round_bf16(w[j]) : (ld)w[j];
+			ld dn = (ld)ops_ld(&c->in[2], t * D + j) * wj, nj = n[t * D + j];
+			ld ref = r * (dn - nj * s / D);
+			ld e = (2 * D + 64) * U * (r * fabsl(dn) + r * fabsl(nj) * S / D);
+			judge(c, t * D + j, ops_ld(&c->out[0], t * D + j), ref, e + ulp_bf16(fabsl(ref) + e) / 2);
+		}
+	}
+	for (int64_t j = 0; j < D; j++) {
+		ld ref = 0, S = 0;
+		int skip = 0;
+		for (int64_t t = 0; t < T; t++) {
+			ld q = (ld)ops_ld(&c->in[2], t * D + j) * n[t * D + j];
+			skip |= bad[t];
+			ref += q;
+			S += fabsl(q);
+		}
+		ld e = (T + D + 32) * U * S;
+		if (!skip)
+			judge(c, T * D + j, ops_ld(&c->out[1], j), ref, e + out_round(c->out[1].dtype, fabsl(ref) + e));
+	}
+	free(n);
+	free(bad);
+}
+
 struct ref_entry {
 	const char *op;
 	void (*fn)(struct ctx *);
@@ -121,6 +175,7 @@ struct ref_entry {
 
 static const struct ref_entry refs[] = {
 	{"matmul_bwd", ref_matmul_bwd},
+	{"rmsnorm_bwd", ref_rmsnorm_bwd},
 };
 
 static int fill(const struct align_op *op, struct align_tensor *t, int i, int set)
@@ -319,6 +374,87 @@ static int check_fd_matmul(void)
 	return fails;
 }
 
+/* L = sum_t,j dy[t,j] * w_j x_tj / sqrt(mean_j x_tj^2 + eps) in binary64 */
+static double fd_rms_loss(const double *x, const double *w, const double *dy, int64_t T, int64_t D, double eps)
+{
+	double L = 0;
+	for (int64_t t = 0; t < T; t++) {
+		double ss = 0;
+		for (int64_t j = 0; j < D; j++)
+			ss += x[t * D + j] * x[t * D + j];
+		double r = 1.0 / sqrt(ss / (double)D + eps);
+		for (int64_t j = 0; j < D; j++)
+			L += dy[t * D + j] * w[j] * x[t * D + j] * r;
+	}
+	return L;
+}
+
+/* rmsnorm_bwd in each form (fp32 dw, fp64 row sums) against central differences of the binary64 forward
+ * (h = 2^-12: the truncation error is ~h^2 times the third derivative, ~1e-7 here): |dx - fd| <= 2^-7 |fd|
+ * + 2^-6 max|fd| (dx is stored in bf16: half an ulp is 2^-9 relative), |dw - fd| <= 2^-16 sum |terms|
+ * + 2^-20 */
+static int check_fd_rmsnorm(void)
+{
+	static const char *const forms[] = {"autograd", "te", "apex"};
+	int fails = 0;
+	for (int k = 0; k < 3; k++) {
+		const char *const modes[] = {"ALIGN_RMSNORM_BWD_FORM", forms[k], "ALIGN_RMSNORM_REDUCE", "fp64", NULL};
+		struct fd_run r;
+		if (fd_setup(&r, "rmsnorm_bwd", "T=3,D=8", modes) != ALIGN_OK) {
+			printf("FAIL rmsnorm_bwd finite differences: setup\n");
+			return fails + 1;
+		}
+		enum { T = 3, D = 8 };
+		double x[T * D], w[D], dy[T * D], h = 0x1p-12, eps = 1e-6f, worst = 0, big = 0;
+		for (int i = 0; i < T * D; i++) {
+			x[i] = ops_ld(&r.in[0], i);
+			dy[i] = ops_ld(&r.in[2], i);
+		}
+		for (int j = 0; j < D; j++)
+			w[j] = ((const float *)r.in[1].data)[j];
+		double fdx[T * D], fdw[D];
+		for (int i = 0; i < T * D + D; i++) {
+			double *v = i < T * D ? &x[i] : &w[i - T * D], v0 = *v;
+			*v = v0 + h;
+			double lp = fd_rms_loss(x, w, dy, T, D, eps);
+			*v = v0 - h;
+			double lm = fd_rms_loss(x, w, dy, T, D, eps);
+			*v = v0;
+			double fd = (lp - lm) / (2 * h);
+			if (i < T * D) {
+				fdx[i] = fd;
+				big = fabs(fd) > big ? fabs(fd) : big;
+			} else {
+				fdw[i - T * D] = fd;
+			}
+		}
+		int f0 = fails;
+		for (int i = 0; i < T * D + D; i++) {
+			double got = i < T * D ? ops_ld(&r.out[0], i) : ((const float *)r.out[1].data)[i - T * D];
+			double fd = i < T * D ? fdx[i] : fdw[i - T * D], tol;
+			if (i < T * D) {
+				tol = 0x1p-7 * fabs(fd) + 0x1p-6 * big;
+			} else {
+				double S = 0;
+				for (int t = 0; t < T; t++)
+					S += fabs(dy[t * D + i - T * D] * x[t * D + i - T * D]) * 4;
+				tol = 0x1p-16 * S + 0x1p-20;
+			}
+			double e = fabs(got - fd) / tol;
+			worst = e > worst ? e : worst;
+			if (e > 1) {
+				printf("FAIL rmsnorm_bwd %s finite differences: %s[%d] = %a, central difference %a\n",
+				       forms[k], i < T * D ? "dx" : "dw", i < T * D ? i : i - T * D, got, fd);
+				fails++;
+			}
+		}
+		printf("rmsnorm_bwd %-8s finite differences (T=3,D=8): worst %.3f of the bound%s\n", forms[k], worst,
+		       fails > f0 ? "  FAIL" : "");
+		fd_free(&r);
+	}
+	return fails;
+}
+
 /* WGRAD_ORDER by hand: T = 4 tokens of S = 2 (B = 2), a = 1, dy[t] = {2^24, 1, -2^24, 1}: bs adds
  * 2^24 + 1 (-> 2^24) - 2^24 + 1 = 1; sb visits t = 0, 2, 1, 3: 2^24 - 2^24 + 1 + 1 = 2; split16 (chunks of
  * one token) = bs here = 1 */
@@ -370,6 +506,7 @@ int main(void)
 {
 	int fails = check_wgrad_orders();
 	fails += check_fd_matmul();
+	fails += check_fd_rmsnorm();
 	for (size_t k = 0; k < sizeof refs / sizeof refs[0]; k++)
 		fails += check_op(ops_find(refs[k].op), refs[k].fn);
 	printf("test-ops-ref-bwd: %s\n", fails ? "FAILED" : "ok");
