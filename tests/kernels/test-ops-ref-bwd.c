@@ -18,6 +18,7 @@
 #include "matmul_bwd.h"
 #include "rmsnorm_bwd.h"
 #include "ops.h"
+#include "qnorm_bwd.h"
 
 #define SEED 0xb4c3ba11ull
 #define NSETS 3
@@ -168,6 +169,34 @@ static void ref_rmsnorm_bwd(struct ctx *c)
 	free(bad);
 }
 
+/* dq = r (g - n mean(g n)) per head row in long double; bounds of qnorm_bwd.h; rows whose binary32 x^2 sum
+ * overflows are skipped as in ref_rmsnorm_bwd */
+static void ref_qnorm_bwd(struct ctx *c)
+{
+	int64_t R = c->in[0].shape[0] * c->in[0].shape[1], D = c->in[0].shape[2];
+	int bf16 = c->m->v[MODE_QNORM_BWD_PREC] == ALIGN_QNORM_BWD_PREC_BF16_EAGER;
+	for (int64_t row = 0; row < R; row++) {
+		ld ss = 0, s = 0, S = 0;
+		for (int64_t j = 0; j < D; j++)
+			ss += (ld)ops_ld(&c->in[0], row * D + j) * ops_ld(&c->in[0], row * D + j);
+		ld r = 1.0L / sqrtl(ss / D + rms_eps(c->m));
+		if (!(ss < (ld)FLT_MAX) || !isfinite(r))
+			continue;
+		for (int64_t j = 0; j < D; j++) {
+			ld q = (ld)ops_ld(&c->in[1], row * D + j) * ops_ld(&c->in[0], row * D + j) * r;
+			s += q;
+			S += fabsl(q);
+		}
+		for (int64_t j = 0; j < D; j++) {
+			ld g = ops_ld(&c->in[1], row * D + j), nj = ops_ld(&c->in[0], row * D + j) * r;
+			ld ref = r * (g - nj * s / D);
+			ld k = bf16 ? 8 * 0x1p-8L : (2 * D + 64) * U;
+			ld e = k * (r * fabsl(g) + r * fabsl(nj) * S / D);
+			judge(c, row * D + j, ops_ld(&c->out[0], row * D + j), ref, e + ulp_bf16(fabsl(ref) + e) / 2);
+		}
+	}
+}
+
 struct ref_entry {
 	const char *op;
 	void (*fn)(struct ctx *);
@@ -176,6 +205,7 @@ struct ref_entry {
 static const struct ref_entry refs[] = {
 	{"matmul_bwd", ref_matmul_bwd},
 	{"rmsnorm_bwd", ref_rmsnorm_bwd},
+	{"qnorm_bwd", ref_qnorm_bwd},
 };
 
 static int fill(const struct align_op *op, struct align_tensor *t, int i, int set)
@@ -455,6 +485,63 @@ static int check_fd_rmsnorm(void)
 	return fails;
 }
 
+/* qnorm_bwd against central differences of the binary64 forward (w = 1), 4 head rows of 8: fp32 in each
+ * form as check_fd_rmsnorm; bf16_eager within 2^-4 max|fd| (its dozen bf16 roundings, qnorm_bwd.h) */
+static int check_fd_qnorm(void)
+{
+	static const char *const cases[][2] = {
+		{"fp32", "autograd"}, {"fp32", "te"}, {"fp32", "apex"}, {"bf16_eager", "autograd"}};
+	int fails = 0;
+	for (int k = 0; k < 4; k++) {
+		const char *const modes[] = {"ALIGN_QNORM_BWD_PREC",
+					     cases[k][0],
+					     "ALIGN_RMSNORM_BWD_FORM",
+					     cases[k][1],
+					     "ALIGN_RMSNORM_REDUCE",
+					     "fp64",
+					     NULL};
+		struct fd_run r;
+		if (fd_setup(&r, "qnorm_bwd", "T=2,H=2,D=8", modes) != ALIGN_OK) {
+			printf("FAIL qnorm_bwd finite differences: setup\n");
+			return fails + 1;
+		}
+		enum { R = 4, D = 8 };
+		double x[R * D], w[D], dy[R * D], h = 0x1p-12, eps = 1e-6f, worst = 0, big = 0, fdx[R * D];
+		for (int i = 0; i < R * D; i++) {
+			x[i] = ops_ld(&r.in[0], i);
+			dy[i] = ops_ld(&r.in[1], i);
+		}
+		for (int j = 0; j < D; j++)
+			w[j] = 1.0;
+		for (int i = 0; i < R * D; i++) {
+			double v0 = x[i];
+			x[i] = v0 + h;
+			double lp = fd_rms_loss(x, w, dy, R, D, eps);
+			x[i] = v0 - h;
+			double lm = fd_rms_loss(x, w, dy, R, D, eps);
+			x[i] = v0;
+			fdx[i] = (lp - lm) / (2 * h);
+			big = fabs(fdx[i]) > big ? fabs(fdx[i]) : big;
+		}
+		int f0 = fails;
+		for (int i = 0; i < R * D; i++) {
+			double got = ops_ld(&r.out[0], i);
+			double tol = k == 3 ? 0x1p-4 * big : 0x1p-7 * fabs(fdx[i]) + 0x1p-6 * big,
+			       e = fabs(got - fdx[i]) / tol;
+			worst = e > worst ? e : worst;
+			if (e > 1) {
+				printf("FAIL qnorm_bwd %s/%s finite differences: dq[%d] = %a, central difference %a\n",
+				       cases[k][0], cases[k][1], i, got, fdx[i]);
+				fails++;
+			}
+		}
+		printf("qnorm_bwd %s/%-8s finite differences (T=2,H=2,D=8): worst %.3f of the bound%s\n", cases[k][0],
+		       cases[k][1], worst, fails > f0 ? "  FAIL" : "");
+		fd_free(&r);
+	}
+	return fails;
+}
+
 /* WGRAD_ORDER by hand: T = 4 tokens of S = 2 (B = 2), a = 1, dy[t] = {2^24, 1, -2^24, 1}: bs adds
  * 2^24 + 1 (-> 2^24) - 2^24 + 1 = 1; sb visits t = 0, 2, 1, 3: 2^24 - 2^24 + 1 + 1 = 2; split16 (chunks of
  * one token) = bs here = 1 */
@@ -507,6 +594,7 @@ int main(void)
 	int fails = check_wgrad_orders();
 	fails += check_fd_matmul();
 	fails += check_fd_rmsnorm();
+	fails += check_fd_qnorm();
 	for (size_t k = 0; k < sizeof refs / sizeof refs[0]; k++)
 		fails += check_op(ops_find(refs[k].op), refs[k].fn);
 	printf("test-ops-ref-bwd: %s\n", fails ? "FAILED" : "ok");
