@@ -146,10 +146,14 @@ static void params_default(void *params, const struct align_dims *d)
 	((struct matmul_bwd_params *)params)->S = d->v[ALIGN_DIM_S];
 }
 
+/* variant 1: the tokens are one sequence (S = T: sb visits them as bs does), so any T runs, e.g. the ragged
+ * row counts of the CUDA-vs-C driver */
 static int params_variant(void *params, const struct align_dims *d, int k)
 {
 	params_default(params, d);
-	return k == 0;
+	if (k == 1)
+		((struct matmul_bwd_params *)params)->S = 0;
+	return k == 0 || k == 1;
 }
 
 static int fwd(const void *params, const struct align_modes *m, const struct align_tensor *in, int n_in,
