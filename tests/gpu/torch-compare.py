@@ -617,6 +617,56 @@ def torch_matmul(torch, inp, dev):
     return {"y": a @ b.t()}  # nn.Linear without bias: cuBLAS bf16 GEMM, fp32 accumulate, bf16 out
 
 
+# backward cases (issue 18): PyTorch autograd of the forward as the framework writes it, against the
+# *_bwd ops. Informational until the torch sum orders of the backward reductions are modelled (the row
+# sums of the norms, the token sums of the weight gradients) and a cuBLAS engine reads the matmul's.
+BW_T, BW_D, BW_F, BW_H = 16, 64, 32, 4
+
+
+def matmul_bwd_inputs(T, D, F):
+    r = random.Random(18)
+    return {"a": tensor("F32", [T, D], [rnd_bf16(r, -2, 2) << 16 for _ in range(T * D)]),
+            "b": tensor("F32", [F, D], [rnd_bf16(r, -0.1, 0.1) << 16 for _ in range(F * D)]),
+            "dy": tensor("F32", [T, F], [rnd_bf16(r, -0.01, 0.01) << 16 for _ in range(T * F)]),
+            "main_grad": tensor("BF16", [F, D], [0] * (F * D))}  # WGRAD_ACCUM=fresh: not read
+
+
+def torch_matmul_bwd(torch, inp, dev):
+    with torch.enable_grad():
+        a = to_torch(torch, inp["a"], dev).bfloat16().requires_grad_()
+        b = to_torch(torch, inp["b"], dev).bfloat16().requires_grad_()
+        (a @ b.t()).backward(to_torch(torch, inp["dy"], dev).bfloat16())  # nn.Linear's mm backward
+    return {"da": a.grad, "db": b.grad}
+
+
+def norm_bwd_inputs(shape, weight):
+    r = random.Random(19)
+    n, D = numel(shape), shape[-1]
+    out = {"x" if weight else "q": tensor("BF16", shape, [rnd_bf16(r, -3, 3) for _ in range(n)])}
+    if weight:
+        out["w"] = tensor("F32", [D], [f32_bits(r.uniform(0.5, 1.5)) for _ in range(D)])
+    out["dy"] = tensor("BF16", shape, [rnd_bf16(r, -0.05, 0.05) for _ in range(n)])
+    return out
+
+
+def torch_rmsnorm_bwd(torch, inp, dev, eps=1e-6):
+    with torch.enable_grad():  # DS-ref RMSNorm: fp32 inside, fp32 weight, bf16 out
+        x = to_torch(torch, inp["x"], dev).requires_grad_()
+        w = to_torch(torch, inp["w"], dev).requires_grad_()
+        xf = x.float()
+        y = (w * (xf * torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps))).to(torch.bfloat16)
+        y.backward(to_torch(torch, inp["dy"], dev))
+    return {"dx": x.grad, "dw": w.grad}
+
+
+def torch_qnorm_bwd(torch, inp, dev, eps=1e-6):
+    with torch.enable_grad():  # DS-ref q norm: every op on the bf16 tensor
+        q = to_torch(torch, inp["q"], dev).requires_grad_()
+        y = q * torch.rsqrt(q.square().mean(-1, keepdim=True) + eps)
+        y.backward(to_torch(torch, inp["dy"], dev))
+    return {"dq": q.grad}
+
+
 def sparse_attn_inputs(T, H, D, S, N):
     r = random.Random(17)
     q = []
@@ -769,6 +819,17 @@ def cases():
         out.append(dict(op="sparse_attn", label=prof, profile=prof, modes=[],
                         shape="T=%d,H=%d,D=%d,S=%d,N=%d" % (SA_T, SA_H, SA_D, SA_S, SA_N), inputs=sa,
                         outputs=["o"], ref=("sparse_attn", {})))
+    why = "torch's backward sum orders are not modelled yet"
+    out.append(dict(op="matmul_bwd", label="deepseek-ref-cuda+informational", profile="deepseek-ref-cuda", modes=[],
+                    shape="T=%d,D=%d,F=%d,S=%d" % (BW_T, BW_D, BW_F, BW_T), inputs=matmul_bwd_inputs(BW_T, BW_D, BW_F),
+                    outputs=["da", "db"], ref=("matmul_bwd", {}), informational=True, cpu_ok=True,
+                    why="cuBLAS's dgrad/wgrad kernels vs the portable order"))  # reads no GPU-only switch
+    out.append(dict(op="rmsnorm_bwd", label="deepseek-ref-cuda+informational", profile="deepseek-ref-cuda", modes=[],
+                    shape="T=%d,D=%d" % (BW_T, BW_D), inputs=norm_bwd_inputs([BW_T, BW_D], True),
+                    outputs=["dx", "dw"], ref=("rmsnorm_bwd", {}), informational=True, why=why))
+    out.append(dict(op="qnorm_bwd", label="deepseek-ref-cuda+informational", profile="deepseek-ref-cuda", modes=[],
+                    shape="T=%d,H=%d,D=%d" % (BW_T, BW_H, BW_D), inputs=norm_bwd_inputs([BW_T, BW_H, BW_D], False),
+                    outputs=["dq"], ref=("qnorm_bwd", {}), informational=True, why=why))
     return out
 
 
@@ -1031,6 +1092,12 @@ def compare_run(align, device, workdir, explain_ops=(), only_ops=None):
                 ref = torch_lm_head(torch, F, c["inputs"], c["profile"], dev)
             elif kind == "dsa_indexer":
                 ref = torch_dsa_indexer(torch, c["inputs"], dev, extra["K"])
+            elif kind == "matmul_bwd":
+                ref = torch_matmul_bwd(torch, c["inputs"], dev)
+            elif kind == "rmsnorm_bwd":
+                ref = torch_rmsnorm_bwd(torch, c["inputs"], dev)
+            elif kind == "qnorm_bwd":
+                ref = torch_qnorm_bwd(torch, c["inputs"], dev)
             elif kind == "rope":
                 ref = torch_rope(torch, c["inputs"], c["profile"], dev, extra["variant"], extra.get("complex64", False))
             else:
@@ -1044,7 +1111,8 @@ def compare_run(align, device, workdir, explain_ops=(), only_ops=None):
             n, d, ulp, first = compare(at[0], at[2], tt[2])
             verdict = "bitwise equal" if d == 0 else "differ"
             if c.get("informational"):
-                verdict += (" (informational: torch complex64 multiply, not part of the verdict)" if c["op"].startswith("rope")
+                verdict += (" (informational: %s, not part of the verdict)" % c["why"] if c.get("why") else
+                            " (informational: torch complex64 multiply, not part of the verdict)" if c["op"].startswith("rope")
                             else " (informational: cuBLAS heuristics and workspace, not part of the verdict)")
             elif c["profile"] not in VERDICT_PROFILES:
                 verdict += " (portable, for contrast)"
