@@ -83,6 +83,9 @@ static int rarely_visible(const char *op, int mode)
 	    (!strcmp(op, "swiglu") || !strcmp(op, "mhc_pre") || !strcmp(op, "mhc_head") || !strcmp(op, "sparse_attn") ||
 	     !strcmp(op, "rope") || !strcmp(op, "xent") || !strcmp(op, "sparse_mla")))
 		return 1;
+	/* swiglu_bwd: the same exp of the forward, after a bf16 store of dg and du or inside an fp32 sum of F terms */
+	if (mode == MODE_MATH_IMPL && !strcmp(op, "swiglu_bwd"))
+		return 1;
 	/* the compressor's norm runs over F = 128 values of a few rows: the orders and the rsqrt forms differ in
 	 * the last bits of a binary32 factor that a bf16 store rarely shows (the rmsnorm op shows each); the YaRN
 	 * frequency forms differ in a last bit of a few frequencies, which its 8 rows at positions g*K do not

@@ -1,0 +1,295 @@
+/* test-ops-bwd.c: the backward ops (issue 18) of this file's list against references computed here:
+ *   - fp64 (long double) reference of the same contract, every combination of the switches the op reads
+ *     (GPU-only values left out), every parameter variant, SPECIAL and EXTREME-free fills: the error stays
+ *     within the bound the op's header states;
+ *   - finite differences: central differences of the fp64 forward (the forward op's math, no rounding)
+ *     on a small shape away from the clamp limit agree with the op's gradients;
+ *   - determinism (two runs, same bytes) and batch invariance (the first rows of a 2T run equal a T run);
+ *   - swiglu_bwd's dp orders (swb_sum) equal reduce.h's orders bit for bit.
+ * Exit status 0 = pass; prints the op, modes and worst element on failure. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.h"
+#include "reduce.h"
+#include "swiglu_bwd.h"
+
+#define SEED 0xb4dull
+#define U 0x1p-24L
+#define UB 0x1p-8L
+
+typedef long double ld;
+
+static int fails;
+
+static ld sigl(ld x)
+{
+	return 1.0L / (1.0L + expl(-x));
+}
+
+/* worst |got - ref| / tol */
+static ld ratio(ld got, ld ref, ld tol)
+{
+	if (isnan(got) || isnan(ref))
+		return isnan(got) && isnan(ref) ? 0 : INFINITY;
+	ld err = fabsl(got - ref);
+	return tol > 0 ? err / tol : (err > 0 ? INFINITY : 0);
+}
+
+/* fp64 reference of swiglu_bwd.h steps 1-5 for every element; returns max error / bound */
+static ld ref_swiglu_bwd(const struct swiglu_bwd_cfg *c, const struct align_tensor *in, const struct align_tensor *out,
+			 int64_t *worst_at)
+{
+	ld worst = 0;
+	const float *p = in[2].data;
+	for (int64_t t = 0; t < c->T; t++) {
+		ld q = c->scale_bf16 ? (ld)align_round_bf16(p[t]) : (ld)p[t], dp = 0, S = 0;
+		for (int64_t f = 0; f < c->F; f++) {
+			int64_t i = t * c->F + f;
+			ld g = ops_ld(&in[0], i), u = ops_ld(&in[1], i), x = ops_ld(&in[3], i);
+			int mg = 1, mu = 1;
+			if (c->clamp) {
+				ld L = c->L;
+				mg = c->strict ? g < L : g <= L;
+				mu = c->strict ? (-L < u && u < L) : (-L <= u && u <= L);
+				u = u < -L ? -L : (u > L ? L : u);
+				g = g > L ? L : g;
+			}
+			ld sg = sigl(g), s = g * sg, d = c->after ? x : x * q;
+			ld dsilu = sg * (1 + g * (1 - sg));
+			ld rdg = mg ? d * dsilu * u : 0, rdu = mu ? d * s : 0;
+			ld tdg = UB * fabsl(rdg) + 16 * U * fabsl(d * u) * sg * (1 + fabsl(g) * (1 - sg));
+			ld tdu = UB * fabsl(rdu) + 8 * U * fabsl(d * s);
+			ld r1 = ratio(ops_ld(&out[0], i), rdg, tdg), r2 = ratio(ops_ld(&out[1], i), rdu, tdu);
+			if (r1 > worst || r2 > worst) {
+				worst = r1 > r2 ? r1 : r2;
+				*worst_at = i;
+			}
+			ld a = s * u;
+			if (c->dbl)
+				a = align_round_bf16((float)a);
+			dp += x * a;
+			S += fabsl(x * a);
+		}
+		ld tol = (c->F + 8) * U * S + (c->dbl ? 2 * UB * S : 0);
+		ld r = ratio(((const float *)out[2].data)[t], c->after ? 0 : dp, tol);
+		if (r > worst) {
+			worst = r;
+			*worst_at = -1 - t;
+		}
+	}
+	return worst;
+}
+
+struct run {
+	struct align_tensor in[8], out[8];
+};
+
+static void run_alloc(const struct align_op *op, const struct align_dims *d, const struct align_modes *m, struct run *r,
+		      const struct align_fill *fill, uint64_t seed)
+{
+	const struct align_op_impl *im = op->impl;
+	for (int i = 0; i < im->n_in; i++) {
+		ops_tensor_alloc(op, 0, i, d, m, &r->in[i]);
+		if (fill && im->in[i].fill.kind == ALIGN_FILL_SPECIAL)
+			ops_fill_tensor(fill, op->name, &r->in[i], seed, 0);
+		else
+			ops_fill_input_dims(op, i, &r->in[i], d, seed, 0);
+	}
+	for (int i = 0; i < im->n_out; i++)
+		ops_tensor_alloc(op, 1, i, d, m, &r->out[i]);
+}
+
+static void run_free(const struct align_op *op, struct run *r)
+{
+	for (int i = 0; i < op->impl->n_in; i++)
+		ops_tensor_free(&r->in[i]);
+	for (int i = 0; i < op->impl->n_out; i++)
+		ops_tensor_free(&r->out[i]);
+}
+
+static size_t nbytes(const struct align_tensor *t)
+{
+	return (size_t)align_tensor_numel(t) * align_dtype_size(t->dtype);
+}
+
+/* every combination of the op's CPU switch values x variants x fills: bound, determinism, batch invariance */
+static void check_swiglu_bwd(void)
+{
+	const struct align_op *op = ops_find("swiglu_bwd");
+	const struct align_op_impl *im = op->impl;
+	int ids[16], nm = 0, combos = 1, runs = 0;
+	for (const int *p = im->modes; *p >= 0; p++) {
+		ids[nm++] = *p;
+		combos *= modes_value_count(*p);
+	}
+	struct align_dims d;
+	ops_dims_parse("T=6,F=160", &d, NULL, 0);
+	struct align_fill fills[2] = {{ALIGN_FILL_SPECIAL, 4.0f, 10.0f, 0}, {ALIGN_FILL_NORMAL, 12.0f, 0, 0}};
+	struct swiglu_params prm;
+	ld worst = 0;
+	for (int var = 0; im->params_variant(&prm, &d, var); var++)
+		for (int fi = 0; fi < 2; fi++)
+			for (int cmb = 0; cmb < combos; cmb++) {
+				struct align_modes m;
+				modes_init_default(&m);
+				for (int q = 0, rest = cmb; q < nm; q++) {
+					m.v[ids[q]] = rest % modes_value_count(ids[q]);
+					rest /= modes_value_count(ids[q]);
+				}
+				if (modes_refused_on(&m, im->modes, ALIGN_DEVICE_CPU) >= 0)
+					continue;
+				struct run a, b, big;
+				struct align_dims d2 = d;
+				d2.v[ALIGN_DIM_T] *= 2;
+				run_alloc(op, &d, &m, &a, &fills[fi], SEED + var);
+				run_alloc(op, &d, &m, &b, &fills[fi], SEED + var);
+				run_alloc(op, &d2, &m, &big, &fills[fi], SEED + var);
+				/* the big run's first T rows are a's inputs */
+				for (int i = 0; i < im->n_in; i++)
+					memcpy(big.in[i].data, a.in[i].data, nbytes(&a.in[i]));
+				char buf[2048];
+				modes_format(&m, buf, sizeof buf);
+				if (im->fwd_cpu(&prm, &m, a.in, 4, a.out, 3) || im->fwd_cpu(&prm, &m, b.in, 4, b.out, 3) ||
+				    im->fwd_cpu(&prm, &m, big.in, 4, big.out, 3)) {
+					printf("FAIL swiglu_bwd: run failed, modes %s\n", buf);
+					fails++;
+				} else {
+					struct swiglu_bwd_cfg c;
+					swiglu_bwd_cfg_init(&c, &prm, &m, a.in, 4, a.out, 3, ALIGN_DEVICE_CPU, NULL);
+					int64_t at = 0;
+					ld r = ref_swiglu_bwd(&c, a.in, a.out, &at);
+					runs++;
+					worst = r > worst ? r : worst;
+					if (r > 1) {
+						printf("FAIL swiglu_bwd variant %d fill %d element %" PRId64
+						       " (negative: dp row): error %.3Lg x bound, modes %s\n",
+						       var, fi, at, r, buf);
+						fails++;
+					}
+					for (int i = 0; i < 3; i++) {
+						if (memcmp(a.out[i].data, b.out[i].data, nbytes(&a.out[i]))) {
+							printf("FAIL swiglu_bwd: output %s not deterministic, modes %s\n",
+							       im->out[i].name, buf);
+							fails++;
+						}
+						if (memcmp(a.out[i].data, big.out[i].data, nbytes(&a.out[i]))) {
+							printf("FAIL swiglu_bwd: output %s not batch invariant, modes %s\n",
+							       im->out[i].name, buf);
+							fails++;
+						}
+					}
+				}
+				run_free(op, &a);
+				run_free(op, &b);
+				run_free(op, &big);
+			}
+	printf("swiglu_bwd   %d runs (mode combinations x variants x fills): worst error %.3Lf of the stated bound, "
+	       "deterministic, batch invariant%s\n",
+	       runs, worst, fails ? "  FAIL" : "");
+}
+
+/* fp64 forward of swiglu (swiglu.h, no rounding): L = sum da * p * silu(min(g, 10)) * clamp(u) */
+static ld fwd_loss(const ld *g, const ld *u, const ld *p, const ld *da, int T, int F)
+{
+	ld L = 0;
+	for (int t = 0; t < T; t++)
+		for (int f = 0; f < F; f++) {
+			int i = t * F + f;
+			ld gg = g[i] > 10 ? 10 : g[i], uu = u[i] < -10 ? -10 : (u[i] > 10 ? 10 : u[i]);
+			L += da[i] * p[t] * gg * sigl(gg) * uu;
+		}
+	return L;
+}
+
+/* central differences (h = 2^-12) of the fp64 forward against the op's dg, du, dp (default modes, T=3,
+ * F=16, inputs away from the clamp limit): |op - fd| <= 2^-7 |fd| + 2^-12 (bf16 store + O(h^2)) */
+static void check_fd(void)
+{
+	const struct align_op *op = ops_find("swiglu_bwd");
+	enum { T = 3, F = 16, N = T * F };
+	struct align_dims d;
+	ops_dims_parse("T=3,F=16", &d, NULL, 0);
+	struct align_modes m;
+	modes_init_default(&m);
+	struct run r;
+	run_alloc(op, &d, &m, &r, NULL, SEED);
+	ld g[N], u[N], p[T], da[N];
+	uint64_t st = 12345;
+	for (int i = 0; i < N; i++) { /* exact bf16 values in (-4, 4) */
+		st = st * 6364136223846793005ull + 1442695040888963407ull;
+		g[i] = align_round_bf16((float)((int)(st >> 40) % 4000) / 1000.0f);
+		u[i] = align_round_bf16((float)((int)(st >> 20 & 0xfff) - 2048) / 600.0f);
+		da[i] = align_round_bf16((float)((int)(st >> 8 & 0xff) - 128) / 64.0f);
+		((align_bf16 *)r.in[0].data)[i] = align_f32_to_bf16((float)g[i]);
+		((align_bf16 *)r.in[1].data)[i] = align_f32_to_bf16((float)u[i]);
+		((align_bf16 *)r.in[3].data)[i] = align_f32_to_bf16((float)da[i]);
+	}
+	for (int t = 0; t < T; t++)
+		p[t] = ((float *)r.in[2].data)[t] = 0.25f + 0.25f * (float)t;
+	struct swiglu_params prm = {10.0f, 0};
+	if (op->impl->fwd_cpu(&prm, &m, r.in, 4, r.out, 3)) {
+		printf("FAIL swiglu_bwd finite differences: run failed\n");
+		fails++;
+		run_free(op, &r);
+		return;
+	}
+	const ld h = 0x1p-12L;
+	ld worst = 0;
+	for (int k = 0; k < 2 * N + T; k++) {
+		ld *v = k < N ? &g[k] : k < 2 * N ? &u[k - N] : &p[k - 2 * N];
+		ld keep = *v;
+		*v = keep + h;
+		ld lp = fwd_loss(g, u, p, da, T, F);
+		*v = keep - h;
+		ld lm = fwd_loss(g, u, p, da, T, F);
+		*v = keep;
+		ld fd = (lp - lm) / (2 * h);
+		ld got = k < N ? ops_ld(&r.out[0], k) : k < 2 * N ? ops_ld(&r.out[1], k - N) : ops_ld(&r.out[2], k - 2 * N);
+		ld q = ratio(got, fd, 0x1p-7L * fabsl(fd) + 0x1p-12L);
+		worst = q > worst ? q : worst;
+		if (q > 1) {
+			printf("FAIL swiglu_bwd finite difference: gradient %d: op %.9Lg, central difference %.9Lg\n", k, got,
+			       fd);
+			fails++;
+		}
+	}
+	printf("swiglu_bwd   finite differences (%d gradients): worst %.3Lf of the bound\n", 2 * N + T, worst);
+	run_free(op, &r);
+}
+
+/* swb_sum's three orders against reduce.h's, bit for bit, on random and special values */
+static void check_sums(void)
+{
+	float x[700];
+	uint64_t st = 99;
+	int bad = 0;
+	for (int n = 1; n <= 700; n += (n < 70 ? 1 : 37)) {
+		for (int i = 0; i < n; i++) {
+			st = st * 6364136223846793005ull + 1442695040888963407ull;
+			x[i] = (float)((int64_t)(st >> 33) - (1ll << 30)) * 0x1p-20f * (i % 7 == 0 ? 1e6f : 1.0f);
+		}
+		float a[3] = {swb_sum(SWB_SUM_SEQ, x, n), swb_sum(SWB_SUM_PAIRWISE, x, n), swb_sum(SWB_SUM_WARP32, x, n)};
+		float b[3] = {align_reduce_seq(x, n, 1, 0), align_reduce_pairwise(x, n, 1, 0),
+			      align_reduce_warp32(x, n, 1, 0)};
+		bad += memcmp(a, b, sizeof a) != 0;
+	}
+	if (bad) {
+		printf("FAIL swb_sum differs from reduce.h in %d lengths\n", bad);
+		fails++;
+	} else {
+		printf("swb_sum      seq, pairwise, warp32 equal to reduce.h's orders bit for bit\n");
+	}
+}
+
+int main(void)
+{
+	check_sums();
+	check_fd();
+	check_swiglu_bwd();
+	printf("test-ops-bwd: %s\n", fails ? "FAILED" : "ok");
+	return fails ? 1 : 0;
+}
