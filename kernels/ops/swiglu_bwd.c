@@ -143,10 +143,9 @@ static int cfg_check(const void *params, const struct align_modes *m, const stru
 	return swiglu_bwd_cfg_init(&c, params, m, in, 4, out, 3, device, err);
 }
 
-static const int modes_read[] = {MODE_MATH_IMPL,	MODE_SWIGLU_SHARED_CLAMP, MODE_SWIGLU_PROBS,
-				 MODE_SWIGLU_ROUND,	MODE_SWIGLU_SCALE,	  MODE_SWIGLU_SILU,
-				 MODE_SWIGLU_BWD_DP_SUM, MODE_SWIGLU_BWD_CLAMP,	  MODE_SWIGLU_BWD_DSILU,
-				 -1};
+static const int modes_read[] = {
+	MODE_MATH_IMPL,	  MODE_SWIGLU_SHARED_CLAMP, MODE_SWIGLU_PROBS,	   MODE_SWIGLU_ROUND,	  MODE_SWIGLU_SCALE,
+	MODE_SWIGLU_SILU, MODE_SWIGLU_BWD_DP_SUM,   MODE_SWIGLU_BWD_CLAMP, MODE_SWIGLU_BWD_DSILU, -1};
 
 const struct align_op_impl swiglu_bwd_impl = {
 	4,

@@ -5,7 +5,9 @@
  *   - finite differences: central differences of the fp64 forward (the forward op's math, no rounding)
  *     on a small shape away from the clamp limit agree with the op's gradients;
  *   - determinism (two runs, same bytes) and batch invariance (the first rows of a 2T run equal a T run);
- *   - swiglu_bwd's dp orders (swb_sum) equal reduce.h's orders bit for bit.
+ *   - swiglu_bwd's dp orders (swb_sum) equal reduce.h's orders bit for bit;
+ *   - moe_combine_bwd: the same checks (finite differences of the linear combine for d_eo, d_w, d_shared);
+ *     the GPU-only non-deterministic fan-in order is refused by the C twin and held by no profile.
  * Exit status 0 = pass; prints the op, modes and worst element on failure. */
 #include <inttypes.h>
 #include <math.h>
@@ -15,6 +17,7 @@
 
 #include "ops.h"
 #include "reduce.h"
+#include "moe_combine_bwd.h"
 #include "swiglu_bwd.h"
 
 #define SEED 0xb4dull
@@ -153,7 +156,8 @@ static void check_swiglu_bwd(void)
 					memcpy(big.in[i].data, a.in[i].data, nbytes(&a.in[i]));
 				char buf[2048];
 				modes_format(&m, buf, sizeof buf);
-				if (im->fwd_cpu(&prm, &m, a.in, 4, a.out, 3) || im->fwd_cpu(&prm, &m, b.in, 4, b.out, 3) ||
+				if (im->fwd_cpu(&prm, &m, a.in, 4, a.out, 3) ||
+				    im->fwd_cpu(&prm, &m, b.in, 4, b.out, 3) ||
 				    im->fwd_cpu(&prm, &m, big.in, 4, big.out, 3)) {
 					printf("FAIL swiglu_bwd: run failed, modes %s\n", buf);
 					fails++;
@@ -172,12 +176,14 @@ static void check_swiglu_bwd(void)
 					}
 					for (int i = 0; i < 3; i++) {
 						if (memcmp(a.out[i].data, b.out[i].data, nbytes(&a.out[i]))) {
-							printf("FAIL swiglu_bwd: output %s not deterministic, modes %s\n",
+							printf("FAIL swiglu_bwd: output %s not deterministic, modes "
+							       "%s\n",
 							       im->out[i].name, buf);
 							fails++;
 						}
 						if (memcmp(a.out[i].data, big.out[i].data, nbytes(&a.out[i]))) {
-							printf("FAIL swiglu_bwd: output %s not batch invariant, modes %s\n",
+							printf("FAIL swiglu_bwd: output %s not batch invariant, modes "
+							       "%s\n",
 							       im->out[i].name, buf);
 							fails++;
 						}
@@ -248,12 +254,14 @@ static void check_fd(void)
 		ld lm = fwd_loss(g, u, p, da, T, F);
 		*v = keep;
 		ld fd = (lp - lm) / (2 * h);
-		ld got = k < N ? ops_ld(&r.out[0], k) : k < 2 * N ? ops_ld(&r.out[1], k - N) : ops_ld(&r.out[2], k - 2 * N);
+		ld got = k < N	     ? ops_ld(&r.out[0], k)
+			 : k < 2 * N ? ops_ld(&r.out[1], k - N)
+				     : ops_ld(&r.out[2], k - 2 * N);
 		ld q = ratio(got, fd, 0x1p-7L * fabsl(fd) + 0x1p-12L);
 		worst = q > worst ? q : worst;
 		if (q > 1) {
-			printf("FAIL swiglu_bwd finite difference: gradient %d: op %.9Lg, central difference %.9Lg\n", k, got,
-			       fd);
+			printf("FAIL swiglu_bwd finite difference: gradient %d: op %.9Lg, central difference %.9Lg\n",
+			       k, got, fd);
 			fails++;
 		}
 	}
@@ -272,7 +280,8 @@ static void check_sums(void)
 			st = st * 6364136223846793005ull + 1442695040888963407ull;
 			x[i] = (float)((int64_t)(st >> 33) - (1ll << 30)) * 0x1p-20f * (i % 7 == 0 ? 1e6f : 1.0f);
 		}
-		float a[3] = {swb_sum(SWB_SUM_SEQ, x, n), swb_sum(SWB_SUM_PAIRWISE, x, n), swb_sum(SWB_SUM_WARP32, x, n)};
+		float a[3] = {swb_sum(SWB_SUM_SEQ, x, n), swb_sum(SWB_SUM_PAIRWISE, x, n),
+			      swb_sum(SWB_SUM_WARP32, x, n)};
 		float b[3] = {align_reduce_seq(x, n, 1, 0), align_reduce_pairwise(x, n, 1, 0),
 			      align_reduce_warp32(x, n, 1, 0)};
 		bad += memcmp(a, b, sizeof a) != 0;
@@ -285,11 +294,217 @@ static void check_sums(void)
 	}
 }
 
+/* fp64 reference of moe_combine_bwd.h; returns max error / bound */
+static ld ref_moe_combine_bwd(const struct moe_combine_bwd_cfg *c, const struct align_tensor *in,
+			      const struct align_tensor *out, int64_t *worst_at)
+{
+	const int64_t T = c->T, K = c->K, D = c->D;
+	const float *w = in[2].data, *dw = out[1].data;
+	ld worst = 0, r;
+#define JUDGE(got, ref, tol, at)                                                                                       \
+	do {                                                                                                           \
+		r = ratio(got, ref, tol);                                                                              \
+		if (r > worst) {                                                                                       \
+			worst = r;                                                                                     \
+			*worst_at = at;                                                                                \
+		}                                                                                                      \
+	} while (0)
+	for (int64_t t = 0; t < T; t++) {
+		for (int64_t s = 0; s < K; s++) {
+			ld acc = 0, S = 0;
+			for (int64_t d = 0; d < D; d++) {
+				ld x = ops_ld(&in[4], t * D + d), e = ops_ld(&in[0], (t * K + s) * D + d);
+				ld ref = c->after ? x * w[t * K + s] : x;
+				JUDGE(ops_ld(&out[0], (t * K + s) * D + d), ref, (UB + 4 * U) * fabsl(ref),
+				      (t * K + s) * D + d);
+				acc += x * e;
+				S += fabsl(x * e);
+			}
+			JUDGE(dw[t * K + s], c->after ? acc : 0, (D + 2) * U * S, -1 - (t * K + s));
+		}
+		for (int64_t d = 0; d < D; d++) {
+			ld x = ops_ld(&in[4], t * D + d), acc = ops_ld(&in[6], t * D + d), S = fabsl(acc);
+			for (int64_t s = 0; s < K; s++) {
+				ld v = ops_ld(&in[5], (t * K + s) * D + d);
+				acc += v;
+				S += fabsl(v);
+			}
+			JUDGE(ops_ld(&out[2], t * D + d), x, 0, t * D + d);
+			JUDGE(ops_ld(&out[3], t * D + d), acc, UB * fabsl(acc) + (K + 2) * (c->bf16 ? UB : U) * S,
+			      t * D + d);
+		}
+	}
+#undef JUDGE
+	return worst;
+}
+
+/* every CPU combination x fills: bound, determinism, batch invariance; slot and expert orders differ */
+static void check_moe_combine_bwd(void)
+{
+	const struct align_op *op = ops_find("moe_combine_bwd");
+	const struct align_op_impl *im = op->impl;
+	struct align_dims d;
+	ops_dims_parse("T=8,K=6,D=96,E=16", &d, NULL, 0);
+	struct align_fill fills[2] = {{ALIGN_FILL_SPECIAL, 1.0f, 10.0f, 0}, {ALIGN_FILL_NORMAL, 1000.0f, 0, 0}};
+	struct moe_combine_params prm = {0};
+	ld worst = 0;
+	int runs = 0, refused = 0;
+	for (int fi = 0; fi < 2; fi++)
+		for (int pv = 0; pv < ALIGN_SWIGLU_PROBS__COUNT; pv++)
+			for (int k = 0; k < 2 * ALIGN_MOE_COMBINE_BWD_ORDER__COUNT; k++) {
+				int ov = k / 2;
+				struct align_modes m;
+				modes_init_default(&m);
+				m.v[MODE_SWIGLU_PROBS] = pv;
+				m.v[MODE_MOE_COMBINE_ACC] =
+					k % 2 ? ALIGN_MOE_COMBINE_ACC_BF16 : ALIGN_MOE_COMBINE_ACC_FP32;
+				m.v[MODE_MOE_COMBINE_BWD_ORDER] = ov;
+				struct run a, b, big;
+				struct align_dims d2 = d;
+				d2.v[ALIGN_DIM_T] *= 2;
+				run_alloc(op, &d, &m, &a, &fills[fi], SEED);
+				char buf[2048];
+				modes_format(&m, buf, sizeof buf);
+				if (ov == ALIGN_MOE_COMBINE_BWD_ORDER_ATOMIC) { /* GPU only, non-deterministic */
+					struct moe_combine_bwd_cfg c;
+					struct align_err err = {0};
+					int rc = moe_combine_bwd_cfg_init(&c, &prm, &m, a.in, 7, a.out, 4,
+									  ALIGN_DEVICE_CPU, &err);
+					int rc2 = ops_fwd_cpu(op, &prm, &m, a.in, 7, a.out, 4);
+					if (rc != ALIGN_ERR_UNSUPPORTED || !strstr(err.msg, "non-deterministic") ||
+					    rc2 != ALIGN_ERR_UNSUPPORTED) {
+						printf("FAIL moe_combine_bwd: atomic on the CPU gave %d / %d (%s)\n",
+						       rc, rc2, err.msg);
+						fails++;
+					}
+					refused++;
+					run_free(op, &a);
+					continue;
+				}
+				run_alloc(op, &d, &m, &b, &fills[fi], SEED);
+				run_alloc(op, &d2, &m, &big, &fills[fi], SEED);
+				for (int i = 0; i < im->n_in; i++)
+					memcpy(big.in[i].data, a.in[i].data, nbytes(&a.in[i]));
+				if (im->fwd_cpu(&prm, &m, a.in, 7, a.out, 4) ||
+				    im->fwd_cpu(&prm, &m, b.in, 7, b.out, 4) ||
+				    im->fwd_cpu(&prm, &m, big.in, 7, big.out, 4)) {
+					printf("FAIL moe_combine_bwd: run failed, modes %s\n", buf);
+					fails++;
+				} else {
+					struct moe_combine_bwd_cfg c;
+					moe_combine_bwd_cfg_init(&c, &prm, &m, a.in, 7, a.out, 4, ALIGN_DEVICE_CPU,
+								 NULL);
+					int64_t at = 0;
+					ld r = ref_moe_combine_bwd(&c, a.in, a.out, &at);
+					runs++;
+					worst = r > worst ? r : worst;
+					if (r > 1) {
+						printf("FAIL moe_combine_bwd fill %d element %" PRId64
+						       ": error %.3Lg x bound, modes %s\n",
+						       fi, at, r, buf);
+						fails++;
+					}
+					for (int i = 0; i < 4; i++)
+						if (memcmp(a.out[i].data, b.out[i].data, nbytes(&a.out[i])) ||
+						    memcmp(a.out[i].data, big.out[i].data, nbytes(&a.out[i]))) {
+							printf("FAIL moe_combine_bwd: output %s not deterministic or "
+							       "not batch "
+							       "invariant, modes %s\n",
+							       im->out[i].name, buf);
+							fails++;
+						}
+				}
+				run_free(op, &a);
+				run_free(op, &b);
+				run_free(op, &big);
+			}
+	/* no profile holds a non-deterministic value */
+	for (const char *const *p = modes_profiles(); *p; p++) {
+		struct align_modes m;
+		modes_init_default(&m);
+		modes_apply_profile(&m, *p, NULL, 0);
+		int id = modes_nondet_in(&m, NULL);
+		if (id >= 0) {
+			printf("FAIL profile %s holds the non-deterministic %s\n", *p, modes_info(id)->env);
+			fails++;
+		}
+	}
+	printf("moe_combine_bwd %d runs: worst error %.3Lf of the stated bound, deterministic, batch invariant; "
+	       "atomic refused on the CPU %d times, in no profile\n",
+	       runs, worst, refused);
+}
+
+/* central differences of the fp64 combine (after_w2: y = sum_s eo_s w_s + shared; L = sum dy y) against
+ * d_eo, d_w, d_shared (exact-ish: the forward is linear, so only the op's roundings differ) */
+static void check_moe_fd(void)
+{
+	const struct align_op *op = ops_find("moe_combine_bwd");
+	struct align_dims d;
+	ops_dims_parse("T=2,K=3,D=8,E=8", &d, NULL, 0);
+	struct align_modes m;
+	modes_init_default(&m);
+	m.v[MODE_SWIGLU_PROBS] = ALIGN_SWIGLU_PROBS_AFTER_W2;
+	struct run r;
+	run_alloc(op, &d, &m, &r, NULL, SEED);
+	struct moe_combine_params prm = {0};
+	if (op->impl->fwd_cpu(&prm, &m, r.in, 7, r.out, 4)) {
+		printf("FAIL moe_combine_bwd finite differences: run failed\n");
+		fails++;
+		run_free(op, &r);
+		return;
+	}
+	enum { T = 2, K = 3, D = 8 };
+	ld eo[T * K * D], w[T * K], sh[T * D], dy[T * D];
+	for (int i = 0; i < T * K * D; i++)
+		eo[i] = ops_ld(&r.in[0], i);
+	for (int i = 0; i < T * K; i++)
+		w[i] = ((float *)r.in[2].data)[i];
+	for (int i = 0; i < T * D; i++) {
+		sh[i] = ops_ld(&r.in[3], i);
+		dy[i] = ops_ld(&r.in[4], i);
+	}
+	const ld h = 0x1p-10L;
+	ld worst = 0;
+	int n = T * K * D + T * K + T * D;
+	for (int k = 0; k < n; k++) {
+		ld *v = k < T * K * D ? &eo[k] : k < T * K * D + T * K ? &w[k - T * K * D] : &sh[k - T * K * D - T * K];
+		ld keep = *v, L[2];
+		for (int side = 0; side < 2; side++) {
+			*v = keep + (side ? -h : h);
+			L[side] = 0;
+			for (int t = 0; t < T; t++)
+				for (int dd = 0; dd < D; dd++) {
+					ld y = sh[t * D + dd];
+					for (int s = 0; s < K; s++)
+						y += eo[(t * K + s) * D + dd] * w[t * K + s];
+					L[side] += dy[t * D + dd] * y;
+				}
+		}
+		*v = keep;
+		ld fd = (L[0] - L[1]) / (2 * h);
+		ld got = k < T * K * D		 ? ops_ld(&r.out[0], k)
+			 : k < T * K * D + T * K ? ((float *)r.out[1].data)[k - T * K * D]
+						 : ops_ld(&r.out[2], k - T * K * D - T * K);
+		ld q = ratio(got, fd, 0x1p-7L * fabsl(fd) + 0x1p-20L);
+		worst = q > worst ? q : worst;
+		if (q > 1) {
+			printf("FAIL moe_combine_bwd finite difference: gradient %d: op %.9Lg, central difference "
+			       "%.9Lg\n",
+			       k, got, fd);
+			fails++;
+		}
+	}
+	printf("moe_combine_bwd finite differences (%d gradients): worst %.3Lf of the bound\n", n, worst);
+	run_free(op, &r);
+}
+
 int main(void)
 {
 	check_sums();
 	check_fd();
 	check_swiglu_bwd();
+	check_moe_fd();
+	check_moe_combine_bwd();
 	printf("test-ops-bwd: %s\n", fails ? "FAILED" : "ok");
 	return fails ? 1 : 0;
 }
