@@ -5,7 +5,11 @@
 #include "ops.h"
 
 static const struct align_tensor_spec in_specs[] = {
-	{"eo", ALIGN_DT_BF16, "T,K,D", {ALIGN_FILL_SPECIAL, 1.0f, 10.0f, 0}, "expert outputs per top-k slot (forward input)"},
+	{"eo",
+	 ALIGN_DT_BF16,
+	 "T,K,D",
+	 {ALIGN_FILL_SPECIAL, 1.0f, 10.0f, 0},
+	 "expert outputs per top-k slot (forward input)"},
 	{"idx", ALIGN_DT_I32, "T,K", {ALIGN_FILL_EXPERT_IDS, 0, 256.0f, 'E'}, "expert id of each slot (distinct)"},
 	{"w", ALIGN_DT_F32, "T,K", {ALIGN_FILL_POSITIVE, 1.0f, 0, 0}, "routing weights (forward input)"},
 	{"shared", ALIGN_DT_BF16, "T,D", {ALIGN_FILL_NORMAL, 1.0f, 0, 0}, "shared expert output (forward input)"},
@@ -17,7 +21,11 @@ static const struct align_tensor_spec out_specs[] = {
 	{"d_eo", ALIGN_DT_BF16, "T,K,D", {ALIGN_FILL_NORMAL, 0, 0, 0}, "gradient of the expert outputs"},
 	{"d_w", ALIGN_DT_F32, "T,K", {ALIGN_FILL_NORMAL, 0, 0, 0}, "gradient of the routing weights"},
 	{"d_shared", ALIGN_DT_BF16, "T,D", {ALIGN_FILL_NORMAL, 0, 0, 0}, "gradient of the shared expert output"},
-	{"dx", ALIGN_DT_BF16, "T,D", {ALIGN_FILL_NORMAL, 0, 0, 0}, "token gradient: fan-in of the experts' input gradients"},
+	{"dx",
+	 ALIGN_DT_BF16,
+	 "T,D",
+	 {ALIGN_FILL_NORMAL, 0, 0, 0},
+	 "token gradient: fan-in of the experts' input gradients"},
 };
 
 static int moe_combine_bwd_cfg_modes(struct moe_combine_bwd_cfg *c, const struct align_modes *m, int device,
@@ -39,10 +47,11 @@ static int moe_combine_bwd_cfg_modes(struct moe_combine_bwd_cfg *c, const struct
 		break;
 	case ALIGN_MOE_COMBINE_BWD_ORDER_ATOMIC: /* float atomics: the CUDA twin only, non-deterministic */
 		if (device != ALIGN_DEVICE_CUDA)
-			return align_fail(err, ALIGN_ERR_UNSUPPORTED,
-					  "%s: %s=atomic is GPU only and non-deterministic (float atomicAdd): the C twin "
-					  "has no such order; use expert or slot",
-					  op, modes_info(MODE_MOE_COMBINE_BWD_ORDER)->env);
+			return align_fail(
+				err, ALIGN_ERR_UNSUPPORTED,
+				"%s: %s=atomic is GPU only and non-deterministic (float atomicAdd): the C twin "
+				"has no such order; use expert or slot",
+				op, modes_info(MODE_MOE_COMBINE_BWD_ORDER)->env);
 		c->atomic = 1;
 		break;
 	default:
@@ -63,7 +72,7 @@ int moe_combine_bwd_cfg_init(struct moe_combine_bwd_cfg *c, const struct moe_com
 	if (K > MOE_MAX_K)
 		return align_fail(err, ALIGN_ERR_INPUT, "moe_combine_bwd: input 'eo' has K = %lld slots, at most %d",
 				  (long long)K, MOE_MAX_K);
-	static const int dt_in[7] = {ALIGN_DT_BF16, ALIGN_DT_I32, ALIGN_DT_F32, ALIGN_DT_BF16,
+	static const int dt_in[7] = {ALIGN_DT_BF16, ALIGN_DT_I32,  ALIGN_DT_F32, ALIGN_DT_BF16,
 				     ALIGN_DT_BF16, ALIGN_DT_BF16, ALIGN_DT_BF16};
 	const int64_t *sh_in[7] = {es, ks, ks, ys, ys, es, ys};
 	const int nd_in[7] = {3, 2, 2, 2, 2, 3, 2};
@@ -73,8 +82,8 @@ int moe_combine_bwd_cfg_init(struct moe_combine_bwd_cfg *c, const struct moe_com
 	const int64_t *sh_out[4] = {es, ks, ys, ys};
 	const int nd_out[4] = {3, 2, 2, 2};
 	for (int i = 0; i < 4; i++)
-		ALIGN_TRY(err,
-			  op_cfg_tensor(err, op, "output", out_specs[i].name, &out[i], dt_out[i], nd_out[i], sh_out[i]));
+		ALIGN_TRY(err, op_cfg_tensor(err, op, "output", out_specs[i].name, &out[i], dt_out[i], nd_out[i],
+					     sh_out[i]));
 	ALIGN_TRY(err, moe_combine_bwd_cfg_modes(c, m, device, err));
 	c->T = T;
 	c->K = K;
@@ -118,8 +127,7 @@ int moe_combine_bwd_fwd_cpu(const struct moe_combine_params *p, const struct ali
 		}
 		for (int64_t d = 0; d < D; d++) {
 			float acc = 0.0f;
-			for (int s = 0; s < K; s++)
-			{
+			for (int s = 0; s < K; s++) {
 				float v = acc + ops_ld(&in[5], (t * K + order[s]) * D + d);
 				acc = c.bf16 ? align_round_bf16(v) : v;
 			}

@@ -52,8 +52,7 @@ ALIGN_HD static inline void mcb_td(const mcb_args &a, const int *order, int64_t 
 	if (a.c.atomic)
 		return;
 	float acc = 0.0f;
-	for (int s = 0; s < K; s++)
-	{
+	for (int s = 0; s < K; s++) {
 		float v = hn_add(acc, align_bf16_to_f32(a.dxe[(t * K + order[s]) * D + d]));
 		acc = a.c.bf16 ? align_round_bf16(v) : v;
 	}
@@ -68,7 +67,8 @@ ALIGN_HD static inline void mcb_dw(const mcb_args &a, int64_t t, int64_t s)
 	float acc = 0.0f;
 	if (a.c.after)
 		for (int64_t d = 0; d < D; d++) {
-			float term = hn_mul(align_bf16_to_f32(a.dy[t * D + d]), align_bf16_to_f32(a.eo[(t * K + s) * D + d]));
+			float term = hn_mul(align_bf16_to_f32(a.dy[t * D + d]),
+					    align_bf16_to_f32(a.eo[(t * K + s) * D + d]));
 			acc = d == 0 ? term : hn_add(acc, term);
 		}
 	a.d_w[t * K + s] = acc;
@@ -143,8 +143,8 @@ static int64_t mcb_grid(int64_t work, int block, const struct align_launch *L, c
 	return grid < 1 ? 1 : grid;
 }
 
-extern "C" int moe_combine_bwd_fwd_cuda(const void *params, const struct align_modes *m,
-					const struct align_tensor *in, int n_in, struct align_tensor *out, int n_out,
+extern "C" int moe_combine_bwd_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,
+					int n_in, struct align_tensor *out, int n_out,
 					const struct align_launch *launch, struct align_dev *dev)
 {
 	cudaStream_t stream = (cudaStream_t)dev->stream;

@@ -47,10 +47,10 @@ struct align_err;
 
 struct moe_combine_bwd_cfg {
 	int64_t T, K, D;
-	int after;	/* SWIGLU_PROBS=after_w2 */
-	int bf16;	/* MOE_COMBINE_ACC=bf16: the fan-in buffer is bf16 (rounded per add) */
-	int by_expert;	/* MOE_COMBINE_BWD_ORDER=expert */
-	int atomic;	/* MOE_COMBINE_BWD_ORDER=atomic (CUDA twin only) */
+	int after;     /* SWIGLU_PROBS=after_w2 */
+	int bf16;      /* MOE_COMBINE_ACC=bf16: the fan-in buffer is bf16 (rounded per add) */
+	int by_expert; /* MOE_COMBINE_BWD_ORDER=expert */
+	int atomic;    /* MOE_COMBINE_BWD_ORDER=atomic (CUDA twin only) */
 };
 
 int moe_combine_bwd_cfg_init(struct moe_combine_bwd_cfg *c, const struct moe_combine_params *p,

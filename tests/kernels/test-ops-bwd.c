@@ -7,7 +7,9 @@
  *   - determinism (two runs, same bytes) and batch invariance (the first rows of a 2T run equal a T run);
  *   - swiglu_bwd's dp orders (swb_sum) equal reduce.h's orders bit for bit;
  *   - moe_combine_bwd: the same checks (finite differences of the linear combine for d_eo, d_w, d_shared);
- *     the GPU-only non-deterministic fan-in order is refused by the C twin and held by no profile.
+ *     the GPU-only non-deterministic fan-in order is refused by the C twin and held by no profile;
+ *   - router_bwd: fp64 from the forward's selection and logits, finite differences of the fp64 gate (the
+ *     selection held fixed) for dx and dw, determinism, batch invariance of dl and dx.
  * Exit status 0 = pass; prints the op, modes and worst element on failure. */
 #include <inttypes.h>
 #include <math.h>
@@ -18,6 +20,7 @@
 #include "ops.h"
 #include "reduce.h"
 #include "moe_combine_bwd.h"
+#include "router_bwd.h"
 #include "swiglu_bwd.h"
 
 #define SEED 0xb4dull
@@ -498,6 +501,303 @@ static void check_moe_fd(void)
 	run_free(op, &r);
 }
 
+/* "ENV=value ..." of the switches im reads */
+static void op_modes_text(const struct align_op_impl *im, const struct align_modes *m, char *buf, size_t len)
+{
+	size_t n = 0;
+	buf[0] = '\0';
+	for (const int *p = im->modes; *p >= 0 && n + 80 < len; p++)
+		n += (size_t)snprintf(buf + n, len - n, "%s=%s ", modes_info(*p)->env, modes_value_name(*p, m->v[*p]));
+}
+
+/* exact score of logit l (router.h step 2, non-softmax) */
+static ld rb_score_l(const struct router_cfg *c, ld l)
+{
+	if (c->p.score == ROUTER_SCORE_SIGMOID)
+		return sigl(l);
+	ld sp = l > 40 ? l : log1pl(expl(l));
+	return sqrtl(sp + (c->sp_eps ? 1e-20L : 0));
+}
+
+/* fp64 reference of router_bwd.h with the op's selection (idx) and the forward's fp32 logits (l32[T*E]):
+ * dl, dx, dw; returns max error / bound */
+static ld ref_router_bwd(const struct router_bwd_cfg *b, const struct align_tensor *in, const struct align_tensor *out,
+			 const int32_t *idx, const float *l32, const float *xq, const float *wq, int64_t *worst_at)
+{
+	const struct router_cfg *c = &b->r;
+	const int64_t T = c->T, D = c->D, E = c->E, K = c->K;
+	const float *dwt = in[5].data, *dl = out[0].data, *dw = out[2].data;
+	ld *rdl = calloc((size_t)(T * E), sizeof(ld)), *tdl = calloc((size_t)(T * E), sizeof(ld));
+	ld worst = 0, r;
+	for (int64_t t = 0; t < T; t++) {
+		const float *l = l32 + t * E;
+		ld s[ROUTER_BWD_MAX_E], ds[ROUTER_BWD_MAX_E] = {0}, dsm[ROUTER_BWD_MAX_E] = {0};
+		if (c->p.score == ROUTER_SCORE_SOFTMAX) {
+			ld mx = l[0], z = 0;
+			for (int64_t e = 0; e < E; e++)
+				mx = l[e] > mx ? l[e] : mx;
+			for (int64_t e = 0; e < E; e++)
+				z += s[e] = expl((ld)l[e] - mx);
+			for (int64_t e = 0; e < E; e++)
+				s[e] /= z;
+		} else {
+			for (int64_t e = 0; e < E; e++)
+				s[e] = rb_score_l(c, l[e]);
+		}
+		ld g[ROUTER_MAX_K], Z = 0, gv = 0, ga = 0, gva = 0;
+		for (int64_t j = 0; j < K; j++) {
+			g[j] = (ld)dwt[t * K + j] * c->p.route_scale;
+			Z += s[idx[t * K + j]];
+		}
+		if (c->norm_eps)
+			Z += 1e-20L;
+		for (int64_t j = 0; j < K; j++) {
+			gv += g[j] * s[idx[t * K + j]];
+			gva += fabsl(g[j]) * s[idx[t * K + j]];
+			ga += fabsl(g[j]);
+		}
+		for (int64_t j = 0; j < K; j++) {
+			int e = idx[t * K + j];
+			if (c->p.score == ROUTER_SCORE_SOFTMAX) {
+				ds[e] = g[j];
+				dsm[e] = fabsl(g[j]);
+			} else {
+				ds[e] = g[j] / Z - gv / (Z * Z);
+				dsm[e] = fabsl(g[j]) / Z + gva / (Z * Z);
+			}
+		}
+		ld dot = 0, dota = 0;
+		for (int64_t e = 0; e < E; e++) {
+			dot += ds[e] * s[e];
+			dota += dsm[e] * s[e];
+		}
+		for (int64_t e = 0; e < E; e++) {
+			ld ref, mag;
+			if (c->p.score == ROUTER_SCORE_SOFTMAX) {
+				ref = (ds[e] - dot) * s[e];
+				mag = (dsm[e] + dota) * s[e];
+			} else if (c->p.score == ROUTER_SCORE_SIGMOID) {
+				ref = ds[e] * s[e] * (1 - s[e]);
+				mag = dsm[e] * s[e] * (1 - s[e]);
+			} else {
+				ref = ds[e] * sigl(l[e]) / (2 * s[e]);
+				mag = dsm[e] * sigl(l[e]) / (2 * s[e]);
+			}
+			if (dsm[e] == 0 && c->p.score != ROUTER_SCORE_SOFTMAX)
+				ref = mag = 0; /* not selected: exactly +0 (s > 0 on these inputs) */
+			rdl[t * E + e] = ref;
+			tdl[t * E + e] = 0x1p-16L * mag;
+			r = ratio(dl[t * E + e], ref, tdl[t * E + e]);
+			if (r > worst) {
+				worst = r;
+				*worst_at = t * E + e;
+			}
+		}
+	}
+	for (int64_t t = 0; t < T; t++)
+		for (int64_t d = 0; d < D; d++) {
+			ld ref = 0, S = 0, P = 0;
+			for (int64_t e = 0; e < E; e++) {
+				ref += rdl[t * E + e] * wq[e * D + d];
+				S += fabsl(rdl[t * E + e] * wq[e * D + d]);
+				P += tdl[t * E + e] * fabsl(wq[e * D + d]);
+			}
+			r = ratio(ops_ld(&out[1], t * D + d), ref, UB * fabsl(ref) + (E + 2) * U * S + 2 * P);
+			if (r > worst) {
+				worst = r;
+				*worst_at = 1000000 + t * D + d;
+			}
+		}
+	for (int64_t e = 0; e < E; e++)
+		for (int64_t d = 0; d < D; d++) {
+			ld ref = 0, S = 0, P = 0;
+			for (int64_t t = 0; t < T; t++) {
+				ref += rdl[t * E + e] * xq[t * D + d];
+				S += fabsl(rdl[t * E + e] * xq[t * D + d]);
+				P += tdl[t * E + e] * fabsl(xq[t * D + d]);
+			}
+			r = ratio(dw[e * D + d], ref, (T + 2) * U * S + 2 * P);
+			if (r > worst) {
+				worst = r;
+				*worst_at = 2000000 + e * D + d;
+			}
+		}
+	free(rdl);
+	free(tdl);
+	return worst;
+}
+
+/* the forward's selection and fp32 logits, operands (the op's own recomputation, router_bwd.h) */
+static void rb_forward(const struct router_bwd_cfg *b, const struct router_params *p, const struct align_modes *m,
+		       const struct align_tensor *in, int32_t *idx, float *wt, float *l32, float *xq, float *wq)
+{
+	const struct router_cfg *c = &b->r;
+	struct align_tensor fo[2] = {{idx, ALIGN_DT_I32, 2, {c->T, c->K}, "idx"},
+				     {wt, ALIGN_DT_F32, 2, {c->T, c->K}, "wt"}};
+	router_fwd_cpu(p, m, in, 5, fo, 2);
+	for (int64_t i = 0; i < c->T * c->D; i++)
+		xq[i] = matmul_operand(ops_ld(&in[0], i), c->x_opd);
+	for (int64_t i = 0; i < c->E * c->D; i++)
+		wq[i] = matmul_operand(((const float *)in[1].data)[i], c->w_opd);
+	for (int64_t t = 0; t < c->T; t++)
+		for (int64_t e = 0; e < c->E; e++)
+			l32[t * c->E + e] = matmul_dot(xq + t * c->D, wq + e * c->D, c->D, ALIGN_MATMUL_ACCUM_SEQ, 0);
+}
+
+static void check_router_bwd(void)
+{
+	const struct align_op *op = ops_find("router_bwd");
+	const struct align_op_impl *im = op->impl;
+	struct align_dims d;
+	ops_dims_parse("T=8,D=64,E=64,K=6,V=16", &d, NULL, 0);
+	/* forward switch variations, one at a time from the defaults */
+	static const struct {
+		int mode, value;
+	} fw[] = {{-1, 0},
+		  {MODE_ROUTER_SUM, ALIGN_ROUTER_SUM_FP64},
+		  {MODE_ROUTER_SUM, ALIGN_ROUTER_SUM_TORCH},
+		  {MODE_ROUTER_NORM_EPS, ALIGN_ROUTER_NORM_EPS_1E_20},
+		  {MODE_ROUTER_SQRTSOFTPLUS_EPS, ALIGN_ROUTER_SQRTSOFTPLUS_EPS_1E_20},
+		  {MODE_ROUTER_GEMM, ALIGN_ROUTER_GEMM_BF16W},
+		  {MODE_ROUTER_GEMM, ALIGN_ROUTER_GEMM_TF32},
+		  {MODE_ROUTER_TOPK_ORDER, ALIGN_ROUTER_TOPK_ORDER_INDEX},
+		  {MODE_MATH_IMPL, ALIGN_MATH_IMPL_LIBM}};
+	struct router_params prm;
+	ld worst = 0;
+	int runs = 0;
+	size_t T = 8, D = 64, E = 64, K = 6;
+	int32_t *idx = malloc(2 * T * K * sizeof *idx);
+	float *wt = malloc(2 * T * K * sizeof *wt), *l32 = malloc(T * E * sizeof *l32),
+	      *xq = malloc(T * D * sizeof *xq), *wq = malloc(E * D * sizeof *wq);
+	for (int var = 0; im->params_variant(&prm, &d, var); var++)
+		for (size_t f = 0; f < sizeof fw / sizeof fw[0]; f++)
+			for (int k = 0; k < 12; k++) {
+				struct align_modes m;
+				modes_init_default(&m);
+				if (fw[f].mode >= 0)
+					m.v[fw[f].mode] = fw[f].value;
+				m.v[MODE_ROUTER_BWD_NORM] = k % 2;
+				m.v[MODE_ROUTER_BWD_SP] = k / 2 % 2;
+				m.v[MODE_ROUTER_BWD_WGRAD] = k / 4;
+				char buf[2048];
+				op_modes_text(im, &m, buf, sizeof buf);
+				struct run a, b2, big;
+				struct align_dims d2 = d;
+				d2.v[ALIGN_DIM_T] *= 2;
+				run_alloc(op, &d, &m, &a, NULL, SEED + var);
+				run_alloc(op, &d, &m, &b2, NULL, SEED + var);
+				run_alloc(op, &d2, &m, &big, NULL, SEED + var);
+				for (int i = 0; i < im->n_in; i++) /* x, ids, dwt: the first T rows; the rest whole */
+					memcpy(big.in[i].data, a.in[i].data, nbytes(&a.in[i]));
+				if (im->fwd_cpu(&prm, &m, a.in, 6, a.out, 3) ||
+				    im->fwd_cpu(&prm, &m, b2.in, 6, b2.out, 3) ||
+				    im->fwd_cpu(&prm, &m, big.in, 6, big.out, 3)) {
+					printf("FAIL router_bwd: run failed, variant %d modes %s\n", var, buf);
+					fails++;
+				} else {
+					struct router_bwd_cfg c;
+					router_bwd_cfg_init(&c, &prm, &m, a.in, 6, a.out, 3, ALIGN_DEVICE_CPU, NULL);
+					rb_forward(&c, &prm, &m, a.in, idx, wt, l32, xq, wq);
+					int64_t at = 0;
+					ld r = ref_router_bwd(&c, a.in, a.out, idx, l32, xq, wq, &at);
+					runs++;
+					worst = r > worst ? r : worst;
+					if (r > 1) {
+						printf("FAIL router_bwd variant %d element %" PRId64
+						       " (dl; 1e6+: dx; 2e6+: dw): error %.3Lg x bound, modes %s\n",
+						       var, at, r, buf);
+						fails++;
+					}
+					for (int i = 0; i < 3; i++)
+						if (memcmp(a.out[i].data, b2.out[i].data, nbytes(&a.out[i]))) {
+							printf("FAIL router_bwd: %s not deterministic, modes %s\n",
+							       im->out[i].name, buf);
+							fails++;
+						}
+					for (int i = 0; i < 2; i++) /* dl, dx: row-wise */
+						if (memcmp(a.out[i].data, big.out[i].data, nbytes(&a.out[i]))) {
+							printf("FAIL router_bwd: %s not batch invariant, variant %d "
+							       "modes %s\n",
+							       im->out[i].name, var, buf);
+							fails++;
+						}
+				}
+				run_free(op, &a);
+				run_free(op, &b2);
+				run_free(op, &big);
+			}
+	free(idx), free(wt), free(l32), free(xq), free(wq);
+	printf("router_bwd   %d runs: worst error %.3Lf of the stated bound, deterministic, dl and dx batch "
+	       "invariant%s\n",
+	       runs, worst, fails ? "  FAIL" : "");
+}
+
+/* central differences of the fp64 gate with the op's selection held: L = sum_t sum_j dwt * rs * s_j / Z
+ * (sqrtsoftplus, variant 0, default modes: fp32 operands as stored), against dx and dw */
+static void check_router_fd(void)
+{
+	const struct align_op *op = ops_find("router_bwd");
+	enum { T = 2, D = 4, E = 16, K = 4 };
+	struct align_dims d;
+	ops_dims_parse("T=2,D=4,E=16,K=4,V=8", &d, NULL, 0);
+	struct align_modes m;
+	modes_init_default(&m);
+	struct router_params prm;
+	op->impl->params_default(&prm, &d);
+	struct run r;
+	run_alloc(op, &d, &m, &r, NULL, SEED);
+	if (op->impl->fwd_cpu(&prm, &m, r.in, 6, r.out, 3)) {
+		printf("FAIL router_bwd finite differences: run failed\n");
+		fails++;
+		run_free(op, &r);
+		return;
+	}
+	struct router_bwd_cfg c;
+	router_bwd_cfg_init(&c, &prm, &m, r.in, 6, r.out, 3, ALIGN_DEVICE_CPU, NULL);
+	int32_t idx[T * K];
+	float wt[T * K], l32[T * E], xq[T * D], wq[E * D];
+	rb_forward(&c, &prm, &m, r.in, idx, wt, l32, xq, wq);
+	ld x[T * D], w[E * D];
+	for (int i = 0; i < T * D; i++)
+		x[i] = xq[i];
+	for (int i = 0; i < E * D; i++)
+		w[i] = wq[i];
+	const float *dwt = r.in[5].data;
+	const ld h = 0x1p-14L;
+	ld worst = 0;
+	for (int k = 0; k < T * D + E * D; k++) {
+		ld *v = k < T * D ? &x[k] : &w[k - T * D], keep = *v, L[2];
+		for (int side = 0; side < 2; side++) {
+			*v = keep + (side ? -h : h);
+			L[side] = 0;
+			for (int t = 0; t < T; t++) {
+				ld s[K], Z = 0;
+				for (int j = 0; j < K; j++) {
+					ld l = 0;
+					for (int q = 0; q < D; q++)
+						l += x[t * D + q] * w[idx[t * K + j] * D + q];
+					Z += s[j] = rb_score_l(&c.r, l);
+				}
+				for (int j = 0; j < K; j++)
+					L[side] += (ld)dwt[t * K + j] * prm.route_scale * s[j] / Z;
+			}
+		}
+		*v = keep;
+		ld fd = (L[0] - L[1]) / (2 * h);
+		ld got = k < T * D ? ops_ld(&r.out[1], k) : ((const float *)r.out[2].data)[k - T * D];
+		ld q = ratio(got, fd, 0x1p-7L * fabsl(fd) + 0x1p-16L);
+		worst = q > worst ? q : worst;
+		if (q > 1) {
+			printf("FAIL router_bwd finite difference: gradient %d: op %.9Lg, central difference %.9Lg\n",
+			       k, got, fd);
+			fails++;
+		}
+	}
+	printf("router_bwd   finite differences (%d gradients of x and w): worst %.3Lf of the bound\n", T * D + E * D,
+	       worst);
+	run_free(op, &r);
+}
+
 int main(void)
 {
 	check_sums();
@@ -505,6 +805,8 @@ int main(void)
 	check_swiglu_bwd();
 	check_moe_fd();
 	check_moe_combine_bwd();
+	check_router_fd();
+	check_router_bwd();
 	printf("test-ops-bwd: %s\n", fails ? "FAILED" : "ok");
 	return fails ? 1 : 0;
 }
