@@ -228,13 +228,33 @@ static void list_values(char *err, size_t errlen, int id)
 int modes_value_gpu_only(int id, int v)
 {
 	const struct align_mode_value *r = modes_value(id, v);
-	return r && r->where == MODE_WHERE_GPU_ONLY;
+	return r && (r->where == MODE_WHERE_GPU_ONLY || r->where == MODE_WHERE_GPU_NONDET);
+}
+
+int modes_value_nondet(int id, int v)
+{
+	const struct align_mode_value *r = modes_value(id, v);
+	return r && r->where == MODE_WHERE_GPU_NONDET;
+}
+
+int modes_nondet_in(const struct align_modes *m, const int *ids)
+{
+	for (int i = 0; ids ? ids[i] >= 0 : i < MODE_COUNT; i++) {
+		int id = ids ? ids[i] : i;
+		if (modes_value_nondet(id, m->v[id]))
+			return id;
+	}
+	return -1;
 }
 
 int modes_value_refused_on(int id, int v, enum align_device dev)
 {
 	const struct align_mode_value *r = modes_value(id, v);
-	return r && r->where == (dev == ALIGN_DEVICE_CPU ? MODE_WHERE_GPU_ONLY : MODE_WHERE_CPU_ONLY);
+	if (!r)
+		return 0;
+	if (dev == ALIGN_DEVICE_CPU)
+		return r->where == MODE_WHERE_GPU_ONLY || r->where == MODE_WHERE_GPU_NONDET;
+	return r->where == MODE_WHERE_CPU_ONLY;
 }
 
 int modes_gpu_only_in(const struct align_modes *m, const int *ids)

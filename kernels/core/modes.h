@@ -40,7 +40,10 @@ enum align_mode_id {
 #undef MODE_END
 
 /* which twins can run a value (modes.def WHERE column) */
-enum align_mode_where { MODE_WHERE_ANY, MODE_WHERE_GPU_ONLY, MODE_WHERE_CPU_ONLY };
+/* GPU_NONDET: GPU only and not deterministic (float atomics): refused on the CPU like GPU_ONLY, never in a
+ * portable profile, and the GPU checks run it twice and report whether the bits changed instead of asserting
+ * that they did not */
+enum align_mode_where { MODE_WHERE_ANY, MODE_WHERE_GPU_ONLY, MODE_WHERE_CPU_ONLY, MODE_WHERE_GPU_NONDET };
 
 /* the device a mode set is checked for (modes_refused_on) */
 enum align_device { ALIGN_DEVICE_CPU, ALIGN_DEVICE_CUDA };
@@ -94,6 +97,10 @@ int modes_apply_env(struct align_modes *m, char *const *envp, char *err, size_t 
 int modes_apply_kv(struct align_modes *m, const char *key_eq_value, char *err, size_t errlen);
 /* 1 when value v of switch id exists only in the CUDA twins (GPU_ONLY rows of modes.def) */
 int modes_value_gpu_only(int id, int v);
+/* 1 when value v of switch id is GPU only and non-deterministic (GPU_NONDET rows: float atomics) */
+int modes_value_nondet(int id, int v);
+/* the first switch among ids (-1 terminated; NULL = all) whose value in m is non-deterministic, else -1 */
+int modes_nondet_in(const struct align_modes *m, const int *ids);
 /* 1 when value v of switch id cannot run on device dev (GPU_ONLY on the CPU, CPU_ONLY on CUDA) */
 int modes_value_refused_on(int id, int v, enum align_device dev);
 /* the first switch among ids (-1 terminated; NULL = all) whose value in m is GPU-only, else -1 */

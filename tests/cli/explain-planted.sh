@@ -40,6 +40,8 @@ dims = {
     "embedding": "T=4,V=16,D=32", "lm_head": "T=4,D=64,V=32", "xent": "T=8,V=64,S=4",
     "dsa_indexer": "T=8,H=2,D=16,S=8,K=4", "sparse_mla": "T=4,H=2", "compressor": "T=4,K=4,N=2,D=32,F=128",
     "matmul_bwd": "T=8,D=16,F=8,S=4", "rmsnorm_bwd": "T=8,D=64", "qnorm_bwd": "T=3,H=2,D=64",
+    "swiglu_bwd": "T=4,F=256", "moe_combine_bwd": "T=4,K=6,D=64",
+    "router_bwd": "T=4,D=16,E=32",
 }
 # attn composes rmsnorm, qnorm, rope, compressor, indexer and sparse_attn: 29 switches, a space no search
 # covers; its planted draws are explained op by op (each sub-op is planted above), not as a layer
@@ -47,6 +49,8 @@ composed = {"attn"}
 # the compressor's 98,304 assignments (15 switches) are replayed whole (no row screening: a group reads
 # K or 2K rows of x): ~35 s an explanation in the optimised build, ~4 min in a debug one: fewer draws
 op_draws = {"compressor": 1 if slow else 2}
+# router_bwd: 11 switches, 10,368 assignments, each replay a whole forward and backward (no row screening)
+op_draws["router_bwd"] = 1 if slow else 3
 # no --no-screen / -j 2 repeat for these: the compressor has no row screening (--no-screen is its normal
 # path) and each whole replay costs minutes in a debug build; the other ops check the threads
 single = {"compressor"}

@@ -372,6 +372,35 @@ def torch_swiglu(torch, F, inp, profile, dev, limit=10.0):
     return {"a": out}
 
 
+def swiglu_bwd_inputs(T, F):
+    inp = dict(swiglu_inputs(T, F))
+    r = random.Random(4321)
+    da = [bf16_bits(v) for v in [1.0, -1.0, 0.0, -0.0] + [r.uniform(-3, 3) for _ in range(T * F)]][:T * F]
+    inp["da"] = tensor("BF16", [T, F], da)
+    return inp
+
+
+def torch_swiglu_bwd(torch, F, inp, profile, dev, limit=10.0):
+    """swiglu_bwd.h with torch fp32 tensor ops in the contract's order (Megatron's weighted_swiglu_back as
+    torch.compile runs it: fp32 inside, dg/du rounded once): clamp masks inclusive (torch.clamp's backward),
+    the factored silu' (swiglu_back), d = F(da) * p. dp is not compared: torch.sum(-1)'s order is not one of
+    ALIGN_SWIGLU_BWD_DP_SUM's."""
+    g = to_torch(torch, inp["g"], dev).float()
+    u = to_torch(torch, inp["u"], dev).float()
+    p = to_torch(torch, inp["p"], dev).unsqueeze(-1)
+    da = to_torch(torch, inp["da"], dev).float()
+    mg = g <= limit
+    mu = (u >= -limit) & (u <= limit)
+    u = torch.clamp(u, -limit, limit)
+    g = torch.clamp(g, max=limit)
+    sig = torch.sigmoid(g)
+    d = da * p
+    t = (d * sig) * (1.0 + g * (1.0 - sig))
+    zero = torch.zeros_like(g)
+    return {"dg": torch.where(mg, t * u, zero).to(torch.bfloat16),
+            "du": torch.where(mu, d * F.silu(g), zero).to(torch.bfloat16)}
+
+
 def base_profile(profile):
     return profile[:-5] if profile.endswith("-cuda") else profile
 
@@ -774,6 +803,10 @@ def cases():
     for prof in PROFILES:
         out.append(dict(op="swiglu", label=prof, profile=prof, modes=[], shape="T=%d,F=%d" % (SW_T, SW_F),
                         inputs=sw, outputs=["a"], ref=("swiglu", {})))
+    swb = swiglu_bwd_inputs(SW_T, SW_F)
+    for prof in PROFILES:
+        out.append(dict(op="swiglu_bwd", label=prof, profile=prof, modes=[], shape="T=%d,F=%d" % (SW_T, SW_F),
+                        inputs=swb, outputs=["dg", "du"], ref=("swiglu_bwd", {})))
     ro = router_inputs(R_T, R_E, R_K)
     for prof in PROFILES:
         for eps in (False, True):
@@ -1079,6 +1112,8 @@ def compare_run(align, device, workdir, explain_ops=(), only_ops=None):
                 ref = torch_matmul(torch, c["inputs"], dev)
             elif kind == "swiglu":
                 ref = torch_swiglu(torch, F, c["inputs"], c["profile"], dev)
+            elif kind == "swiglu_bwd":
+                ref = torch_swiglu_bwd(torch, F, c["inputs"], c["profile"], dev)
             elif kind == "router":
                 ref = torch_router(torch, F, c["inputs"], c["profile"], dev, R_K, extra["sp_eps"],
                                    extra.get("sigmoid", False), extra.get("groups", 0), extra.get("keep", 0))
