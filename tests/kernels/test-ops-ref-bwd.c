@@ -17,6 +17,7 @@
 
 #include "matmul_bwd.h"
 #include "rmsnorm_bwd.h"
+#include "op_cfg.h"
 #include "ops.h"
 #include "qnorm_bwd.h"
 
@@ -589,9 +590,57 @@ static int check_wgrad_orders(void)
 	return fails;
 }
 
+/* bad input: status 2 (ALIGN_ERR_INPUT) with a message naming the op, the tensor and what was expected */
+static int expect_refusal(const char *what, int rc, const struct align_err *e, const char *want)
+{
+	if (rc == ALIGN_ERR_INPUT && e->status == ALIGN_ERR_INPUT && strstr(e->msg, want))
+		return 0;
+	printf("FAIL %s: status %d, message '%s' (want status %d naming '%s')\n", what, rc, e->msg, ALIGN_ERR_INPUT,
+	       want);
+	return 1;
+}
+
+static int check_bad_input(void)
+{
+	struct align_modes m;
+	modes_init_default(&m);
+	struct align_tensor in[4], out[2];
+	struct align_dims d;
+	char text[256];
+	int fails = 0;
+	const struct align_op *op = ops_find("matmul_bwd");
+	memset(&d, 0, sizeof d);
+	ops_dims_parse("T=6,D=4,F=3,S=4", &d, text, sizeof text);
+	struct matmul_bwd_params p = {4};
+	struct matmul_bwd_cfg c;
+	struct align_err e = {0};
+	op_cfg_tensors(op->impl, &m, &d, in, out, &e);
+	fails +=
+		expect_refusal("matmul_bwd T % S", matmul_bwd_cfg_init(&c, &p, &m, in, 4, out, 2, ALIGN_DEVICE_CPU, &e),
+			       &e, "6 tokens are not whole sequences of S = 4");
+	memset(&e, 0, sizeof e);
+	p.S = 3;
+	in[3].dtype = ALIGN_DT_F32; /* WGRAD_DTYPE=bf16 (the default): main_grad must be bf16 */
+	fails += expect_refusal("matmul_bwd main_grad dtype",
+				matmul_bwd_cfg_init(&c, &p, &m, in, 4, out, 2, ALIGN_DEVICE_CPU, &e), &e,
+				"matmul_bwd: input 'main_grad' must be bf16 [3,4], got f32 [3,4]");
+	const struct align_op *rop = ops_find("rmsnorm_bwd");
+	struct rmsnorm_bwd_cfg rc;
+	ops_dims_parse("T=2,D=8", &d, text, sizeof text);
+	memset(&e, 0, sizeof e);
+	op_cfg_tensors(rop->impl, &m, &d, in, out, &e);
+	in[2].shape[1] = 7;
+	fails += expect_refusal("rmsnorm_bwd dy shape",
+				rmsnorm_bwd_cfg_init(&rc, NULL, &m, in, 3, out, 2, ALIGN_DEVICE_CPU, &e), &e,
+				"rmsnorm_bwd: input 'dy' must be bf16 [2,8], got bf16 [2,7]");
+	printf("bad input: %s\n", fails ? "FAIL" : "refused with status 2 and the tensor named");
+	return fails;
+}
+
 int main(void)
 {
 	int fails = check_wgrad_orders();
+	fails += check_bad_input();
 	fails += check_fd_matmul();
 	fails += check_fd_rmsnorm();
 	fails += check_fd_qnorm();
