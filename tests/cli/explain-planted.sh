@@ -39,6 +39,7 @@ dims = {
     "all_gather": "N=4,D=64", "sparse_attn": "T=4,H=2", "rope": "T=4,H=2", "indexer": "T=16,H=4,D=32,S=8,K=4",
     "embedding": "T=4,V=16,D=32", "lm_head": "T=4,D=64,V=32", "xent": "T=8,V=64,S=4",
     "dsa_indexer": "T=8,H=2,D=16,S=8,K=4", "sparse_mla": "T=4,H=2", "compressor": "T=4,K=4,N=2,D=32,F=128",
+    "mhc_post_bwd": "T=3,N=4,D=64",
 }
 # attn composes rmsnorm, qnorm, rope, compressor, indexer and sparse_attn: 29 switches, a space no search
 # covers; its planted draws are explained op by op (each sub-op is planted above), not as a layer
@@ -51,11 +52,14 @@ single = {"compressor"} if slow else set()  # no --no-screen / -j 2 repeat for t
 # (explain-planted-OP in tests/cli/meson.build), never in an I/N shard
 solo = {"compressor"}
 ops, switches = [], {}
+cur = None  # the op whose lines follow (None under a block: its switches line is not an op's)
 for line in open("list.txt"):
-    if line[0].isalpha() and ": block of" not in line:
-        ops.append(line.split(":")[0])
-    elif line.strip().startswith("switches:"):
-        switches[ops[-1]] = line.split()[1:]
+    if line[0].isalpha():
+        cur = None if ": block of" in line else line.split(":")[0]
+        if cur:
+            ops.append(cur)
+    elif line.strip().startswith("switches:") and cur:
+        switches[cur] = line.split()[1:]
 values = {}
 for line in open("modes.txt").readlines()[1:]:
     f = line.split()
