@@ -120,7 +120,7 @@ ALIGN_HD static inline void mhc_post_bwd_point(const struct mhc_post_bwd_cfg *c,
 {
 	const int N = c->N;
 	const int64_t D = c->D;
-	float g[MHC_MAX_N], v[MHC_MAX_N];
+	float g[MHC_MAX_N] = {0}, v[MHC_MAX_N] = {0};
 	for (int k = 0; k < N; k++)
 		g[k] = align_bf16_to_f32(dy[(t * N + k) * D + d]);
 	for (int j = 0; j < N; j++) {
