@@ -40,6 +40,7 @@ dims = {
     "embedding": "T=4,V=16,D=32", "lm_head": "T=4,D=64,V=32", "xent": "T=8,V=64,S=4",
     "dsa_indexer": "T=8,H=2,D=16,S=8,K=4", "sparse_mla": "T=4,H=2", "compressor": "T=4,K=4,N=2,D=32,F=128",
     "mhc_post_bwd": "T=3,N=4,D=64", "mhc_pre_bwd": "T=3,N=2,D=16", "mhc_head_bwd": "T=3,N=4,D=32",
+    "sparse_attn_bwd": "T=4,H=1,D=16,S=16,N=8",
 }
 # attn composes rmsnorm, qnorm, rope, compressor, indexer and sparse_attn: 29 switches, a space no search
 # covers; its planted draws are explained op by op (each sub-op is planted above), not as a layer

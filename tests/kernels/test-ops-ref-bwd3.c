@@ -17,6 +17,7 @@
 #include "matmul.h"
 #include "mhc_post_bwd.h"
 #include "ops.h"
+#include "sparse_attn.h"
 
 #define SEED 0xb3d5eedull
 #define U 0x1p-24L
@@ -495,25 +496,228 @@ static void ref_mhc_head_bwd(struct ctx *c)
 	ref_mhc_bwd(c, "mhc_head_bwd");
 }
 
+/* ---- sparse_attn_bwd (sparse_attn_bwd.h) ---- */
+
+/* fp64 statistics of row (t, h) from q, kv, sink as ld (v[0], v[1], v[3]); returns 0 for a row with no
+ * valid slot; z[N] logits (natural domain), p[N], *ps the sink weight */
+static int lsa_row(const struct ctx *c, ld *const *v, int64_t t, int64_t h, ld *z, ld *p, ld *ps)
+{
+	const struct sparse_attn_params *pr = c->params;
+	int64_t H = c->in[0].shape[1], D = c->in[0].shape[2], S = c->in[1].shape[0], N = c->in[2].shape[1];
+	const int32_t *idx = c->in[2].data;
+	int sb = c->m->v[MODE_CSA_SINK] == ALIGN_CSA_SINK_BF16;
+	ld s = sb ? (ld)align_round_bf16((float)v[3][h]) : v[3][h], m = s;
+	int any = 0;
+	for (int64_t k = 0; k < N; k++) {
+		int32_t j = idx[t * N + k];
+		if (j < 0 || j >= S) {
+			z[k] = -INFINITY;
+			continue;
+		}
+		ld dot = 0;
+		for (int64_t d = 0; d < D; d++)
+			dot += v[0][(t * H + h) * D + d] * v[1][(int64_t)j * D + d];
+		z[k] = (ld)pr->scale * dot;
+		m = fmaxl(m, z[k]);
+		any = 1;
+	}
+	ld l = expl(s - m);
+	for (int64_t k = 0; k < N; k++)
+		l += z[k] == -INFINITY ? 0 : expl(z[k] - m);
+	for (int64_t k = 0; k < N; k++)
+		p[k] = z[k] == -INFINITY ? 0 : expl(z[k] - m) / l;
+	*ps = expl(s - m) / l;
+	return any;
+}
+
+static ld fwd_sparse_attn(const struct ctx *c, ld *const *v)
+{
+	int64_t T = c->in[0].shape[0], H = c->in[0].shape[1], D = c->in[0].shape[2], S = c->in[1].shape[0],
+		N = c->in[2].shape[1];
+	const int32_t *idx = c->in[2].data;
+	ld *z = malloc(sizeof(ld) * (size_t)N), *p = malloc(sizeof(ld) * (size_t)N), ps, L = 0;
+	for (int64_t t = 0; t < T; t++)
+		for (int64_t h = 0; h < H; h++) {
+			if (!lsa_row(c, v, t, h, z, p, &ps))
+				continue;
+			for (int64_t d = 0; d < D; d++) {
+				ld o = 0;
+				for (int64_t k = 0; k < N; k++) {
+					int32_t j = idx[t * N + k];
+					if (j >= 0 && j < S)
+						o += p[k] * v[1][(int64_t)j * D + d];
+				}
+				L += ldi(c, 4, (t * H + h) * D + d) * o;
+			}
+		}
+	free(z);
+	free(p);
+	return L;
+}
+
+static void ref_sparse_attn_bwd(struct ctx *c)
+{
+	const struct sparse_attn_params *pr = c->params;
+	int64_t T = c->in[0].shape[0], H = c->in[0].shape[1], D = c->in[0].shape[2], S = c->in[1].shape[0],
+		N = c->in[2].shape[1];
+	const int32_t *idx = c->in[2].data;
+	int ez = c->m->v[MODE_CSA_EMPTY_ROW] == ALIGN_CSA_EMPTY_ROW_ZERO,
+	    sim = c->m->v[MODE_CSA_SINK_IN_MAX] == ALIGN_CSA_SINK_IN_MAX_ON;
+	ld *v[5];
+	for (int k = 0; k < 5; k++) {
+		if (k == 2) {
+			v[k] = NULL;
+			continue;
+		}
+		int64_t ne = align_tensor_numel(&c->in[k]);
+		v[k] = malloc(sizeof(ld) * (size_t)(ne ? ne : 1));
+		for (int64_t i = 0; i < ne; i++)
+			v[k][i] = ldi(c, k, i);
+	}
+	ld *z = malloc(sizeof(ld) * (size_t)N), *p = malloc(sizeof(ld) * (size_t)N);
+	ld *dS = calloc((size_t)(T * H * N), sizeof(ld)), *MdS = calloc((size_t)(T * H * N), sizeof(ld)),
+	   *dkv = calloc((size_t)(S * D), sizeof(ld)), *Mkv = calloc((size_t)(S * D), sizeof(ld));
+	ld ds_sum[64] = {0}, ds_M[64] = {0};
+	int ds_nan[64] = {0};
+	for (int64_t t = 0; t < T; t++)
+		for (int64_t h = 0; h < H; h++) {
+			ld ps;
+			int64_t r = t * H + h;
+			if (!lsa_row(c, v, t, h, z, p, &ps)) {
+				if (!ez && !sim)
+					ds_nan[h] = 1;
+				continue;
+			}
+			ld delta = 0, dsum = 0, pdp = 0, dP[512];
+			if (N > 512) {
+				judge(c, 0, r * D, INFINITY, 0, 1); /* the reference's limit */
+				continue;
+			}
+			for (int64_t k = 0; k < N; k++) {
+				int32_t j = idx[t * N + k];
+				dP[k] = 0;
+				if (j >= 0 && j < S)
+					for (int64_t d = 0; d < D; d++)
+						dP[k] += v[4][r * D + d] * v[1][(int64_t)j * D + d];
+				pdp += p[k] * fabsl(dP[k]);
+				delta += p[k] * dP[k];
+			}
+			for (int64_t d = 0; d < D; d++) {
+				ld o = 0;
+				for (int64_t k = 0; k < N; k++) {
+					int32_t j = idx[t * N + k];
+					if (j >= 0 && j < S)
+						o += p[k] * v[1][(int64_t)j * D + d];
+				}
+				dsum += fabsl(v[4][r * D + d] * o);
+			}
+			for (int64_t k = 0; k < N; k++) {
+				dS[r * N + k] = p[k] * (dP[k] - delta) * pr->scale;
+				MdS[r * N + k] = p[k] * (fabsl(dP[k]) + fabsl(delta) + dsum + pdp) * pr->scale;
+			}
+			ds_sum[h] += -ps * delta;
+			ds_M[h] += ps * (fabsl(delta) + dsum + pdp);
+			for (int64_t d = 0; d < D; d++) {
+				ld s = 0, M = 0;
+				for (int64_t k = 0; k < N; k++) {
+					int32_t j = idx[t * N + k];
+					if (j < 0 || j >= S)
+						continue;
+					s += dS[r * N + k] * v[1][(int64_t)j * D + d];
+					M += MdS[r * N + k] * fabsl(v[1][(int64_t)j * D + d]);
+					dkv[(int64_t)j * D + d] +=
+						dS[r * N + k] * v[0][r * D + d] + p[k] * v[4][r * D + d];
+					Mkv[(int64_t)j * D + d] +=
+						MdS[r * N + k] * fabsl(v[0][r * D + d]) + fabsl(p[k] * v[4][r * D + d]);
+				}
+				judge(c, 0, r * D + d, ldo(c, 0, r * D + d), s, ulp_bf16(s) + 0x1p-7L * M + 0x1p-133L);
+			}
+		}
+	for (int64_t i = 0; i < S * D; i++)
+		judge(c, 1, i, ldo(c, 1, i), dkv[i], 0x1p-7L * Mkv[i] + 0x1p-140L);
+	for (int64_t h = 0; h < H && h < 64; h++)
+		judge(c, 2, h, ldo(c, 2, h), ds_nan[h] ? NAN : ds_sum[h], 0x1p-7L * ds_M[h] + 0x1p-140L);
+	for (int k = 0; k < 5; k++)
+		free(v[k]);
+	free(z);
+	free(p);
+	free(dS);
+	free(MdS);
+	free(dkv);
+	free(Mkv);
+}
+
 /* ---- the op table and the drivers ---- */
 
 struct ref_entry {
 	const char *op;
 	void (*fn)(struct ctx *);
 	ld (*fwd)(const struct ctx *, ld *const *); /* fp64 forward for the finite differences */
-	int n_fd;				    /* inputs 0..n_fd-1 are differentiated ... */
-	int fd_out[8];				    /* ... against these outputs */
+	int n_fd;				    /* inputs fd_in[0..n_fd-1] are differentiated ... */
+	int fd_in[8];
+	int fd_out[8]; /* ... against these outputs */
+	double fd_rel; /* plus this fraction of the largest |difference quotient| of the tensor */
+	int fd_mode;   /* the finite differences run with switch fd_mode (MODE_*; -1: none) set to fd_val */
+	int fd_val;
 	const char *fd_dims;
 	const char *sweep_dims; /* dims of the mode sweep (NULL: the op's defaults) */
 	int stride;		/* check every stride-th mode combination (1: all) */
 };
 
 static const struct ref_entry refs[] = {
-	{"mhc_post_bwd", ref_mhc_post_bwd, fwd_mhc_post, 4, {0, 1, 2, 3}, "T=2,N=4,D=8", NULL, 1},
-	{"mhc_head_bwd", ref_mhc_head_bwd, fwd_mhc_head_bwd, 4, {0, 1, 2, 3}, "T=2,N=4,D=4", "T=4,N=4,D=64", 1},
+	{"mhc_post_bwd",
+	 ref_mhc_post_bwd,
+	 fwd_mhc_post,
+	 4,
+	 {0, 1, 2, 3},
+	 {0, 1, 2, 3},
+	 0,
+	 -1,
+	 0,
+	 "T=2,N=4,D=8",
+	 NULL,
+	 1},
+	{"mhc_head_bwd",
+	 ref_mhc_head_bwd,
+	 fwd_mhc_head_bwd,
+	 4,
+	 {0, 1, 2, 3},
+	 {0, 1, 2, 3},
+	 0,
+	 -1,
+	 0,
+	 "T=2,N=4,D=4",
+	 "T=4,N=4,D=64",
+	 1},
 	/* 9216 combinations: every 5th (5 is prime to every switch's value count, so each value of each
 	 * switch is visited) */
-	{"mhc_pre_bwd", ref_mhc_pre_bwd, fwd_mhc_pre_bwd, 4, {0, 1, 2, 3}, "T=2,N=4,D=4", "T=3,N=4,D=32", 5},
+	{"mhc_pre_bwd",
+	 ref_mhc_pre_bwd,
+	 fwd_mhc_pre_bwd,
+	 4,
+	 {0, 1, 2, 3},
+	 {0, 1, 2, 3},
+	 0,
+	 -1,
+	 0,
+	 "T=2,N=4,D=4",
+	 "T=3,N=4,D=32",
+	 5},
+	/* 2^14 combinations x 3 variants: every 7th; fd in the default modes (bf16 O and P in the backward:
+	 * 2^-6 of the largest difference quotient) but with empty rows zeroed (IEEE: the forward's and so the
+	 * sink gradient's NaN with the sink out of the max) */
+	{"sparse_attn_bwd",
+	 ref_sparse_attn_bwd,
+	 fwd_sparse_attn,
+	 3,
+	 {0, 1, 3},
+	 {0, 1, 2},
+	 0x1p-6,
+	 MODE_CSA_EMPTY_ROW,
+	 ALIGN_CSA_EMPTY_ROW_ZERO,
+	 "T=16,H=2,D=8,S=24,N=8",
+	 "T=4,H=2,D=32,S=40,N=20",
+	 7},
 };
 
 static int run(const struct align_op *op, const void *params, const struct align_dims *d, const struct align_modes *m,
@@ -601,6 +805,8 @@ static int check_fd(const struct ref_entry *e)
 	struct align_dims d;
 	struct align_modes m;
 	modes_init_default(&m);
+	if (e->fd_mode >= 0)
+		m.v[e->fd_mode] = e->fd_val;
 	char perr[128];
 	ops_dims_default(op, &d);
 	if (ops_dims_parse(e->fd_dims, &d, perr, sizeof perr) != 0) {
@@ -618,17 +824,21 @@ static int check_fd(const struct ref_entry *e)
 		return 1;
 	}
 	struct ctx c = {&m, in, out, params, 0, -1, 0};
-	ld *v[8];
-	for (int k = 0; k < e->n_fd; k++) {
+	ld *v[8] = {0};
+	for (int k = 0; k < im->n_in; k++) {
+		if (in[k].dtype == ALIGN_DT_I32)
+			continue;
 		int64_t n = align_tensor_numel(&in[k]);
 		v[k] = malloc(sizeof(ld) * (size_t)(n ? n : 1));
 		for (int64_t i = 0; i < n; i++)
 			v[k][i] = ldi(&c, k, i);
 	}
-	ld worst = 0, h = 0x1p-10L;
-	for (int k = 0; k < e->n_fd; k++) {
+	ld worst = 0, h = 0x1p-14L, fdmax = 0;
+	for (int f = 0; f < e->n_fd; f++) {
+		int k = e->fd_in[f];
 		int64_t n = align_tensor_numel(&in[k]);
-		const struct align_tensor *g = &out[e->fd_out[k]];
+		const struct align_tensor *g = &out[e->fd_out[f]];
+		ld *fd = malloc(sizeof(ld) * (size_t)(n ? n : 1)), mx = 0;
 		for (int64_t i = 0; i < n; i++) {
 			ld x0 = v[k][i], sc = fabsl(x0) > 1 ? fabsl(x0) : 1;
 			v[k][i] = x0 + h * sc;
@@ -636,23 +846,33 @@ static int check_fd(const struct ref_entry *e)
 			v[k][i] = x0 - h * sc;
 			ld lm = e->fwd(&c, v);
 			v[k][i] = x0;
-			ld fd = (lp - lm) / (2 * h * sc), got = ops_ld(g, i);
-			ld tol = (g->dtype == ALIGN_DT_BF16 ? ulp_bf16(fd) : 0) + 0x1p-20L * (fabsl(fd) + 1) +
-				 0x1p-16L * fabsl(fd);
-			ld r = fabsl(got - fd) / tol;
+			fd[i] = (lp - lm) / (2 * h * sc);
+			mx = fabsl(fd[i]) > mx ? fabsl(fd[i]) : mx;
+		}
+		fdmax = mx > fdmax ? mx : fdmax;
+		for (int64_t i = 0; i < n; i++) {
+			ld got = ops_ld(g, i);
+			ld tol = (g->dtype == ALIGN_DT_BF16 ? ulp_bf16(fd[i]) : 0) + 0x1p-20L * (fabsl(fd[i]) + 1) +
+				 0x1p-16L * fabsl(fd[i]) + (ld)e->fd_rel * mx;
+			ld r = fabsl(got - fd[i]) / tol;
 			if (!(r <= 1)) {
 				if (fails < 5)
 					printf("FAIL %s fd: input %s element %" PRId64 ": op %La fd %La\n", op->name,
-					       im->in[k].name, i, got, fd);
+					       im->in[k].name, i, got, fd[i]);
 				fails++;
 			}
 			worst = r > worst ? r : worst;
 		}
+		free(fd);
 	}
-	for (int k = 0; k < e->n_fd; k++)
+	for (int k = 0; k < im->n_in; k++)
 		free(v[k]);
-	printf("%-14s finite differences (%s): worst error %.3Lf of the bound%s\n", op->name, e->fd_dims, worst,
-	       fails ? "  FAIL" : "");
+	printf("%-14s finite differences (%s): worst error %.3Lf of the bound (largest |quotient| %.3Lg)%s\n", op->name,
+	       e->fd_dims, worst, fdmax, fails ? "  FAIL" : "");
+	if (!(fdmax > 0)) {
+		printf("FAIL %s fd: every difference quotient is 0 (the shape tests nothing)\n", op->name);
+		fails++;
+	}
 	run_free(op, in, out);
 	free(params);
 	return fails;
