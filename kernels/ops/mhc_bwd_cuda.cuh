@@ -27,7 +27,7 @@ struct mhc_bwd_args {
 	int emode;
 };
 
-__global__ void mhc_bwd_token_kernel(const struct mhc_bwd_args a)
+static __global__ void mhc_bwd_token_kernel(const struct mhc_bwd_args a)
 {
 	const struct mhc_bwd_cfg *c = &a.c;
 	const long long T = c->T, N = c->N, D = c->D, K = c->K, R = c->R;
@@ -80,7 +80,7 @@ __global__ void mhc_bwd_token_kernel(const struct mhc_bwd_args a)
 	}
 }
 
-__global__ void mhc_bwd_param_kernel(const struct mhc_bwd_args a)
+static __global__ void mhc_bwd_param_kernel(const struct mhc_bwd_args a)
 {
 	const struct mhc_bwd_cfg *c = &a.c;
 	const long long R = c->R, K = c->K, G = c->head ? 1 : 3, n = R * K + R + G;

@@ -40,6 +40,12 @@ Cases (contracts in kernels/ops/swiglu.h, router.h, mhc_pre.h):
            e = exp(S - m), p = e / (e.sum(-1) + exp(sink - m)), o = R((p * kv_g).sum(-2)), the sink in the
            max, fp32 throughout; kv_g = kv[idx] with invalid rows 0. Inputs with tied slots (repeated
            indices), all -1 rows, huge logits (exp underflow), tiny logits (uniform weights).
+  sparse_attn_bwd  megatron-cuda with the unfused backward's switches (CSA_BWD_SOFTMAX=full, CSA_BWD_P=fp32,
+           CSA_BWD_DELTA=p): autograd of the sparse_attn reference above with q a bf16 leaf (dq = its
+           bf16 grad), kv an fp32 leaf (dkv fp32), sink an fp32 leaf; o.backward(do). Informational (not
+           part of the verdict) until a GPU run: torch reduces the H broadcast of kv_g before its
+           index_put_ scatter and sums the sink's grad in its own tree order, which align's fixed orders
+           (kernels/ops/sparse_attn_bwd.h) do not model yet.
   rope     x[T,H,D] bf16, pos[T] i32 (0, 1, 65535, 1048575 and random positions; signed zeros, bf16
            extremes that keep every sum finite). Frequencies as the frameworks compute them on the GPU:
            base ** (arange(0, 64, 2) / 64) (powf), YaRN ramp from the binary64 correction range;
@@ -658,6 +664,37 @@ def torch_sparse_attn(torch, inp, dev, D):
     return {"o": (p.unsqueeze(-1) * kvg.unsqueeze(1)).sum(-2).to(torch.bfloat16)}
 
 
+def sparse_attn_bwd_inputs(T, H, D, S, N):
+    inp = dict(sparse_attn_inputs(T, H, D, S, N))
+    r = random.Random(19)
+    inp["do"] = tensor("BF16", [T, H, D], [rnd_bf16(r, -1, 1) for _ in range(T * H * D)])
+    return inp
+
+
+def torch_sparse_attn_bwd(torch, inp, dev, D):
+    """autograd of torch_sparse_attn's formula: dq (bf16 leaf), dkv (fp32 leaf), dsink"""
+    with torch.enable_grad():
+        qb = to_torch(torch, inp["q"], dev).detach().requires_grad_()
+        kvf = to_torch(torch, inp["kv"], dev).float().detach().requires_grad_()
+        sk = to_torch(torch, inp["sink"], dev).detach().requires_grad_()
+        q = qb.float()
+        idx = to_torch(torch, inp["idx"], dev).long()
+        sink = sk.view(1, -1, 1)
+        S = kvf.shape[0]
+        valid = (idx >= 0) & (idx < S)
+        kvg = torch.where(valid.unsqueeze(-1), kvf[idx.clamp(0, S - 1)], torch.zeros((), device=dev))
+        scale = struct.unpack("<f", struct.pack("<f", D ** -0.5))[0]
+        dot = (q.unsqueeze(2) * kvg.unsqueeze(1)).sum(-1)
+        scores = torch.where(valid.unsqueeze(1), dot * scale, torch.full((), float("-inf"), device=dev))
+        m = torch.maximum(scores.amax(-1, keepdim=True), sink)
+        e = torch.exp(scores - m)
+        den = e.sum(-1, keepdim=True) + torch.exp(sink - m)
+        p = e / den
+        o = (p.unsqueeze(-1) * kvg.unsqueeze(1)).sum(-2).to(torch.bfloat16)
+        o.backward(to_torch(torch, inp["do"], dev))
+    return {"dq": qb.grad, "dkv": kvf.grad, "dsink": sk.grad.reshape(-1)}
+
+
 def xent_inputs(T, V, bf16):
     r = random.Random(23 + V)
     vals = []
@@ -769,6 +806,11 @@ def cases():
         out.append(dict(op="sparse_attn", label=prof, profile=prof, modes=[],
                         shape="T=%d,H=%d,D=%d,S=%d,N=%d" % (SA_T, SA_H, SA_D, SA_S, SA_N), inputs=sa,
                         outputs=["o"], ref=("sparse_attn", {})))
+    sab = sparse_attn_bwd_inputs(SA_T, SA_H, SA_D, SA_S, SA_N)
+    out.append(dict(op="sparse_attn_bwd", label="megatron-cuda+informational", profile="megatron-cuda",
+                    modes=["ALIGN_CSA_BWD_SOFTMAX=full", "ALIGN_CSA_BWD_P=fp32", "ALIGN_CSA_BWD_DELTA=p"],
+                    shape="T=%d,H=%d,D=%d,S=%d,N=%d" % (SA_T, SA_H, SA_D, SA_S, SA_N), inputs=sab,
+                    outputs=["dq", "dkv", "dsink"], ref=("sparse_attn_bwd", {}), informational=True))
     return out
 
 
@@ -1023,6 +1065,8 @@ def compare_run(align, device, workdir, explain_ops=(), only_ops=None):
                                    extra.get("sigmoid", False), extra.get("groups", 0), extra.get("keep", 0))
             elif kind == "sparse_attn":
                 ref = torch_sparse_attn(torch, c["inputs"], dev, SA_D)
+            elif kind == "sparse_attn_bwd":
+                ref = torch_sparse_attn_bwd(torch, c["inputs"], dev, SA_D)
             elif kind == "indexer":
                 ref = torch_indexer(torch, c["inputs"], c["profile"], dev, extra["K"])
             elif kind == "xent":
@@ -1045,6 +1089,8 @@ def compare_run(align, device, workdir, explain_ops=(), only_ops=None):
             verdict = "bitwise equal" if d == 0 else "differ"
             if c.get("informational"):
                 verdict += (" (informational: torch complex64 multiply, not part of the verdict)" if c["op"].startswith("rope")
+                            else " (informational: torch's backward scatter and sum orders, not modelled yet)"
+                            if c["op"].startswith("sparse_attn_bwd")
                             else " (informational: cuBLAS heuristics and workspace, not part of the verdict)")
             elif c["profile"] not in VERDICT_PROFILES:
                 verdict += " (portable, for contrast)"
