@@ -865,7 +865,8 @@ def cases():
     mpb = mhc_post_bwd_inputs(M_T, M_N, 64)
     out.append(dict(op="mhc_post_bwd", label="deepseek-ref-cuda+informational", profile="deepseek-ref-cuda", modes=[],
                     shape="T=%d,N=%d,D=64" % (M_T, M_N), inputs=mpb, outputs=["dx", "df", "dpost", "dcomb"],
-                    ref=("mhc_post_bwd", {}), informational=True))
+                    ref=("mhc_post_bwd", {}), informational=True,
+                    cpu_ok=True))  # mhc_post_bwd reads no GPU-only switch
     for name, base in mhc_bases(M_N).items():
         if name not in ("random", "ties"):
             continue
