@@ -42,6 +42,8 @@ dims = {
     "matmul_bwd": "T=8,D=16,F=8,S=4", "rmsnorm_bwd": "T=8,D=64", "qnorm_bwd": "T=3,H=2,D=64",
     "swiglu_bwd": "T=4,F=256", "moe_combine_bwd": "T=4,K=6,D=64",
     "router_bwd": "T=4,D=16,E=32",
+    "mhc_post_bwd": "T=3,N=4,D=64", "mhc_pre_bwd": "T=3,N=2,D=16", "mhc_head_bwd": "T=3,N=4,D=32",
+    "sparse_attn_bwd": "T=4,H=1,D=16,S=16,N=8",
 }
 # attn composes rmsnorm, qnorm, rope, compressor, indexer and sparse_attn: 29 switches, a space no search
 # covers; its planted draws are explained op by op (each sub-op is planted above), not as a layer

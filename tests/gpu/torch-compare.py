@@ -40,6 +40,16 @@ Cases (contracts in kernels/ops/swiglu.h, router.h, mhc_pre.h):
            e = exp(S - m), p = e / (e.sum(-1) + exp(sink - m)), o = R((p * kv_g).sum(-2)), the sink in the
            max, fp32 throughout; kv_g = kv[idx] with invalid rows 0. Inputs with tied slots (repeated
            indices), all -1 rows, huge logits (exp underflow), tiny logits (uniform weights).
+  sparse_attn_bwd  megatron-cuda with the unfused backward's switches (CSA_BWD_SOFTMAX=full, CSA_BWD_P=fp32,
+           CSA_BWD_DELTA=p): autograd of the sparse_attn reference above with q a bf16 leaf (dq = its
+           bf16 grad), kv an fp32 leaf (dkv fp32), sink an fp32 leaf; o.backward(do). Informational (not
+           part of the verdict) until a GPU run: torch reduces the H broadcast of kv_g before its
+           index_put_ scatter and sums the sink's grad in its own tree order, which align's fixed orders
+           (kernels/ops/sparse_attn_bwd.h) do not model yet.
+  mhc_post_bwd, mhc_pre_bwd  deepseek-ref-cuda, informational: autograd of x_new = R(post f + comb^T x) (fp32,
+           the comb^T x by torch.matmul), and of the mhc_pre reference above (fn = 0, the Sinkhorn loop
+           unrolled by autograd: ALIGN_MHC_BWD_SINKHORN=unrolled); torch's division and sum backwards
+           are not align's (G - dot) / d form, so these show how far the orders are, not a verdict.
   rope     x[T,H,D] bf16, pos[T] i32 (0, 1, 65535, 1048575 and random positions; signed zeros, bf16
            extremes that keep every sum finite). Frequencies as the frameworks compute them on the GPU:
            base ** (arange(0, 64, 2) / 64) (powf), YaRN ramp from the binary64 correction range;
@@ -737,6 +747,89 @@ def torch_sparse_attn(torch, inp, dev, D):
     return {"o": (p.unsqueeze(-1) * kvg.unsqueeze(1)).sum(-2).to(torch.bfloat16)}
 
 
+def sparse_attn_bwd_inputs(T, H, D, S, N):
+    inp = dict(sparse_attn_inputs(T, H, D, S, N))
+    r = random.Random(19)
+    inp["do"] = tensor("BF16", [T, H, D], [rnd_bf16(r, -1, 1) for _ in range(T * H * D)])
+    return inp
+
+
+def torch_sparse_attn_bwd(torch, inp, dev, D):
+    """autograd of torch_sparse_attn's formula: dq (bf16 leaf), dkv (fp32 leaf), dsink"""
+    with torch.enable_grad():
+        qb = to_torch(torch, inp["q"], dev).detach().requires_grad_()
+        kvf = to_torch(torch, inp["kv"], dev).float().detach().requires_grad_()
+        sk = to_torch(torch, inp["sink"], dev).detach().requires_grad_()
+        q = qb.float()
+        idx = to_torch(torch, inp["idx"], dev).long()
+        sink = sk.view(1, -1, 1)
+        S = kvf.shape[0]
+        valid = (idx >= 0) & (idx < S)
+        kvg = torch.where(valid.unsqueeze(-1), kvf[idx.clamp(0, S - 1)], torch.zeros((), device=dev))
+        scale = struct.unpack("<f", struct.pack("<f", D ** -0.5))[0]
+        dot = (q.unsqueeze(2) * kvg.unsqueeze(1)).sum(-1)
+        scores = torch.where(valid.unsqueeze(1), dot * scale, torch.full((), float("-inf"), device=dev))
+        m = torch.maximum(scores.amax(-1, keepdim=True), sink)
+        e = torch.exp(scores - m)
+        den = e.sum(-1, keepdim=True) + torch.exp(sink - m)
+        p = e / den
+        o = (p.unsqueeze(-1) * kvg.unsqueeze(1)).sum(-2).to(torch.bfloat16)
+        o.backward(to_torch(torch, inp["do"], dev))
+    return {"dq": qb.grad, "dkv": kvf.grad, "dsink": sk.grad.reshape(-1)}
+
+
+def mhc_post_bwd_inputs(T, N, D):
+    r = random.Random(29)
+    return {"x": tensor("BF16", [T, N, D], [rnd_bf16(r, -2, 2) for _ in range(T * N * D)]),
+            "f": tensor("BF16", [T, D], [rnd_bf16(r, -2, 2) for _ in range(T * D)]),
+            "post": tensor("F32", [T, N], [f32_bits(r.uniform(0, 2)) for _ in range(T * N)]),
+            "comb": tensor("F32", [T, N, N], [f32_bits(r.uniform(0, 0.5)) for _ in range(T * N * N)]),
+            "dy": tensor("BF16", [T, N, D], [rnd_bf16(r, -1, 1) for _ in range(T * N * D)])}
+
+
+def torch_mhc_post_bwd(torch, inp, dev):
+    """autograd of x_new = R(post * f + comb^T x) in fp32 (the single-rounding contract)"""
+    with torch.enable_grad():
+        x = to_torch(torch, inp["x"], dev).detach().requires_grad_()
+        f = to_torch(torch, inp["f"], dev).detach().requires_grad_()
+        post = to_torch(torch, inp["post"], dev).detach().requires_grad_()
+        comb = to_torch(torch, inp["comb"], dev).detach().requires_grad_()
+        y = post.unsqueeze(-1) * f.float().unsqueeze(1) + torch.matmul(comb.transpose(-1, -2), x.float())
+        y.to(torch.bfloat16).backward(to_torch(torch, inp["dy"], dev))
+    return {"dx": x.grad, "df": f.grad, "dpost": post.grad, "dcomb": comb.grad}
+
+
+def mhc_pre_bwd_inputs(T, N, D, base):
+    inp = dict(mhc_inputs(T, N, D, base))
+    r = random.Random(31)
+    inp["dy"] = tensor("BF16", [T, D], [rnd_bf16(r, -1, 1) for _ in range(T * D)])
+    inp["dpost"] = tensor("F32", [T, N], [f32_bits(r.uniform(-1, 1)) for _ in range(T * N)])
+    inp["dcomb"] = tensor("F32", [T, N, N], [f32_bits(r.uniform(-1, 1)) for _ in range(T * N * N)])
+    return inp
+
+
+def torch_mhc_pre_bwd(torch, inp, dev, N, iters=20, eps=1e-6):
+    """autograd of torch_mhc_pre's deepseek-ref formula (fn = 0, so h = base): the Sinkhorn loop unrolled by
+    autograd; x a bf16 leaf, base an fp32 leaf (dbase = the sum over the tokens)"""
+    with torch.enable_grad():
+        x = to_torch(torch, inp["x"], dev).detach().requires_grad_()
+        base = to_torch(torch, inp["base"], dev).detach().requires_grad_()
+        T = x.shape[0]
+        h = base.unsqueeze(0).expand(T, -1)
+        pre = torch.sigmoid(h[:, :N]) + eps
+        post = 2 * torch.sigmoid(h[:, N:2 * N])
+        m = torch.softmax(h[:, 2 * N:].reshape(T, N, N), dim=-1) + eps
+        m = m / (m.sum(dim=-2, keepdim=True) + eps)
+        for _ in range(iters - 1):
+            m = m / (m.sum(dim=-1, keepdim=True) + eps)
+            m = m / (m.sum(dim=-2, keepdim=True) + eps)
+        y = (pre.unsqueeze(-1) * x.float()).sum(dim=1).to(torch.bfloat16)
+        loss_terms = [(y, to_torch(torch, inp["dy"], dev)), (post, to_torch(torch, inp["dpost"], dev)),
+                      (m, to_torch(torch, inp["dcomb"], dev))]
+        torch.autograd.backward([a for a, _ in loss_terms], [g for _, g in loss_terms])
+    return {"dx": x.grad, "dbase": base.grad}
+
+
 def xent_inputs(T, V, bf16):
     r = random.Random(23 + V)
     vals = []
@@ -863,6 +956,23 @@ def cases():
     out.append(dict(op="qnorm_bwd", label="deepseek-ref-cuda+informational", profile="deepseek-ref-cuda", modes=[],
                     shape="T=%d,H=%d,D=%d" % (BW_T, BW_H, BW_D), inputs=norm_bwd_inputs([BW_T, BW_H, BW_D], False),
                     outputs=["dq"], ref=("qnorm_bwd", {}), informational=True, why=why))
+    mpb = mhc_post_bwd_inputs(M_T, M_N, 64)
+    out.append(dict(op="mhc_post_bwd", label="deepseek-ref-cuda+informational", profile="deepseek-ref-cuda", modes=[],
+                    shape="T=%d,N=%d,D=64" % (M_T, M_N), inputs=mpb, outputs=["dx", "df", "dpost", "dcomb"],
+                    ref=("mhc_post_bwd", {}), informational=True,
+                    cpu_ok=True))  # mhc_post_bwd reads no GPU-only switch
+    for name, base in mhc_bases(M_N).items():
+        if name not in ("random", "ties"):
+            continue
+        out.append(dict(op="mhc_pre_bwd[%s]" % name, label="deepseek-ref-cuda+informational",
+                        profile="deepseek-ref-cuda", modes=["ALIGN_MHC_BWD_SINKHORN=unrolled"],
+                        shape="T=%d,N=%d,D=%d" % (M_T, M_N, M_D), inputs=mhc_pre_bwd_inputs(M_T, M_N, M_D, base),
+                        outputs=["dx", "dbase"], ref=("mhc_pre_bwd", {}), informational=True))
+    sab = sparse_attn_bwd_inputs(SA_T, SA_H, SA_D, SA_S, SA_N)
+    out.append(dict(op="sparse_attn_bwd", label="megatron-cuda+informational", profile="megatron-cuda",
+                    modes=["ALIGN_CSA_BWD_SOFTMAX=full", "ALIGN_CSA_BWD_P=fp32", "ALIGN_CSA_BWD_DELTA=p"],
+                    shape="T=%d,H=%d,D=%d,S=%d,N=%d" % (SA_T, SA_H, SA_D, SA_S, SA_N), inputs=sab,
+                    outputs=["dq", "dkv", "dsink"], ref=("sparse_attn_bwd", {}), informational=True))
     return out
 
 
@@ -1119,6 +1229,12 @@ def compare_run(align, device, workdir, explain_ops=(), only_ops=None):
                                    extra.get("sigmoid", False), extra.get("groups", 0), extra.get("keep", 0))
             elif kind == "sparse_attn":
                 ref = torch_sparse_attn(torch, c["inputs"], dev, SA_D)
+            elif kind == "mhc_post_bwd":
+                ref = torch_mhc_post_bwd(torch, c["inputs"], dev)
+            elif kind == "mhc_pre_bwd":
+                ref = torch_mhc_pre_bwd(torch, c["inputs"], dev, M_N)
+            elif kind == "sparse_attn_bwd":
+                ref = torch_sparse_attn_bwd(torch, c["inputs"], dev, SA_D)
             elif kind == "indexer":
                 ref = torch_indexer(torch, c["inputs"], c["profile"], dev, extra["K"])
             elif kind == "xent":
@@ -1148,6 +1264,8 @@ def compare_run(align, device, workdir, explain_ops=(), only_ops=None):
             if c.get("informational"):
                 verdict += (" (informational: %s, not part of the verdict)" % c["why"] if c.get("why") else
                             " (informational: torch complex64 multiply, not part of the verdict)" if c["op"].startswith("rope")
+                            else " (informational: torch's backward scatter and sum orders, not modelled yet)"
+                            if "_bwd" in c["op"]
                             else " (informational: cuBLAS heuristics and workspace, not part of the verdict)")
             elif c["profile"] not in VERDICT_PROFILES:
                 verdict += " (portable, for contrast)"
