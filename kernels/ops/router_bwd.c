@@ -150,10 +150,10 @@ static int cfg_check(const void *params, const struct align_modes *m, const stru
 	return router_bwd_cfg_init(&c, params, m, in, 6, out, 3, device, err);
 }
 
-static const int modes_read[] = {MODE_MATH_IMPL,	  MODE_ROUTER_GEMM,	  MODE_ROUTER_SQRTSOFTPLUS_EPS,
-				 MODE_ROUTER_NORM_EPS,	  MODE_ROUTER_SUM,	  MODE_ROUTER_TOPK_ORDER,
-				 MODE_ROUTER_GROUP_MASK,  MODE_ROUTER_HASH_TABLE, MODE_ROUTER_BWD_NORM,
-				 MODE_ROUTER_BWD_SP,	  MODE_ROUTER_BWD_WGRAD,  -1};
+static const int modes_read[] = {MODE_MATH_IMPL,	 MODE_ROUTER_GEMM,	 MODE_ROUTER_SQRTSOFTPLUS_EPS,
+				 MODE_ROUTER_NORM_EPS,	 MODE_ROUTER_SUM,	 MODE_ROUTER_TOPK_ORDER,
+				 MODE_ROUTER_GROUP_MASK, MODE_ROUTER_HASH_TABLE, MODE_ROUTER_BWD_NORM,
+				 MODE_ROUTER_BWD_SP,	 MODE_ROUTER_BWD_WGRAD,	 -1};
 
 const struct align_op_impl router_bwd_impl = {
 	6,
