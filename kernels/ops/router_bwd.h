@@ -10,8 +10,10 @@
  *   1. g_j = dwt_j * route_scale                                        (mul backward)
  *   2. non-softmax scores: v_j = s[idx_j]; Z = the forward's sum of v (ROUTER_SUM: fp32 in output order,
  *      binary64, or torch_sum_lastdim) + 1e-20f when ROUTER_NORM_EPS=1e-20 (exactly the forward's Z);
- *        ROUTER_BWD_NORM=autograd: a_j = g_j / Z; q_j = (-g_j * v_j) / (Z * Z); dZ = the same sum order
- *                 (ROUTER_SUM) over q; ds_j = a_j + dZ          (torch div_backward, sum backward = expand)
+ *        ROUTER_BWD_NORM=autograd: a_j = g_j / Z; q_j = (-g_j) * ((v_j / Z) / Z); dZ = the same sum order
+ *                 (ROUTER_SUM) over q; ds_j = a_j + dZ   (ATen div_tensor_self_backward grad / other and
+ *                 div_tensor_other_backward -grad * ((self / other) / other); the broadcast den's gradient
+ *                 reduced over the K slots; sum backward = expand)
  *        fused:   u_j = v_j / Z; dot = g_0 u_0 + g_1 u_1 + ... (fp32, j ascending); ds_j = (g_j - dot) / Z
  *      softmax scores: ds_j = g_j (no normalisation).
  *   3. scatter: ds_e = ds_j for e = idx_j, +0 for the other experts (idx distinct).
@@ -151,9 +153,8 @@ ALIGN_HD static inline void rb_token(const struct router_bwd_cfg *b, const float
 			for (int64_t j = 0; j < K; j++)
 				ds[j] = hn_div(hn_sub(ds[j], dot), Z);
 		} else {
-			float ZZ = hn_mul(Z, Z);
 			for (int64_t j = 0; j < K; j++) { /* v[j] becomes q_j, ds[j] becomes a_j */
-				float q = hn_div(hn_mul(hn_neg(ds[j]), v[j]), ZZ);
+				float q = hn_mul(hn_neg(ds[j]), hn_div(hn_div(v[j], Z), Z));
 				ds[j] = hn_div(ds[j], Z);
 				v[j] = q;
 			}

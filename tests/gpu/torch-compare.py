@@ -23,6 +23,8 @@ ROUTER_TOPK_ORDER=torch, ROUTER_SUM=torch, MHC_SUM_ORDER=torch on top of megatro
 verdict rows: they must be bitwise equal to PyTorch. The portable megatron and deepseek-ref profiles are
 run as well, for contrast (their differences are expected: portable numerics are not CUDA's).
 Cases (contracts in kernels/ops/swiglu.h, router.h, mhc_pre.h):
+  swiglu_bwd  dg, du of swiglu_bwd.h (inclusive clamp masks, factored silu', d = F(da) * p) as torch fp32 ops.
+  router_bwd  dl: autograd of the router case's sqrt(softplus) forward on its exact logits (dx, dw: GEMMs, left out).
   swiglu   clamp(u,-10,10), min(g,10), silu, * u in fp32; megatron: R(F(R(a)) * p) (two
            roundings, SWIGLU_ROUND=double); deepseek-ref: R(a * p) (one rounding).
   router   D=2 logits that are exact in fp32 whatever the GEMM order (so only the score, top-k and
@@ -444,6 +446,39 @@ def torch_router(torch, F, inp, profile, dev, K, sp_eps, sigmoid=False, groups=0
         den = den + 1e-20
     wt = wt / den * route_scale
     return {"idx": idx.to(torch.int32), "wt": wt}
+
+
+def router_bwd_inputs(T, E, K):
+    inp = dict(router_inputs(T, E, K))
+    r = random.Random(77)
+    dwt = [1.0, -1.0, 0.5, 0.0] + [r.uniform(-2, 2) for _ in range(T * K)]
+    inp["dwt"] = tensor("F32", [T, K], [f32_bits(v) for v in dwt[:T * K]])
+    return inp
+
+
+def torch_router_bwd(torch, F, inp, profile, dev, K, sp_eps):
+    """router_bwd.h's dl as PyTorch autograd computes it on the logits (exact here: D = 2) of the forward
+    in torch_router: sqrt_backward, softplus_backward, gather's scatter, div and sum backward (the den
+    gradient reduced over K by torch's sum, ROUTER_SUM=torch in the *-cuda profiles), mul by the scale.
+    dx and dw (GEMMs) are not compared."""
+    x = to_torch(torch, inp["x"], dev)
+    w = to_torch(torch, inp["w"], dev)
+    bias = to_torch(torch, inp["bias"], dev)
+    dwt = to_torch(torch, inp["dwt"], dev)
+    if base_profile(profile) == "megatron":
+        w = w.to(torch.bfloat16)
+    with torch.enable_grad():
+        logits = (x.float() @ w.float().t()).detach().requires_grad_(True)
+        sp = F.softplus(logits)
+        s = torch.sqrt(sp + 1e-20) if sp_eps else torch.sqrt(sp)
+        idx = torch.topk(s.detach() + bias, K, dim=-1, sorted=True).indices
+        wt = s.gather(1, idx)
+        den = wt.sum(dim=-1, keepdim=True)
+        if base_profile(profile) == "megatron":
+            den = den + 1e-20
+        wt = wt / den * 1.5
+        wt.backward(dwt)
+    return {"dl": logits.grad}
 
 
 LOG2E_F = 1.4426950408889634  # rounded to fp32 when it multiplies an fp32 tensor
@@ -907,6 +942,11 @@ def cases():
                             modes=["ALIGN_ROUTER_SQRTSOFTPLUS_EPS=1e-20"] if eps else [],
                             shape="T=%d,D=2,E=%d,K=%d,V=1" % (R_T, R_E, R_K), inputs=ro,
                             outputs=["idx", "wt"], ref=("router", {"sp_eps": eps})))
+    rb = router_bwd_inputs(R_T, R_E, R_K)
+    for prof in PROFILES:
+        out.append(dict(op="router_bwd", label=prof, profile=prof, modes=[],
+                        shape="T=%d,D=2,E=%d,K=%d,V=1" % (R_T, R_E, R_K), inputs=rb, outputs=["dl"],
+                        ref=("router_bwd", {})))
     for prof in PROFILES:
         out.append(dict(op="router", label=prof + "+sigmoid-groups", profile=prof, modes=[], variant=1,
                         shape="T=%d,D=2,E=%d,K=%d,V=1" % (R_T, R_E, R_K), inputs=ro, outputs=["idx", "wt"],
@@ -1224,6 +1264,8 @@ def compare_run(align, device, workdir, explain_ops=(), only_ops=None):
                 ref = torch_swiglu(torch, F, c["inputs"], c["profile"], dev)
             elif kind == "swiglu_bwd":
                 ref = torch_swiglu_bwd(torch, F, c["inputs"], c["profile"], dev)
+            elif kind == "router_bwd":
+                ref = torch_router_bwd(torch, F, c["inputs"], c["profile"], dev, R_K, False)
             elif kind == "router":
                 ref = torch_router(torch, F, c["inputs"], c["profile"], dev, R_K, extra["sp_eps"],
                                    extra.get("sigmoid", False), extra.get("groups", 0), extra.get("keep", 0))
