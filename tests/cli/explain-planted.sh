@@ -40,12 +40,14 @@ dims = {
     "embedding": "T=4,V=16,D=32", "lm_head": "T=4,D=64,V=32", "xent": "T=8,V=64,S=4",
     "dsa_indexer": "T=8,H=2,D=16,S=8,K=4", "sparse_mla": "T=4,H=2", "compressor": "T=4,K=4,N=2,D=32,F=128",
 }
+dims["mtp"] = "T=4,S=2,V=16,N=2,D=32"  # 20,736 assignments (12 switches), replayed whole: ~7 s an explanation
 # attn composes rmsnorm, qnorm, rope, compressor, indexer and sparse_attn: 29 switches, a space no search
 # covers; its planted draws are explained op by op (each sub-op is planted above), not as a layer
 composed = {"attn"}
 # the compressor's 98,304 assignments (15 switches) are replayed whole (no row screening: a group reads
 # K or 2K rows of x): ~35 s an explanation on this machine, so fewer draws
 op_draws = {"compressor": 1 if slow else 2}
+op_draws["mtp"] = 1 if slow else 2
 single = {"compressor"} if slow else set()  # no --no-screen / -j 2 repeat for these
 # ops too slow to share a shard (the compressor: ~5 min on a loaded 2-core machine): one test each
 # (explain-planted-OP in tests/cli/meson.build), never in an I/N shard
