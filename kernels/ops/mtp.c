@@ -15,7 +15,11 @@ static const struct align_tensor_spec in_specs[] = {
 	{"table", ALIGN_DT_F32, "V,D", {ALIGN_FILL_SPECIAL, 1.0f, 4.0f, 0}, "shared embedding table (fp32 master)"},
 	{"h", ALIGN_DT_BF16, "T,N,D", {ALIGN_FILL_SPECIAL, 1.0f, 10.0f, 0}, "main model final mHC streams"},
 	{"norm", ALIGN_DT_F32, "2,D", {ALIGN_FILL_SPECIAL, 1.0f, 4.0f, 0}, "enorm (row 0) and hnorm (row 1) weights"},
-	{"proj", ALIGN_DT_F32, "2*D,D", {ALIGN_FILL_SPECIAL, 0.0625f, 0.5f, 0}, "e_proj (rows 0..D-1), h_proj (D..2D-1)"},
+	{"proj",
+	 ALIGN_DT_F32,
+	 "2*D,D",
+	 {ALIGN_FILL_SPECIAL, 0.0625f, 0.5f, 0},
+	 "e_proj (rows 0..D-1), h_proj (D..2D-1)"},
 };
 static const struct align_tensor_spec out_specs[] = {
 	{"tok", ALIGN_DT_I32, "3,T", {ALIGN_FILL_NORMAL, 0, 0, 0}, "MTP ids, labels (-1 ignored), positions"},
@@ -169,9 +173,18 @@ static int cfg_check(const void *params, const struct align_modes *m, const stru
 	return matmul_cfg_init(&mc, &mp, m, mi, 2, &mo, 1, device, err);
 }
 
-static const int modes_read[] = {MODE_MTP_SHIFT,      MODE_MTP_COMBINE,	   MODE_RMSNORM_WEIGHT, MODE_RMSNORM_CAST,
-				 MODE_RMSNORM_RSQRT,  MODE_RMSNORM_REDUCE, MODE_RMSNORM_EPS,	MODE_MATMUL_OPERAND,
-				 MODE_MATMUL_ACCUM,   MODE_MATMUL_FMA,	   MODE_MATMUL_OUT,	MODE_MATMUL_IMPL,
+static const int modes_read[] = {MODE_MTP_SHIFT,
+				 MODE_MTP_COMBINE,
+				 MODE_RMSNORM_WEIGHT,
+				 MODE_RMSNORM_CAST,
+				 MODE_RMSNORM_RSQRT,
+				 MODE_RMSNORM_REDUCE,
+				 MODE_RMSNORM_EPS,
+				 MODE_MATMUL_OPERAND,
+				 MODE_MATMUL_ACCUM,
+				 MODE_MATMUL_FMA,
+				 MODE_MATMUL_OUT,
+				 MODE_MATMUL_IMPL,
 				 -1};
 
 const struct align_op_impl mtp_impl = {

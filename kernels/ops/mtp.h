@@ -131,13 +131,13 @@ ALIGN_HD static inline void mtp_elem(int k, const struct mtp_kargs *a, int64_t i
 	}
 	case MTP_K_WCAT: {
 		int64_t r = i / (2 * a->n), j = i - r * 2 * a->n;
-		((float *)a->out)[i] = j < a->n ? ((const float *)a->a)[r * a->n + j]
-						: ((const float *)a->b)[r * a->n + (j - a->n)];
+		((float *)a->out)[i] =
+			j < a->n ? ((const float *)a->a)[r * a->n + j] : ((const float *)a->b)[r * a->n + (j - a->n)];
 		break;
 	}
 	case MTP_K_ROUND:
-		((align_bf16 *)a->out)[i] = a->adt == 0 ? align_f32_to_bf16(((const float *)a->a)[i])
-							: ((const align_bf16 *)a->a)[i];
+		((align_bf16 *)a->out)[i] =
+			a->adt == 0 ? align_f32_to_bf16(((const float *)a->a)[i]) : ((const align_bf16 *)a->a)[i];
 		break;
 	case MTP_K_ADD: {
 		int64_t r = i / a->n, j = i - r * a->n;
@@ -154,9 +154,7 @@ ALIGN_HD static inline void mtp_elem(int k, const struct mtp_kargs *a, int64_t i
 /* elements of kind k (the loop bound of mtp_elem) */
 static inline int64_t mtp_elems(int k, const struct mtp_kargs *a)
 {
-	return k == MTP_K_SHIFT ? a->rows
-	       : k == MTP_K_CAT || k == MTP_K_WCAT ? a->rows * 2 * a->n
-						   : a->rows * a->n;
+	return k == MTP_K_SHIFT ? a->rows : k == MTP_K_CAT || k == MTP_K_WCAT ? a->rows * 2 * a->n : a->rows * a->n;
 }
 
 int mtp_fwd_cpu(const struct mtp_params *p, const struct align_modes *m, const struct align_tensor *in, int n_in,

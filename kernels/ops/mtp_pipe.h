@@ -35,12 +35,13 @@ static inline struct align_tensor mtp_view(const void *data, int dtype, int ndim
 	return t;
 }
 
-static inline int mtp_kern_run(const struct mtp_be *be, int kind, const void *a, const void *b, void *out,
-			       int64_t rows, int64_t n, int64_t div, int64_t divb, int adt)
+static inline int mtp_kern_run(const struct mtp_be *be, int kind, const void *a, const void *b, void *out, int64_t rows,
+			       int64_t n, int64_t div, int64_t divb, int adt)
 {
 	struct mtp_kargs k;
 	memset(&k, 0, sizeof k);
-	k.a = a, k.b = b, k.out = out, k.rows = rows, k.n = n, k.div = div > 0 ? div : 1, k.divb = divb > 0 ? divb : 1, k.adt = adt;
+	k.a = a, k.b = b, k.out = out, k.rows = rows, k.n = n, k.div = div > 0 ? div : 1, k.divb = divb > 0 ? divb : 1,
+	k.adt = adt;
 	return be->kern(be->ctx, kind, &k);
 }
 
@@ -60,7 +61,7 @@ static inline int mtp_linear(const struct mtp_cfg *c, const struct align_modes *
 			     const float *a, int64_t rows, int64_t K, const float *w, int64_t F, align_bf16 *out)
 {
 	int mmb = c->mm_dtype == ALIGN_DT_BF16;
-	MTP_ALLOC(y, float, rows * F); /* f32-sized: holds a bf16 output too */
+	MTP_ALLOC(y, float, rows *F); /* f32-sized: holds a bf16 output too */
 	struct align_tensor mi[2] = {mtp_view(a, ALIGN_DT_F32, 2, rows, K, 0, "a"),
 				     mtp_view(w, ALIGN_DT_F32, 2, F, K, 0, "b")};
 	struct align_tensor mo = mtp_view(y, c->mm_dtype, 2, rows, F, 0, "y");
@@ -94,10 +95,10 @@ static inline int mtp_pipe(const struct mtp_cfg *c, const struct align_modes *m,
 	MTP_TRY(be->op(be->ctx, ALIGN_OP_rmsnorm, &rp, m, ri, 2, &out[3], 1));
 	/* 4. e_proj, h_proj */
 	const float *we = (const float *)in[5].data, *wh = we + D * D;
-	MTP_ALLOC(ef, float, T * D);
+	MTP_ALLOC(ef, float, T *D);
 	MTP_TRY(mtp_kern_run(be, MTP_K_TOF32, out[2].data, NULL, ef, T, D, 1, 1, 0));
 	MTP_TRY(mtp_linear(c, m, be, ef, T, D, we, D, (align_bf16 *)out[4].data));
-	MTP_ALLOC(hf, float, T * N * D);
+	MTP_ALLOC(hf, float, T *N *D);
 	MTP_TRY(mtp_kern_run(be, MTP_K_TOF32, out[3].data, NULL, hf, T * N, D, 1, 1, 0));
 	MTP_TRY(mtp_linear(c, m, be, hf, T * N, D, wh, D, (align_bf16 *)out[5].data));
 	/* 5. X0 */
@@ -106,7 +107,7 @@ static inline int mtp_pipe(const struct mtp_cfg *c, const struct align_modes *m,
 	int eh = c->combine == MTP_CONCAT_EH;
 	MTP_ALLOC(w2, float, D * 2 * D);
 	MTP_TRY(mtp_kern_run(be, MTP_K_WCAT, eh ? we : wh, eh ? wh : we, w2, D, D, 1, 1, 0));
-	MTP_ALLOC(a2, float, T * N * 2 * D);
+	MTP_ALLOC(a2, float, T *N * 2 * D);
 	if (eh) /* row t*N+s: [en[t] | hn[t*N+s]] */
 		MTP_TRY(mtp_kern_run(be, MTP_K_CAT, out[2].data, out[3].data, a2, T * N, D, N, 1, 0));
 	else /* [hn[t*N+s] | en[t]] */
