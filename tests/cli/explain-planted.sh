@@ -41,6 +41,7 @@ dims = {
     "dsa_indexer": "T=8,H=2,D=16,S=8,K=4", "sparse_mla": "T=4,H=2", "compressor": "T=4,K=4,N=2,D=32,F=128",
 }
 dims["mtp"] = "T=4,S=2,V=16,N=2,D=32"  # 20,736 assignments (12 switches), replayed whole: ~7 s an explanation
+dims["mtp_loss"] = "T=8,K=3"
 # attn composes rmsnorm, qnorm, rope, compressor, indexer and sparse_attn: 29 switches, a space no search
 # covers; its planted draws are explained op by op (each sub-op is planted above), not as a layer
 composed = {"attn"}

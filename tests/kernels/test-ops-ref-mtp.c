@@ -1,4 +1,6 @@
-/* test-ops-ref-mtp.c: fp64 reference checks of the mtp op (kernels/ops/mtp.h) and of its bad inputs.
+/* test-ops-ref-mtp.c: fp64 reference checks of the mtp op (kernels/ops/mtp.h) and of its bad inputs, and of
+ * the mtp_loss op (kernels/ops/mtp_loss.h: its scaled term and total against the header's bounds, every mode
+ * pair, factors 0.1 and 0.3, K = 1 and 3; the scaling forms and combinations change bits on these inputs).
  * Every output is compared with a long double evaluation of mtp.h's contract written independently here,
  * against the bound the header states:
  *   tok      exact (the shift formulas of step 1, per sequence; MTP_SHIFT roll / roll_pos);
@@ -25,6 +27,7 @@
 #include <string.h>
 
 #include "mtp.h"
+#include "mtp_loss.h"
 #include "ops.h"
 
 #define SEED 0x3a7b1eedull
@@ -69,14 +72,16 @@ static void judge(const char *what, int64_t i, ld got, ld ref, ld tol)
 static float operand(const struct align_modes *m, float w)
 {
 	int v = m->v[MODE_MATMUL_OPERAND];
-	return v == ALIGN_MATMUL_OPERAND_BF16 ? align_round_bf16(w) : v == ALIGN_MATMUL_OPERAND_TF32 ? align_round_tf32(w) : w;
+	return v == ALIGN_MATMUL_OPERAND_BF16	? align_round_bf16(w)
+	       : v == ALIGN_MATMUL_OPERAND_TF32 ? align_round_tf32(w)
+						: w;
 }
 
 /* the dot bound of matmul.h for K terms of absolute sum S and value ref */
 static ld dot_bound(const struct align_modes *m, int64_t K, ld ref, ld S)
 {
 	int accum = m->v[MODE_MATMUL_ACCUM];
-	return accum == ALIGN_MATMUL_ACCUM_FP64	   ? U * fabsl(ref) + K * 0x1p-53L * S
+	return accum == ALIGN_MATMUL_ACCUM_FP64	     ? U * fabsl(ref) + K * 0x1p-53L * S
 	       : accum == ALIGN_MATMUL_ACCUM_SPLIT16 ? ((K + 15) / 16 + 16) * U * S
 						     : K * U * S;
 }
@@ -254,7 +259,8 @@ static int check_refs(void)
 				if (worst > 1) {
 					char buf[2048];
 					modes_format(&m, buf, sizeof buf);
-					printf("FAIL mtp set %d %s element %" PRId64 ": error %.3Lg x bound (seed 0x%llx) modes %s\n",
+					printf("FAIL mtp set %d %s element %" PRId64
+					       ": error %.3Lg x bound (seed 0x%llx) modes %s\n",
 					       set, worst_what, worst_i, worst, (unsigned long long)SEED, buf);
 					fails++;
 				}
@@ -278,8 +284,9 @@ static int check_forms_and_sequences(void)
 	int fails = 0;
 	for (int k = 0; k < 3; k++) {
 		modes_init_default(&m[k]);
-		m[k].v[MODE_MTP_COMBINE] = k == 0 ? ALIGN_MTP_COMBINE_ADD : k == 1 ? ALIGN_MTP_COMBINE_CONCAT_EH
-										   : ALIGN_MTP_COMBINE_CONCAT_HE;
+		m[k].v[MODE_MTP_COMBINE] = k == 0   ? ALIGN_MTP_COMBINE_ADD
+					   : k == 1 ? ALIGN_MTP_COMBINE_CONCAT_EH
+						    : ALIGN_MTP_COMBINE_CONCAT_HE;
 		if (setup(&d, &m[k], 0, in[k], out[k], SEED) || OP->impl->fwd_cpu(&p, &m[k], in[k], 6, out[k], 7))
 			return printf("FAIL mtp: forms run\n"), 1;
 	}
@@ -317,7 +324,8 @@ static int check_forms_and_sequences(void)
 		}
 	}
 	for (int r = 0; r < 3; r++)
-		if (memcmp((const int32_t *)ao[0].data + r * 2 * S + S, (const int32_t *)bo[0].data + r * 2 * S, S * 4)) {
+		if (memcmp((const int32_t *)ao[0].data + r * 2 * S + S, (const int32_t *)bo[0].data + r * 2 * S,
+			   S * 4)) {
 			printf("FAIL mtp: tok row %d of sequence 1 depends on sequence 0\n", r);
 			fails++;
 		}
@@ -358,6 +366,99 @@ static int check_refusals(void)
 	return fails;
 }
 
+/* mtp_loss against fp64 (mtp_loss.h's bounds), every mode pair, both factors, K = 1 and 3, spec and constant
+ * fills; and on the default inputs the scaling forms and the combinations give other bits somewhere */
+static int check_loss(void)
+{
+	const struct align_op *op = ops_find("mtp_loss");
+	int fails = 0, runs = 0, diff_scale = 0, diff_detach = 0;
+	ld all = 0;
+	for (int kk = 0; kk < 2; kk++) {
+		struct align_dims d;
+		char err[64];
+		ops_dims_parse(kk ? "T=64,K=3" : "T=16,K=1", &d, err, sizeof err);
+		for (int var = 0; var < 2; var++)
+			for (int set = 0; set < NSETS; set += 2)
+				for (int sc = 0; sc < 2; sc++)
+					for (int cb = 0; cb < 3; cb++) {
+						struct mtp_loss_params p;
+						op->impl->params_variant(&p, &d, var);
+						struct align_modes m;
+						modes_init_default(&m);
+						m.v[MODE_MTP_LOSS_SCALE] = sc;
+						m.v[MODE_MTP_LOSS_COMBINE] = cb;
+						struct align_tensor in[2], out[2];
+						for (int i = 0; i < 2; i++) {
+							ops_tensor_alloc(op, 0, i, &d, &m, &in[i]);
+							struct align_fill f = op->impl->in[i].fill;
+							if (set == 2)
+								f.kind = ALIGN_FILL_CONST;
+							ops_fill_tensor(&f, op->name, &in[i], SEED + (unsigned)i, 0);
+						}
+						for (int i = 0; i < 2; i++)
+							ops_tensor_alloc(op, 1, i, &d, &m, &out[i]);
+						if (op->impl->fwd_cpu(&p, &m, in, 2, out, 2)) {
+							printf("FAIL mtp_loss: run failed\n");
+							return fails + 1;
+						}
+						runs++;
+						worst = 0;
+						int64_t T = in[1].shape[0], K = in[1].shape[1];
+						const float *lm = in[0].data, *L = in[1].data, *sd = out[0].data,
+							    *tot = out[1].data;
+						for (int64_t t = 0; t < T; t++) {
+							ld A = 0, f = (ld)p.factor / K;
+							for (int64_t k = 0; k < K; k++)
+								A += L[t * K + k];
+							ld ref = f * A, tol = (K + 3) * U * f * A;
+							judge("scaled", t, sd[t], ref, tol);
+							ld big = fabsl((ld)lm[t]) + fabsl((ld)sd[t]);
+							switch (m.v[MODE_MTP_LOSS_COMBINE]) {
+							case ALIGN_MTP_LOSS_COMBINE_AUTOSCALER:
+								judge("total", t, tot[t], lm[t], 0);
+								break;
+							case ALIGN_MTP_LOSS_COMBINE_ADD_DETACH:
+								judge("total", t, tot[t], lm[t], 2 * U * big);
+								diff_detach += tot[t] != lm[t];
+								break;
+							default:
+								judge("total", t, tot[t], lm[t] + ref, U * big + tol);
+								break;
+							}
+							if (sc == ALIGN_MTP_LOSS_SCALE_SUM_THEN_SCALE) {
+								struct mtp_loss_cfg c;
+								mtp_loss_cfg_init(&c, &p, &m, in, 2, out, 2,
+										  ALIGN_DEVICE_CPU, NULL);
+								c.sum_first = 0;
+								float s2, t2;
+								mtp_loss_row(&c, lm[t], L + t * K, &s2, &t2);
+								diff_scale += s2 != sd[t];
+							}
+						}
+						all = worst > all ? worst : all;
+						if (worst > 1) {
+							printf("FAIL mtp_loss K=%lld variant %d set %d scale %d "
+							       "combine %d %s row %" PRId64 ": error %.3Lg x bound\n",
+							       (long long)K, var, set, sc, cb, worst_what, worst_i,
+							       worst);
+							fails++;
+						}
+						for (int i = 0; i < 2; i++) {
+							ops_tensor_free(&in[i]);
+							ops_tensor_free(&out[i]);
+						}
+					}
+	}
+	printf("mtp_loss     %4d runs: worst error %.3Lf of the stated bound; rows where sum_then_scale != per_depth: "
+	       "%d, add_detach != lm: %d%s\n",
+	       runs, all, diff_scale, diff_detach, fails ? "  FAIL" : "");
+	if (!diff_scale || !diff_detach) {
+		printf("FAIL mtp_loss: a form never changes the bits on these inputs\n");
+		fails++;
+	}
+	return fails;
+}
+
 int main(void)
 {
 	OP = ops_find("mtp");
@@ -366,6 +467,7 @@ int main(void)
 	int fails = check_refusals();
 	fails += check_forms_and_sequences();
 	fails += check_refs();
+	fails += check_loss();
 	printf("test-ops-ref-mtp: %s\n", fails ? "FAILED" : "ok");
 	return fails ? 1 : 0;
 }
