@@ -53,12 +53,14 @@ single = {"compressor"} if slow else set()  # no --no-screen / -j 2 repeat for t
 # ops too slow to share a shard (the compressor: ~5 min on a loaded 2-core machine): one test each
 # (explain-planted-OP in tests/cli/meson.build), never in an I/N shard
 solo = {"compressor"}
-ops, switches = [], {}
+ops, switches, cur = [], {}, None
 for line in open("list.txt"):
-    if line[0].isalpha() and ": block of" not in line:
-        ops.append(line.split(":")[0])
-    elif line.strip().startswith("switches:"):
-        switches[ops[-1]] = line.split()[1:]
+    if line[0].isalpha():  # an op, or a block of ops (whose switches line is not an op's)
+        cur = None if ": block of" in line else line.split(":")[0]
+        if cur:
+            ops.append(cur)
+    elif line.strip().startswith("switches:") and cur:
+        switches[cur] = line.split()[1:]
 values = {}
 for line in open("modes.txt").readlines()[1:]:
     f = line.split()
