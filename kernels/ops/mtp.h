@@ -28,7 +28,8 @@
  *      RMSNORM_* modes (PF applies hnorm to the flattened [s*b*n, D] view: the same rows).
  *   4. ep = R(en @ We^T), hp = R(hn @ Wh^T): the matmul op on F(en), F(hn) under the caller's MATMUL_*
  *      modes (operands, K order, fmaf, engine), then one bf16 rounding (R of an fp32 output; a bf16 output
- *      is kept as it is).
+ *      is kept as it is: the same single rounding on the portable engine, so MATMUL_OUT changes no portable
+ *      bits; it reaches the vendor engines on the GPU).
  *   5. X0 by MTP_COMBINE:
  *      add       x[t,s,:] = R(F(ep[t,:]) + F(hp[t*N+s,:]))   DSv4 / MCore with mHC (`e_proj`/`h_proj`,
  *                                                            `_concat_embeddings`) / PF (`e_out.unsqueeze(-2)

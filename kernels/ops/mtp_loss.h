@@ -53,11 +53,11 @@ enum mtp_loss_combine { MTP_LOSS_AUTOSCALER, MTP_LOSS_ADD_DETACH, MTP_LOSS_ADD }
 
 struct mtp_loss_cfg {
 	int64_t T, K;
-	int sum_first;	 /* MTP_LOSS_SCALE=sum_then_scale */
-	int combine;	 /* enum mtp_loss_combine */
-	float s;	 /* per_depth: R32(factor / K) */
-	float lambda;	 /* sum_then_scale: R32(factor) */
-	float inv_k;	 /* sum_then_scale: R32(1.0 / K) */
+	int sum_first; /* MTP_LOSS_SCALE=sum_then_scale */
+	int combine;   /* enum mtp_loss_combine */
+	float s;       /* per_depth: R32(factor / K) */
+	float lambda;  /* sum_then_scale: R32(factor) */
+	float inv_k;   /* sum_then_scale: R32(1.0 / K) */
 };
 
 int mtp_loss_cfg_init(struct mtp_loss_cfg *c, const struct mtp_loss_params *p, const struct align_modes *m,
