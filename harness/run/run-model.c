@@ -6,9 +6,9 @@
  * the output, wo projection, mhc_post) and a MoE sublayer (mhc_pre, ffn_norm, router, per expert the
  * w1/w3 projections of its tokens, swiglu with the routing weight, w2; the shared expert; moe_combine;
  * mhc_post) -> mhc_head -> final norm -> lm_head -> xent against the next token (labels -1 at each
- * sequence's end). MTP depth 1 (spec 8): the shared embedding of the ids shifted left by one (0 past
- * the end) through enorm and e_proj, added to every stream of h_proj(hnorm(the main model's final
- * streams, per stream)), one layer as above with its own mHC parameters, its own mhc_head and final norm,
+ * sequence's end). MTP depth 1 (spec 8): the mtp op (the shared embedding of the ids shifted left by one,
+ * 0 past the end, through enorm and e_proj, added to every stream of h_proj(hnorm(the main model's final
+ * streams, per stream)), or one eh_proj per ALIGN_MTP_COMBINE), one layer as above with its own mHC parameters, its own mhc_head and final norm,
  * the shared lm_head, xent against the labels shifted by two.
  *
  * Weights come from the counter-based RNG (seed, "model.<name>"), each step adds a fixed perturbation
@@ -192,9 +192,8 @@ static int head_loss(struct model *md, const char *scope, const char *pre, const
 	return ALIGN_OK;
 }
 
-/* The step's tokens: ids, next-token labels, MTP inputs (ids shifted by one, 0 past the end) and
- * labels (shifted by two, -1 past the end), positions (the MTP layer's shifted too under
- * ALIGN_MTP_SHIFT=roll_pos), window index rows. */
+/* The step's tokens: ids, next-token labels (-1 at a sequence's end), positions, window index rows (the
+ * MTP layer's ids, labels and positions are the mtp op's). */
 static int tokens(struct model *md, struct model_tokens *tk)
 {
 	struct align_err *e = merr(md);
@@ -204,52 +203,70 @@ static int tokens(struct model *md, struct model_tokens *tk)
 	if (ops_fill_tensor(&f, "model", &tk->ids, md->seed, md->step))
 		return fail_internal(e, "model: cannot draw the tokens");
 	ALIGN_TRY(e, tnew(md, &tk->labels, ALIGN_DT_I32, "labels", 1, T, 0, 0));
-	ALIGN_TRY(e, tnew(md, &tk->mtp_ids, ALIGN_DT_I32, "ids", 1, T, 0, 0));
-	ALIGN_TRY(e, tnew(md, &tk->mtp_labels, ALIGN_DT_I32, "labels", 1, T, 0, 0));
 	ALIGN_TRY(e, tnew(md, &tk->pos, ALIGN_DT_I32, "pos", 1, T, 0, 0));
-	ALIGN_TRY(e, tnew(md, &tk->mtp_pos, ALIGN_DT_I32, "pos", 1, T, 0, 0));
-	int shift_pos = md->m->v[MODE_MTP_SHIFT] == ALIGN_MTP_SHIFT_ROLL_POS;
 	ALIGN_TRY(e, tnew(md, &tk->win, ALIGN_DT_I32, "idx", 2, T, MODEL_W, 0));
 	const int32_t *ids = tk->ids.data;
 	for (int t = 0; t < T; t++) {
 		int p = t % S;
 		((int32_t *)tk->pos.data)[t] = p;
-		((int32_t *)tk->mtp_pos.data)[t] = shift_pos ? (p + 1 < S ? p + 1 : 0) : p;
 		((int32_t *)tk->labels.data)[t] = p + 1 < S ? ids[t + 1] : -1;
-		((int32_t *)tk->mtp_ids.data)[t] = p + 1 < S ? ids[t + 1] : 0;
-		((int32_t *)tk->mtp_labels.data)[t] = p + 2 < S ? ids[t + 2] : -1;
 		for (int j = 0; j < MODEL_W; j++)
 			((int32_t *)tk->win.data)[t * MODEL_W + j] = j <= p ? t - j : -1;
 	}
 	return md->tr->f ? run_trace_tensor(md->tr, "model", md->step, "input", &tk->ids) : ALIGN_OK;
 }
 
-/* MTP depth 1 (spec 8, DSv4): X0[t, s] = e_proj(enorm(embed(ids shifted))) [t] + h_proj(hnorm(X_main[t, s]))
- * (the e term broadcast over the streams, hnorm per stream over D, the sum rounded to bf16), one layer
- * with its own mHC parameters, its own hc_head and final norm, the shared lm_head, xent on the labels
- * shifted by two. */
-static int mtp(struct model *md, const struct model_tokens *tk, const struct align_tensor *x_main, float *loss)
+/* rows r0 and r1 (each [n] of the fp32 weights a and b) stacked into a new [2n or 2 rows, ...] activation */
+static int stack2(struct model *md, const struct align_tensor *a, const struct align_tensor *b, const char *name,
+		  int ndim, int64_t r, int64_t c, struct align_tensor *t)
+{
+	ALIGN_TRY(merr(md), tnew(md, t, ALIGN_DT_F32, name, ndim, r, c, 0));
+	size_t n = (size_t)align_tensor_numel(a);
+	memcpy(t->data, a->data, n * sizeof(float));
+	memcpy((float *)t->data + n, b->data, n * sizeof(float));
+	return ALIGN_OK;
+}
+
+/* MTP depth 1 (spec 8, DSv4): the mtp op (kernels/ops/mtp.h: the shift of ids, labels and positions, the
+ * shared embedding of the shifted ids, enorm, hnorm of the main model's final streams per stream, e_proj
+ * and h_proj, X0 by ALIGN_MTP_COMBINE), one layer with its own mHC parameters, its own hc_head and final
+ * norm, the shared lm_head, xent on the labels shifted by two. The op's outputs are traced under the names
+ * the blocks had when the model called them one by one. */
+static int mtp(struct model *md, const struct model_tokens *tk0, const struct align_tensor *x_main, float *loss)
 {
 	struct align_err *e = merr(md);
-	const int64_t T = MODEL_T, N = MODEL_N, D = MODEL_D;
-	struct align_tensor emb[1], en[1], hn[1], ep, hp, x, hh, hs = *x_main;
-	ALIGN_TRY(e, embed(md, "mtp1", &tk->mtp_ids, emb));
-	ALIGN_TRY(e, rmsnorm(md, "mtp1.enorm", &emb[0], W(md, "mtp1", "enorm"), en));
-	hs.ndim = 2, hs.shape[0] = T * N, hs.shape[1] = D; /* per stream: the [T*N, D] view */
-	ALIGN_TRY(e, rmsnorm(md, "mtp1.hnorm", &hs, W(md, "mtp1", "hnorm"), hn));
-	ALIGN_TRY(e, linear(md, "mtp1", "e_proj", &en[0], W(md, "mtp1", "e_proj"), ALIGN_DT_BF16, &ep));
-	ALIGN_TRY(e, linear(md, "mtp1", "h_proj", &hn[0], W(md, "mtp1", "h_proj"), ALIGN_DT_BF16, &hp));
-	ALIGN_TRY(e, tnew(md, &x, ALIGN_DT_BF16, "x", 3, T, N, D));
-	for (int64_t t = 0; t < T; t++)
-		for (int64_t s = 0; s < N; s++)
-			for (int64_t i = 0; i < D; i++)
-				ops_st(&x, (t * N + s) * D + i,
-				       ops_ld(&ep, t * D + i) + ops_ld(&hp, (t * N + s) * D + i));
-	if (md->tr->f)
-		ALIGN_TRY(e, run_trace_tensor(md->tr, "mtp1.input", md->step, "fwd", &x));
-	ALIGN_TRY(e, attention(md, "mtp1.layer", &x, tk, &tk->mtp_pos));
-	ALIGN_TRY(e, moe(md, "mtp1.layer", &x, tk));
-	return head_loss(md, "mtp1.head", "mtp1.head", &x, &tk->mtp_labels, &hh, loss);
+	const int64_t T = MODEL_T, D = MODEL_D;
+	struct align_tensor in[6], out[7], hh;
+	in[0] = tk0->ids, in[1] = tk0->pos, in[2] = *W(md, NULL, "embed"), in[3] = *x_main;
+	ALIGN_TRY(e, stack2(md, W(md, "mtp1", "enorm"), W(md, "mtp1", "hnorm"), "norm", 2, 2, D, &in[4]));
+	ALIGN_TRY(e, stack2(md, W(md, "mtp1", "e_proj"), W(md, "mtp1", "h_proj"), "proj", 2, 2 * D, D, &in[5]));
+	static const char *const inames[6] = {"ids", "pos", "table", "h", "norm", "proj"};
+	for (int i = 0; i < 6; i++)
+		in[i].name = inames[i];
+	char dims[96];
+	snprintf(dims, sizeof dims, "T=%d,S=%d,V=%d,N=%d,D=%d", MODEL_T, MODEL_S, MODEL_V, MODEL_N, MODEL_D);
+	ALIGN_TRY(e, op(md, NULL, "mtp", dims, in, out, NULL));
+	if (md->tr->f) {
+		static const char *const scope[6] = {"mtp1.embedding", "mtp1.enorm.rmsnorm", "mtp1.hnorm.rmsnorm",
+						     "mtp1.e_proj",    "mtp1.h_proj",	     "mtp1.input"};
+		static const char *const tname[6] = {"y", "y", "y", "y", "y", "x"};
+		for (int k = 1; k < 7; k++) {
+			struct align_tensor r = out[k];
+			r.name = tname[k - 1];
+			ALIGN_TRY(e, run_trace_tensor(md->tr, scope[k - 1], md->step, "fwd", &r));
+		}
+	}
+	struct model_tokens tk = *tk0;
+	const int32_t *tok = out[0].data;
+	tk.mtp_ids = tk.mtp_labels = tk.mtp_pos = out[0];
+	tk.mtp_ids.ndim = tk.mtp_labels.ndim = tk.mtp_pos.ndim = 1;
+	tk.mtp_ids.shape[0] = tk.mtp_labels.shape[0] = tk.mtp_pos.shape[0] = T;
+	tk.mtp_ids.data = (void *)tok, tk.mtp_labels.data = (void *)(tok + T), tk.mtp_pos.data = (void *)(tok + 2 * T);
+	tk.mtp_ids.name = "ids", tk.mtp_labels.name = "labels", tk.mtp_pos.name = "pos";
+	struct align_tensor x = out[6];
+	ALIGN_TRY(e, attention(md, "mtp1.layer", &x, &tk, &tk.mtp_pos));
+	ALIGN_TRY(e, moe(md, "mtp1.layer", &x, &tk));
+	return head_loss(md, "mtp1.head", "mtp1.head", &x, &tk.mtp_labels, &hh, loss);
 }
 
 /* One forward step: the main loss and the MTP loss. */
@@ -284,7 +301,7 @@ const char *const *run_model_ops(void)
 {
 	static const char *const names[] = {"embedding",   "mhc_pre", "mhc_post",    "mhc_head", "rmsnorm",
 					    "matmul",	   "rope",    "sparse_attn", "router",	 "swiglu",
-					    "moe_combine", "lm_head", "xent",	     NULL};
+					    "moe_combine", "lm_head", "xent",	     "mtp",	 NULL};
 	return names;
 }
 

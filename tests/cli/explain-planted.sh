@@ -45,6 +45,8 @@ dims = {
     "mhc_post_bwd": "T=3,N=4,D=64", "mhc_pre_bwd": "T=3,N=2,D=16", "mhc_head_bwd": "T=3,N=4,D=32",
     "sparse_attn_bwd": "T=4,H=1,D=16,S=16,N=8",
 }
+dims["mtp"] = "T=4,S=2,V=16,N=2,D=32"  # 20,736 assignments (12 switches), replayed whole: ~7 s an explanation
+dims["mtp_loss"] = "T=8,K=3"
 # attn composes rmsnorm, qnorm, rope, compressor, indexer and sparse_attn: 29 switches, a space no search
 # covers; its planted draws are explained op by op (each sub-op is planted above), not as a layer
 composed = {"attn"}
@@ -55,6 +57,7 @@ op_draws = {"compressor": 1 if slow else 2}
 op_draws["router_bwd"] = 1 if slow else 3
 # no --no-screen / -j 2 repeat for these: the compressor has no row screening (--no-screen is its normal
 # path) and each whole replay costs minutes in a debug build; the other ops check the threads
+op_draws["mtp"] = 1 if slow else 2
 single = {"compressor"}
 # ops too slow to share a shard (the compressor: ~5 min on a loaded 2-core machine): one test each
 # (explain-planted-OP in tests/cli/meson.build), never in an I/N shard

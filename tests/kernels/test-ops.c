@@ -98,6 +98,10 @@ static int rarely_visible(const char *op, int mode)
 	 * order 8 compressed entries follow 32 window slots (rarely the output bits); the torch sum order and
 	 * the empty-row rule reach no row here (every row has its own token). Each is shown by its own op, and
 	 * the search at 16x the rows would take minutes on the layer. */
+	/* mtp rounds its projections to bf16 itself: a bf16 output of the portable engine is the same single
+	 * rounding of the fp32 accumulator (mtp.h step 4); MATMUL_OUT reaches the vendor GEMM engines (GPU only) */
+	if (!strcmp(op, "mtp") && mode == MODE_MATMUL_OUT)
+		return 1;
 	return !strcmp(op, "attn") &&
 	       (mode == MODE_MATH_IMPL || mode == MODE_RMSNORM_REDUCE || mode == MODE_RMSNORM_RSQRT ||
 		mode == MODE_ROPE_YARN_FREQ || mode == MODE_CSA_HADAMARD || mode == MODE_INDEXER_SCORE ||
