@@ -79,7 +79,8 @@ struct xt {
 	char *run_names[MAX_RUN_NAMES];
 	int64_t run_lines[MAX_RUN_NAMES];
 	size_t n_run;
-	int64_t unclosed; /* calls opened and never closed by an [after] run */
+	int64_t unclosed;	      /* calls opened and never closed by an [after] run */
+	int64_t orphans, orphan_line; /* [after] records with no open call of their module; the first's line */
 };
 
 static void run_reset(struct xt *x)
@@ -179,12 +180,14 @@ static int link_record(struct ingest *ig, struct xt *x, const char *n, int64_t l
 			while (i > 0 &&
 			       !(x->open[i - 1].mod_len == mod_len && !memcmp(x->open[i - 1].call, mod, mod_len)))
 				i--;
-			if (!i)
-				return ingest_error(
-					ig, line,
-					"field 'name': '%s': an [after] record without its [before] (no call of "
-					"'%.*s' is open)",
-					n, (int)mod_len, mod);
+			if (!i) { /* an [after] with no [before] of its module (a prober that records outputs only,
+				   * an excerpt): kept, without a link, and counted in one warning */
+				if (!x->orphan_line)
+					x->orphan_line = line;
+				x->orphans++;
+				run_reset(x);
+				return ALIGN_OK;
+			}
 			snprintf(x->run_call, sizeof x->run_call, "%s", x->open[i - 1].call);
 			x->unclosed += (int64_t)(x->n_open - i); /* opened inside it, never closed */
 			while (x->n_open >= i)
@@ -472,6 +475,11 @@ static int xt_parse(struct ingest *ig, struct reader *rd)
 		ingest_warn(ig, 0,
 			    "%lld call%s with [before] records and no [after] records (outputs None?): inputs only",
 			    (long long)(x.n_open + x.unclosed), x.n_open + x.unclosed == 1 ? "" : "s");
+	if (!rc && x.orphans)
+		ingest_warn(ig, x.orphan_line,
+			    "%lld [after] record%s with no [before] of %s module (outputs recorded alone?): kept "
+			    "without an input/output link, so no root-cause search through them",
+			    (long long)x.orphans, x.orphans == 1 ? "" : "s", x.orphans == 1 ? "its" : "their");
 	xt_free(&x);
 	if (rc)
 		return rc;

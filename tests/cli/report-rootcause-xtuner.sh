@@ -10,7 +10,8 @@
 #   d: the MLP's input differs first (its producer, the residual add, is not hooked): the first
 #      difference is an input, and the candidate is the decoder layer (input equal, output differs);
 #   e: the input ids differ (data, no producer): everything downstream differs, no candidate.
-# Bad input: an [after] run without its [before], a tensor twice in one side of a call (exit 2, file,
+# An [after] run without its [before]: kept without a link, with a warning. Bad input: a tensor twice in
+# one side of a call (exit 2, file,
 # line and field named, database unchanged).
 . "$SRCROOT/tests/cli/lib.sh"
 
@@ -103,12 +104,18 @@ bad() { # bad DIR PATTERN: exit 2, PATTERN on stderr, database unchanged
 	expect_eq "database unchanged after $1" "$(sqlite3 r.db .dump | sha256sum)" "$before"
 }
 mkdir f g h i
-# an [after] whose call never opened (the [before] line lost)
+# an [after] whose call never opened (the [before] line lost, or a prober recording outputs alone): kept,
+# without a link, in one warning naming the first such line; the rest of the file keeps its links
 sed '9d' a/$S > f/$S
-bad f "f/$S:9: field 'name': '\[layers\.0\.self_attn\.q_proj\]\[after\]output': an \[after\] record without its \[before\] \(no call of 'layers\.0\.self_attn\.q_proj' is open\)"
-# an [after] of a call already closed (its module has no open call left)
+run_align 0 ingest --db o.db --as f "f/$S" &&
+	expect_err "f/$S:9: 1 \[after\] record with no \[before\] of its module \(outputs recorded alone\?\): kept without an input/output link"
+expect_eq "the orphan [after] has no link" \
+	"$(sqlite3 o.db "SELECT coalesce(call,'-')||':'||coalesce(io,'-') FROM record WHERE name='[layers.0.self_attn.q_proj][after]output' ORDER BY seq LIMIT 1")" "-:-"
+expect_eq "the other calls keep theirs" \
+	"$(sqlite3 o.db "SELECT call||':'||io FROM record WHERE name='[lm_head][after]loss'")" "lm_head#0:out"
+# an [after] of a call already closed (its module has no open call left): the same
 { cat a/$S; rec "[lm_head][after]loss" 1.5 1.5 "[]" float32; } > g/$S
-bad g "g/$S:21: field 'name': '\[lm_head\]\[after\]loss': an \[after\] record without its \[before\]"
+run_align 0 ingest --db o.db --as g "g/$S" && expect_err "g/$S:21: 1 \[after\] record with no \[before\]"
 # one input recorded twice in one call, one output recorded twice
 sed '9p' a/$S > h/$S
 bad h "h/$S:10: field 'name': '\[layers\.0\.self_attn\.q_proj\]\[before\]input' is a duplicate: line 9 already gave input 'input' of call 'layers\.0\.self_attn\.q_proj#0'"
