@@ -544,7 +544,7 @@ static ld ref_router_bwd(const struct router_bwd_cfg *b, const struct align_tens
 			for (int64_t e = 0; e < E; e++)
 				s[e] = rb_score_l(c, l[e]);
 		}
-		ld g[ROUTER_MAX_K], Z = 0, gv = 0, ga = 0, gva = 0;
+		ld g[ROUTER_MAX_K], Z = 0, gv = 0, gva = 0;
 		for (int64_t j = 0; j < K; j++) {
 			g[j] = (ld)dwt[t * K + j] * c->p.route_scale;
 			Z += s[idx[t * K + j]];
@@ -554,7 +554,6 @@ static ld ref_router_bwd(const struct router_bwd_cfg *b, const struct align_tens
 		for (int64_t j = 0; j < K; j++) {
 			gv += g[j] * s[idx[t * K + j]];
 			gva += fabsl(g[j]) * s[idx[t * K + j]];
-			ga += fabsl(g[j]);
 		}
 		for (int64_t j = 0; j < K; j++) {
 			int e = idx[t * K + j];
