@@ -25,7 +25,13 @@
 
 #include "numerics.h"
 
-#if defined(__CUDA_ARCH__) || defined(ALIGN_NAN_HOST_EMULATE)
+/* ALIGN_NAN_WRITTEN_ORDER (defined by a C twin before its first #include): the helpers pick the NaN in the
+ * written operand order on the host too, instead of leaving it to the compiler, which may commute the
+ * operands of + and * (gcc 12 -O2 did, in mhc_pre_bwd.c: where a sign-flipped default NaN (-(-NaN) of a
+ * sigmoid) met the default NaN, the C twin's dscale and dx NaN signs were the commuted operand's, so no
+ * CUDA twin following the source could match). A C twin whose NaN values can meet NaNs of other bits
+ * defines it; the cost is one NaN test per helper call. */
+#if defined(__CUDA_ARCH__) || defined(ALIGN_NAN_HOST_EMULATE) || defined(ALIGN_NAN_WRITTEN_ORDER)
 #define ALIGN_NAN_HOST_FIX 1
 #else
 #define ALIGN_NAN_HOST_FIX 0

@@ -30,6 +30,7 @@
 #ifndef ALIGN_REDUCE_H
 #define ALIGN_REDUCE_H
 
+#include "nan_host.h"
 #include "numerics.h"
 
 enum align_reduce_order {
@@ -40,23 +41,33 @@ enum align_reduce_order {
 	ALIGN_REDUCE_F64,
 };
 
-ALIGN_HD static inline float align__reduce_elt(const float *x, int64_t i, int64_t stride, int square)
+/* Each order is written once with a flag hn: 0 = the plain operators (every caller but the ones below),
+ * 1 = nan_host.h's hn_add / hn_mul (/ hn_f2d, hn_addd, hn_muld, hn_d2f for F64), so that on the device a
+ * NaN sum carries the bits the host's written-order evaluation gives (align_reduce_hn). On the host hn_*
+ * are the plain operators, so both forms give the same bits there; the flag is a constant at every call,
+ * and the plain form compiles to the code it always was. */
+ALIGN_HD static inline float align__reduce_elt(const float *x, int64_t i, int64_t stride, int square, int hn)
 {
 	float v = x[i * stride];
-	return square ? v * v : v;
+	return square ? (hn ? hn_mul(v, v) : v * v) : v;
 }
 
-ALIGN_HD static inline float align_reduce_seq(const float *x, int64_t n, int64_t stride, int square)
+ALIGN_HD static inline float align__radd(float a, float b, int hn)
+{
+	return hn ? hn_add(a, b) : a + b;
+}
+
+ALIGN_HD static inline float align__reduce_seq(const float *x, int64_t n, int64_t stride, int square, int hn)
 {
 	if (n <= 0)
 		return 0.0f;
-	float s = align__reduce_elt(x, 0, stride, square);
+	float s = align__reduce_elt(x, 0, stride, square, hn);
 	for (int64_t i = 1; i < n; i++)
-		s += align__reduce_elt(x, i, stride, square);
+		s = align__radd(s, align__reduce_elt(x, i, stride, square, hn), hn);
 	return s;
 }
 
-ALIGN_HD static inline float align_reduce_pairwise(const float *x, int64_t n, int64_t stride, int square)
+ALIGN_HD static inline float align__reduce_pairwise(const float *x, int64_t n, int64_t stride, int square, int hn)
 {
 	float val[64];
 	int64_t cnt[64]; /* number of elements summed in each stack slot: a power of two */
@@ -64,10 +75,10 @@ ALIGN_HD static inline float align_reduce_pairwise(const float *x, int64_t n, in
 	if (n <= 0)
 		return 0.0f;
 	for (int64_t i = 0; i < n; i++) {
-		float v = align__reduce_elt(x, i, stride, square);
+		float v = align__reduce_elt(x, i, stride, square, hn);
 		int64_t c = 1;
 		while (top > 0 && cnt[top - 1] == c) {
-			v = val[top - 1] + v;
+			v = align__radd(val[top - 1], v, hn);
 			c *= 2;
 			top--;
 		}
@@ -78,11 +89,12 @@ ALIGN_HD static inline float align_reduce_pairwise(const float *x, int64_t n, in
 	/* remaining slots hold blocks of decreasing size: fold from the right */
 	float s = val[top - 1];
 	for (int j = top - 2; j >= 0; j--)
-		s = val[j] + s;
+		s = align__radd(val[j], s, hn);
 	return s;
 }
 
-ALIGN_HD static inline float align_reduce_chunked(const float *x, int64_t n, int64_t stride, int64_t chunk, int square)
+ALIGN_HD static inline float align__reduce_chunked(const float *x, int64_t n, int64_t stride, int64_t chunk,
+						   int square, int hn)
 {
 	if (n <= 0)
 		return 0.0f;
@@ -91,57 +103,97 @@ ALIGN_HD static inline float align_reduce_chunked(const float *x, int64_t n, int
 	float total = 0.0f;
 	for (int64_t j0 = 0; j0 < n; j0 += chunk) {
 		int64_t len = n - j0 < chunk ? n - j0 : chunk;
-		float part = align_reduce_seq(x + j0 * stride, len, stride, square);
-		total = j0 == 0 ? part : total + part;
+		float part = align__reduce_seq(x + j0 * stride, len, stride, square, hn);
+		total = j0 == 0 ? part : align__radd(total, part, hn);
 	}
 	return total;
 }
 
-ALIGN_HD static inline float align_reduce_warp32(const float *x, int64_t n, int64_t stride, int square)
+ALIGN_HD static inline float align__reduce_warp32(const float *x, int64_t n, int64_t stride, int square, int hn)
 {
 	float v[32];
 	for (int l = 0; l < 32; l++) {
 		float s = 0.0f;
 		for (int64_t i = l; i < n; i += 32)
-			s += align__reduce_elt(x, i, stride, square);
+			s = align__radd(s, align__reduce_elt(x, i, stride, square, hn), hn);
 		v[l] = s;
 	}
 	for (int off = 16; off >= 1; off /= 2)
 		for (int l = 0; l < off; l++)
-			v[l] = v[l] + v[l + off]; /* lanes l and l^off hold equal bits afterwards */
+			v[l] = align__radd(v[l], v[l + off], hn); /* lanes l and l^off hold equal bits afterwards */
 	return v[0];
+}
+
+ALIGN_HD static inline float align__reduce_f64(const float *x, int64_t n, int64_t stride, int square, int hn)
+{
+	if (n <= 0)
+		return 0.0f;
+	double v0 = hn ? hn_f2d(x[0]) : (double)x[0];
+	double s = square ? (hn ? hn_muld(v0, v0) : v0 * v0) : v0;
+	for (int64_t i = 1; i < n; i++) {
+		double v = hn ? hn_f2d(x[i * stride]) : (double)x[i * stride];
+		double e = square ? (hn ? hn_muld(v, v) : v * v) : v;
+		s = hn ? hn_addd(s, e) : s + e;
+	}
+	return hn ? hn_d2f(s) : (float)s;
+}
+
+ALIGN_HD static inline float align__reduce(enum align_reduce_order order, const float *x, int64_t n, int64_t stride,
+					   int64_t chunk, int square, int hn)
+{
+	switch (order) {
+	case ALIGN_REDUCE_PAIRWISE:
+		return align__reduce_pairwise(x, n, stride, square, hn);
+	case ALIGN_REDUCE_CHUNKED:
+		return align__reduce_chunked(x, n, stride, chunk, square, hn);
+	case ALIGN_REDUCE_WARP32:
+		return align__reduce_warp32(x, n, stride, square, hn);
+	case ALIGN_REDUCE_F64:
+		return align__reduce_f64(x, n, stride, square, hn);
+	case ALIGN_REDUCE_SEQ:
+	default:
+		return align__reduce_seq(x, n, stride, square, hn);
+	}
+}
+
+ALIGN_HD static inline float align_reduce_seq(const float *x, int64_t n, int64_t stride, int square)
+{
+	return align__reduce_seq(x, n, stride, square, 0);
+}
+
+ALIGN_HD static inline float align_reduce_pairwise(const float *x, int64_t n, int64_t stride, int square)
+{
+	return align__reduce_pairwise(x, n, stride, square, 0);
+}
+
+ALIGN_HD static inline float align_reduce_chunked(const float *x, int64_t n, int64_t stride, int64_t chunk, int square)
+{
+	return align__reduce_chunked(x, n, stride, chunk, square, 0);
+}
+
+ALIGN_HD static inline float align_reduce_warp32(const float *x, int64_t n, int64_t stride, int square)
+{
+	return align__reduce_warp32(x, n, stride, square, 0);
 }
 
 ALIGN_HD static inline float align_reduce_f64(const float *x, int64_t n, int64_t stride, int square)
 {
-	if (n <= 0)
-		return 0.0f;
-	double v0 = (double)x[0];
-	double s = square ? v0 * v0 : v0;
-	for (int64_t i = 1; i < n; i++) {
-		double v = (double)x[i * stride];
-		s += square ? v * v : v;
-	}
-	return (float)s;
+	return align__reduce_f64(x, n, stride, square, 0);
 }
 
 /* Dispatch by order; `chunk` is used by ALIGN_REDUCE_CHUNKED only. */
 ALIGN_HD static inline float align_reduce(enum align_reduce_order order, const float *x, int64_t n, int64_t stride,
 					  int64_t chunk, int square)
 {
-	switch (order) {
-	case ALIGN_REDUCE_PAIRWISE:
-		return align_reduce_pairwise(x, n, stride, square);
-	case ALIGN_REDUCE_CHUNKED:
-		return align_reduce_chunked(x, n, stride, chunk, square);
-	case ALIGN_REDUCE_WARP32:
-		return align_reduce_warp32(x, n, stride, square);
-	case ALIGN_REDUCE_F64:
-		return align_reduce_f64(x, n, stride, square);
-	case ALIGN_REDUCE_SEQ:
-	default:
-		return align_reduce_seq(x, n, stride, square);
-	}
+	return align__reduce(order, x, n, stride, chunk, square, 0);
+}
+
+/* The same sum with nan_host.h's operators: on the device, a NaN result has the host's bits (serial
+ * reference kernels call it, or recompute with it a sum that came out NaN); on the host = align_reduce. */
+ALIGN_HD static inline float align_reduce_hn(enum align_reduce_order order, const float *x, int64_t n, int64_t stride,
+					     int64_t chunk, int square)
+{
+	return align__reduce(order, x, n, stride, chunk, square, 1);
 }
 
 #endif /* ALIGN_REDUCE_H */

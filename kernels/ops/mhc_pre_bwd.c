@@ -1,5 +1,8 @@
 /* mhc_pre_bwd.c: CPU twin of the hc_pre and hc_head backwards (contract in mhc_pre_bwd.h,
  * mhc_head_bwd.h) and their configuration (mhc_bwd_cfg_init), which the CUDA twins call too. */
+/* NaN picks in the written operand order, as the CUDA twin makes them (nan_host.h): gcc commuted one here */
+#define ALIGN_NAN_WRITTEN_ORDER 1
+
 #include "mhc_pre_bwd.h"
 
 #include <stdlib.h>
@@ -102,9 +105,9 @@ int mhc_bwd_fwd_cpu(const char *op, const struct mhc_params *p, const struct ali
 		const align_bf16 *xt = x + t * K, *gy = dy + t * D;
 		for (int64_t i = 0; i < K; i++)
 			x32[i] = align_bf16_to_f32(xt[i]);
-		float ss = align_reduce_pairwise(x32, K, 1, 1);
-		float rs = mm->inv_rms ? 1.0f / (align_sqrtf(ss / (float)K) + c.p.norm_eps)
-				       : align_rsqrtf(ss / (float)K + c.p.norm_eps);
+		float ss = align_reduce_hn(ALIGN_REDUCE_PAIRWISE, x32, K, 1, 0, 1);
+		float rs = mm->inv_rms ? hn_div(1.0f, hn_add(align_sqrtf(hn_div(ss, (float)K)), c.p.norm_eps))
+				       : align_rsqrtf(hn_add(hn_div(ss, (float)K), c.p.norm_eps));
 		mhc_project(mm, x32, fnr, R, K, scratch, mix);
 		float h[MHC_BWD_MAX_R];
 		for (int64_t r = 0; r < R; r++)
@@ -113,7 +116,7 @@ int mhc_bwd_fwd_cpu(const char *op, const struct mhc_params *p, const struct ali
 			s[i] = mhc_sigmoid(mm, h[i]);
 		float *dht = dh + t * R;
 		for (int64_t j = 0; j < N; j++) {
-			float pre = c.head || c.hpre_eps ? s[j] + c.p.hc_eps : s[j];
+			float pre = c.head || c.hpre_eps ? hn_add(s[j], c.p.hc_eps) : s[j];
 			yc[j] = mm->coef_bf16 ? align_round_bf16(pre) : pre;
 			float dpre = D ? mhc_bwd_dsum(gy, xt + j * D, D, c.dsum_split) : 0.0f;
 			dht[j] = mhc_bwd_sig(dpre, s[j]);
@@ -121,7 +124,7 @@ int mhc_bwd_fwd_cpu(const char *op, const struct mhc_params *p, const struct ali
 		if (!c.head) {
 			const float *dpost = in[5].data, *dcomb = in[6].data;
 			for (int64_t i = 0; i < N; i++)
-				dht[N + i] = mhc_bwd_sig(2.0f * dpost[t * N + i], s[N + i]);
+				dht[N + i] = mhc_bwd_sig(hn_mul(2.0f, dpost[t * N + i]), s[N + i]);
 			float E[MHC_MAX_N * MHC_MAX_N], P[MHC_MAX_N * MHC_MAX_N], G[MHC_MAX_N * MHC_MAX_N];
 			for (int j = 0; j < n; j++) {
 				const float *M0 = h + 2 * N + j * N;
@@ -129,7 +132,7 @@ int mhc_bwd_fwd_cpu(const char *op, const struct mhc_params *p, const struct ali
 				for (int k = 1; k < n; k++)
 					mx = M0[k] > mx ? M0[k] : mx;
 				for (int k = 0; k < n; k++)
-					E[j * n + k] = mhc_exp(mm, M0[k] - mx);
+					E[j * n + k] = mhc_exp(mm, hn_sub(M0[k], mx));
 			}
 			mhc_bwd_sinkhorn_fwd(&c, E, n, St, Dv, cl, P);
 			for (int i = 0; i < n * n; i++)

@@ -10,8 +10,9 @@
  * Knobs: block (default 256), grid_cap; rows_per_block and serial not used (the row kernel is serial).
  * Napkin maths: ~5 passes over T*D floats; the serial row sums make this the reference engine for bits
  * (a block-tree twin as rmsnorm.cu's is a later step).
- * Limit: NaN results of the row sums take the GPU's canonical NaN (reduce.h's plain operators), so on
- * inputs that make a row NaN the NaN bits may differ from the C twin's; finite results are bitwise equal.
+ * NaN bits: every sum is reduce.h's align_reduce_hn (nan_host.h's operators), so a NaN row sum carries the
+ * host's bits as the C twin's plain sums give them (the GPU's canonical NaN differed from them before:
+ * 256 of 8192 dx elements on the extreme fill under RMSNORM_BWD_FORM=apex, H100 2026-11-28).
  */
 #include "rmsnorm_bwd.h"
 
@@ -36,12 +37,12 @@ __global__ void rmsnorm_bwd_row_kernel(rmsb_args a)
 		float *x32 = a.x32 + t * D, *p = a.q + t * D;
 		for (int64_t j = 0; j < D; j++)
 			x32[j] = align_bf16_to_f32(a.x[t * D + j]);
-		float ss = align_reduce(a.c.f.order, x32, D, 1, 0, 1);
+		float ss = align_reduce_hn(a.c.f.order, x32, D, 1, 0, 1);
 		float r = rows_rsqrt(a.c.f.rsqrt, hn_add(hn_div(ss, (float)D), a.c.f.eps));
 		for (int64_t j = 0; j < D; j++)
 			p[j] = rmsb_p(&a.c, align_bf16_to_f32(a.dy[t * D + j]), a.w[j], x32[j], r);
 		a.r[t] = r;
-		a.s[t] = align_reduce(a.c.f.order, p, D, 1, 0, 0);
+		a.s[t] = align_reduce_hn(a.c.f.order, p, D, 1, 0, 0);
 	}
 }
 
@@ -60,7 +61,7 @@ __global__ void rmsnorm_bwd_dw_kernel(rmsb_args a)
 {
 	for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < a.c.D;
 	     j += (int64_t)gridDim.x * blockDim.x) {
-		float v = align_reduce(a.c.dw_order, a.q + j, a.c.T, a.c.D, a.c.dw_chunk, 0);
+		float v = align_reduce_hn(a.c.dw_order, a.q + j, a.c.T, a.c.D, a.c.dw_chunk, 0);
 		if (a.c.dw_dtype == ALIGN_DT_BF16)
 			((align_bf16 *)a.dw)[j] = align_f32_to_bf16(v);
 		else

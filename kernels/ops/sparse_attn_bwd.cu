@@ -8,7 +8,7 @@
  * Not run on a GPU yet (the session that wrote it had none).
  */
 #include "math_cuda.cuh"
-#include "ops_cuda.h"
+#include "rows_cuda.cuh" /* ops_cuda.h and ALIGN_CUDA_LAUNCH (the host emulator's launch too) */
 
 #include "sparse_attn_bwd.h"
 
@@ -96,15 +96,15 @@ extern "C" int sparse_attn_bwd_fwd_cuda(const void *params, const struct align_m
 	a.ds = a.P + rows * N;
 	const int th = launch && launch->serial ? 1 : 64;
 	if (rows > 0) {
-		sab_row_kernel<<<sab_grid(rows, th), th, 0, stream>>>(a);
+		ALIGN_CUDA_LAUNCH(sab_row_kernel, sab_grid(rows, th), th, 0, stream, a);
 		OPS_CUDA_TRY(cudaGetLastError()); /* the launch of sab_row_kernel */
 	}
 	if (c->S * D > 0) {
-		sab_dkv_kernel<<<sab_grid(c->S * D, th), th, 0, stream>>>(a);
+		ALIGN_CUDA_LAUNCH(sab_dkv_kernel, sab_grid(c->S * D, th), th, 0, stream, a);
 		OPS_CUDA_TRY(cudaGetLastError()); /* the launch of sab_dkv_kernel */
 	}
 	if (c->H > 0) {
-		sab_dsink_kernel<<<sab_grid(c->H, th), th, 0, stream>>>(a);
+		ALIGN_CUDA_LAUNCH(sab_dsink_kernel, sab_grid(c->H, th), th, 0, stream, a);
 		OPS_CUDA_TRY(cudaGetLastError()); /* the launch of sab_dsink_kernel */
 	}
 	return 0;

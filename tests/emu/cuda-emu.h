@@ -74,6 +74,14 @@ static inline void __syncthreads(void)
 {
 	align_emu_syncthreads();
 }
+/* the emulated threads are fibers of one OS thread that switch only at barriers and shuffles, so a plain
+ * read-modify-write is atomic here (the order of the adds is the fibers' order, one of the GPU's orders) */
+static inline float atomicAdd(float *p, float v)
+{
+	float old = *p;
+	*p = old + v;
+	return old;
+}
 static inline void __syncwarp(unsigned mask = 0xffffffffu)
 {
 	(void)mask;

@@ -234,6 +234,7 @@ static int bench_one(struct opbench *b, const struct align_modes *m, const char 
 		int c = i % b->ncopies;
 		CK(cudaEventRecord(e0, s));
 		int rc = b->fwd(b->params, m, b->din[c], im->n_in, b->dout, im->n_out, L, dev);
+		align_dev_release_all(dev); /* the twin's pool blocks are per call (stream-ordered reuse) */
 		CK(cudaEventRecord(e1, s));
 		CK(cudaEventSynchronize(e1));
 		if (rc == ALIGN_ERR_UNSUPPORTED) {

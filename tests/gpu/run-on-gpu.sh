@@ -16,6 +16,8 @@
 #                   with its own log (gpu-logs/ops-cuda/OP.log) and the test's timeout (capped by the
 #                   budget): an op that runs out of time keeps the others' results.
 #   --ops-args A    extra arguments of test-gpu-ops-cuda (e.g. "--quick", "--variant 3").
+#   --ops REGEX     with --split-ops: only the ops whose names match REGEX (Python re.search), e.g.
+#                   '_bwd$|^mtp' (the others are not run and the report says so).
 # Report: ${OUT:-.}/gpu-report.md; one log per binary under ${OUT:-.}/gpu-logs/. Exit status: 0 when
 # every selected test and benchmark passed, 1 otherwise, 2 when nothing could be run (no GPU, no build
 # directory and no way to make one, no GPU tests in it).
@@ -48,13 +50,14 @@
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
-only="" budget=0 split=0 ops_args=""
+only="" budget=0 split=0 ops_args="" ops_re=""
 while [ $# -gt 0 ]; do
 	case $1 in
 	--only) only=${2:?--only needs a regular expression}; shift 2 ;;
 	--budget) budget=${2:?--budget needs seconds}; shift 2 ;;
 	--split-ops) split=1; shift ;;
 	--ops-args) ops_args=${2?--ops-args needs arguments}; shift 2 ;;
+	--ops) ops_re=${2:?--ops needs a regular expression}; shift 2 ;;
 	-*) echo "error: unknown option '$1'" >&2; exit 2 ;;
 	*) break ;;
 	esac
@@ -95,11 +98,12 @@ if [ ! -f "$build/meson-info/intro-tests.json" ]; then
 fi
 command -v python3 >/dev/null 2>&1 || { echo "error: python3 is needed to read the meson introspection files" >&2; exit 2; }
 
-exec python3 - "$root" "$build" "$out" "$only" "$budget" "$split" "$ops_args" <<'PY'
+exec python3 - "$root" "$build" "$out" "$only" "$budget" "$split" "$ops_args" "$ops_re" <<'PY'
 import concurrent.futures, datetime, json, os, re, shlex, socket, subprocess, sys, time
 
 root, build, out, only = sys.argv[1:5]
 budget, split, ops_args = float(sys.argv[5]), sys.argv[6] == "1", shlex.split(sys.argv[7])
+ops_re = sys.argv[8]
 start = time.monotonic()
 logs = os.path.join(out, "gpu-logs")
 
@@ -161,7 +165,7 @@ def op_names():
     align = os.path.join(build, "harness", "align")
     listing = subprocess.run([align, "run", "--list"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     return [m.group(1) for ln in listing.stdout.decode().splitlines() if "block of" not in ln
-            for m in [re.match(r"^([a-z_0-9]+):", ln)] if m]
+            for m in [re.match(r"^([a-z_0-9]+):", ln)] if m and (not ops_re or re.search(ops_re, m.group(1)))]
 
 def execute_split(cmd, cwd, env, timeout):
     """--split-ops: one process per op in parallel; outputs joined in op order."""
@@ -244,7 +248,8 @@ def report(results, bresults, pending):
              f"- commit: {commit()}",
              f"- build directory: {build} (configured by meson {info['meson_version']['full']} at {old_build})",
              f"- selection: names matching /{only}/" if only else "- selection: every test and benchmark of suite gpu",
-             f"- options: budget {budget:.0f} s, split ops {'yes' if split else 'no'}, ops args {ops_args or 'none'}",
+             f"- options: budget {budget:.0f} s, split ops {'yes' if split else 'no'}, ops args {ops_args or 'none'}"
+             + (f", ops matching '{ops_re}' only" if ops_re else ""),
              "", "## Tests (suite gpu)", "", "| test | verdict | exit status | seconds | log |", "|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| {r['name']} | {r['verdict']} | {r['rc']} | {r['secs']:.1f} | {r['log']} |")

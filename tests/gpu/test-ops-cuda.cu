@@ -250,6 +250,16 @@ static int dcase_run(const struct align_op *op, align_fwd_cuda_fn fwd, const voi
 	}
 	*rc = fwd(params, m, g->in, im->n_in, g->out, im->n_out, L, dev);
 	CK(cudaStreamSynchronize(stream));
+	/* the twin's pool blocks (align_dev_alloc) are per call, as `align run` releases them after each step:
+	 * without this, ops that take pool blocks filled the pool after 16 calls (router_bwd, sparse_attn_bwd:
+	 * "device pool full", status 3, H100 2026-11-28) */
+	align_dev_release_all(dev);
+	if (dev->err && dev->err->status != ALIGN_OK) { /* the twin's message, shown where its status differs */
+		if (*rc != h->rc && *rc != ALIGN_ERR_UNSUPPORTED)
+			fprintf(stderr, "note: %s (cuda) status %d: %s\n", op->name, *rc, dev->err->msg);
+		dev->err->status = ALIGN_OK;
+		dev->err->msg[0] = dev->err->trace[0] = 0;
+	}
 	CK(cudaGetLastError());
 	for (int i = 0; i < im->n_out; i++)
 		CK(cudaMemcpy(g->back[i], g->obuf[i], h->obytes[i] + 2 * GUARD, cudaMemcpyDeviceToHost));
