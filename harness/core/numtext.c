@@ -187,3 +187,15 @@ uint64_t ulp_distance_bf16(uint16_t a, uint16_t b)
 {
 	return dist(a, b, 16);
 }
+
+long numtext_shown_decimals(const char *v, size_t n)
+{
+	const char *dot = memchr(v, '.', n), *e = memchr(v, 'e', n);
+	if (!e)
+		e = memchr(v, 'E', n);
+	const char *mant_end = e ? e : v + n;
+	long frac = dot && dot < mant_end ? (long)(mant_end - dot - 1) : 0;
+	long ex = e ? strtol(e + 1, NULL, 10) : 0;
+	ex = ex > 100000 ? 100000 : ex < -100000 ? -100000 : ex;
+	return frac - ex;
+}

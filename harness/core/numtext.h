@@ -29,6 +29,11 @@ int numtext_parse(const char *text, size_t n, enum prec_kind prec, int prec_n, s
  * parser's check of a field whose value ingest_emit then reads. */
 int numtext_valid(const char *text, size_t n);
 
+/* Decimals a print shows: fraction digits minus the exponent ("8.0481" 4, "1e-05" 5, "2.5e-06" 7,
+ * "10.86875057" 8). The exponent is clamped to +-100000 (no double has one near; strtol saturates at
+ * LONG_MIN/MAX, and the difference overflowed: fuzzer findings in two parsers, 2026-11-25 and 11-28). */
+long numtext_shown_decimals(const char *v, size_t n);
+
 /* Bits of the unique float32 in [lo, hi], if exactly one: returns 1 and sets *bits. */
 int numtext_unique_f32(long double lo, long double hi, uint32_t *bits);
 

@@ -79,17 +79,6 @@ static int is_mtp_loss(const struct paddle_kv *kv)
 	return i > 4 && i + 5 == kv->key_len;
 }
 
-/* Decimals a print shows (fraction digits minus the exponent): "1e-05" -> 5, "10.86875057" -> 8. */
-static long shown_decimals(const char *v, size_t n)
-{
-	const char *dot = memchr(v, '.', n), *e = memchr(v, 'e', n);
-	if (!e)
-		e = memchr(v, 'E', n);
-	const char *mant_end = e ? e : v + n;
-	long frac = dot && dot < mant_end ? (long)(mant_end - dot - 1) : 0;
-	return frac - (e ? strtol(e + 1, NULL, 10) : 0);
-}
-
 /* The ERNIE-kit trainer's job metadata (PaddleFormers dialect): timestamp (ms), mem_*_gb, global_runtime,
  * tokens_per_sec_per_card[_average], TFLOPS_per_sec_per_card, tokens_trained_current_step. */
 static int is_ernie_meta(const struct paddle_kv *kv)
@@ -116,7 +105,7 @@ static void rule_for(const struct paddle_kv *kv, int mean, struct key_rule *r)
 	*r = (struct key_rule){PREC_EXACT, 0, "fp64", "metric"};
 	if (key_eq(kv, "loss")) {
 		*r = (struct key_rule){PREC_DEC, 8, mean ? "fp64" : "fp32", "loss"};
-		if (shown_decimals(kv->val, kv->val_len) > 8)
+		if (numtext_shown_decimals(kv->val, kv->val_len) > 8)
 			r->prec = PREC_EXACT; /* not round(x, 8): a dialect that prints the full repr */
 	} else if (is_mtp_loss(kv) || key_eq(kv, "indexer_loss")) {
 		*r = (struct key_rule){PREC_EXACT, 0, "fp32", "loss"};
@@ -140,7 +129,7 @@ static void rule_for(const struct paddle_kv *kv, int mean, struct key_rule *r)
 	    key_prefix(kv, "current_memory_") || key_prefix(kv, "max_memory_") || key_prefix(kv, "cpu_mem") ||
 	    key_prefix(kv, "gpu_max_memory_") || key_prefix(kv, "metrics_dumper_") || is_ernie_meta(kv))
 		r->phase = "meta";
-	if (r->prec == PREC_DEC && shown_decimals(kv->val, kv->val_len) > r->prec_n)
+	if (r->prec == PREC_DEC && numtext_shown_decimals(kv->val, kv->val_len) > r->prec_n)
 		r->prec = PREC_EXACT;
 	if (r->prec == PREC_EXACT && fixed_format(kv->val, kv->val_len))
 		r->prec = PREC_TEXT; /* "{:.6f}": a rounded decimal, never a repr */

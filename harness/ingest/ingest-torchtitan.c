@@ -40,20 +40,6 @@ static int tt_split(const char *s, size_t n, int64_t *step, const char **loss, s
 	return 0;
 }
 
-/* Decimals a print shows (fraction digits minus the exponent): "8.0481" 4, "1e-05" 5, "2.5e-06" 7. */
-static long tt_decimals(const char *v, size_t n)
-{
-	const char *dot = memchr(v, '.', n), *e = memchr(v, 'e', n);
-	if (!e)
-		e = memchr(v, 'E', n);
-	const char *mant_end = e ? e : v + n;
-	long frac = dot && dot < mant_end ? (long)(mant_end - dot - 1) : 0;
-	long ex = e ? strtol(e + 1, NULL, 10) : 0;
-	/* strtol saturates at LONG_MIN/MAX: clamp (no double has an exponent near) so the difference fits */
-	ex = ex > 100000 ? 100000 : ex < -100000 ? -100000 : ex;
-	return frac - ex;
-}
-
 #define TT_ROUNDED_DECIMALS 5 /* round(loss, 5) of the writers before 2026-03-06 */
 
 struct tt_step {
@@ -108,7 +94,7 @@ static int tt_line(struct ingest *ig, struct tt_step **seen, size_t *n, size_t *
 			.text = loss,
 			.text_len = loss_len,
 			.prec = PREC_EXACT};
-	if (tt_decimals(loss, loss_len) <= TT_ROUNDED_DECIMALS)
+	if (numtext_shown_decimals(loss, loss_len) <= TT_ROUNDED_DECIMALS)
 		r.prec = PREC_DEC, r.prec_n = TT_ROUNDED_DECIMALS;
 	return ingest_emit(ig, &r);
 }

@@ -226,7 +226,7 @@ ALIGN_HD static inline void compressor_norm_row(const struct compressor_cfg *c, 
 	if (!c->norm_fp32)
 		for (int64_t i = 0; i < F; i++)
 			C[i] = align_round_bf16(C[i]);
-	float ss = align_reduce(c->f.order, C, F, 1, 0, 1);
+	float ss = align_reduce_hn(c->f.order, C, F, 1, 0, 1); /* host NaN bits on the device too */
 	float r = compressor_rsqrt(&c->f, hn_add(hn_div(ss, (float)F), c->f.eps));
 	for (int64_t i = 0; i < F; i++) {
 		float wv = c->wbf16 ? align_round_bf16(w[i]) : w[i];

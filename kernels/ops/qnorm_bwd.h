@@ -51,10 +51,10 @@ ALIGN_HD static inline float qnorm_bwd_pre(const struct qnorm_bwd_cfg *c, const 
 	for (int64_t j = 0; j < D; j++)
 		x32[j] = align_bf16_to_f32(q[j]);
 	if (!c->bf16)
-		return hn_add(hn_div(align_reduce(c->b.f.order, x32, D, 1, 0, 1), (float)D), c->b.f.eps);
+		return hn_add(hn_div(align_reduce_hn(c->b.f.order, x32, D, 1, 0, 1), (float)D), c->b.f.eps);
 	for (int64_t j = 0; j < D; j++)
 		tmp[j] = align_round_bf16(hn_mul(x32[j], x32[j]));
-	float ms = align_round_bf16(hn_div(align_reduce(c->b.f.order, tmp, D, 1, 0, 0), (float)D));
+	float ms = align_round_bf16(hn_div(align_reduce_hn(c->b.f.order, tmp, D, 1, 0, 0), (float)D));
 	return align_round_bf16(hn_add(ms, c->b.f.eps));
 }
 
@@ -66,7 +66,7 @@ ALIGN_HD static inline void qnorm_bwd_post(const struct qnorm_bwd_cfg *c, const 
 	if (!c->bf16) {
 		for (int64_t j = 0; j < D; j++)
 			tmp[j] = rmsb_p(&c->b, align_bf16_to_f32(dy[j]), 1.0f, x32[j], r);
-		float s = align_reduce(c->b.f.order, tmp, D, 1, 0, 0);
+		float s = align_reduce_hn(c->b.f.order, tmp, D, 1, 0, 0);
 		for (int64_t j = 0; j < D; j++)
 			dq[j] = align_f32_to_bf16(rmsb_dx(&c->b, align_bf16_to_f32(dy[j]), 1.0f, x32[j], r, s));
 		return;
@@ -74,7 +74,7 @@ ALIGN_HD static inline void qnorm_bwd_post(const struct qnorm_bwd_cfg *c, const 
 	r = align_round_bf16(r);
 	for (int64_t j = 0; j < D; j++)
 		tmp[j] = align_round_bf16(hn_mul(align_bf16_to_f32(dy[j]), x32[j]));
-	float dr = align_round_bf16(align_reduce(c->b.f.order, tmp, D, 1, 0, 0));
+	float dr = align_round_bf16(align_reduce_hn(c->b.f.order, tmp, D, 1, 0, 0));
 	float t = align_round_bf16(hn_mul(-0.5f, dr)), r3 = align_round_bf16(hn_mul(hn_mul(r, r), r));
 	float dsq = align_round_bf16(hn_div(align_round_bf16(hn_mul(t, r3)), (float)D));
 	for (int64_t j = 0; j < D; j++) {

@@ -61,7 +61,7 @@ struct rmsnorm_cfg {
 /* rsqrt of RMSNORM_RSQRT value v: rn, div, approx (the CUDA twins call rsqrtf for cuda themselves) */
 ALIGN_HD static inline float rmsnorm_rsqrt(int v, float x)
 {
-	return v == ALIGN_RMSNORM_RSQRT_DIV	 ? align_rsqrtf_div(x)
+	return v == ALIGN_RMSNORM_RSQRT_DIV	 ? hn_div(1.0f, align_sqrtf(x)) /* align_rsqrtf_div, host NaN bits */
 	       : v == ALIGN_RMSNORM_RSQRT_APPROX ? mimic_rsqrtf_approx(x)
 						 : align_rsqrtf(x);
 }
