@@ -93,8 +93,8 @@ ALIGN_HD static inline float align__reduce_pairwise(const float *x, int64_t n, i
 	return s;
 }
 
-ALIGN_HD static inline float align__reduce_chunked(const float *x, int64_t n, int64_t stride, int64_t chunk,
-						   int square, int hn)
+ALIGN_HD static inline float align__reduce_chunked(const float *x, int64_t n, int64_t stride, int64_t chunk, int square,
+						   int hn)
 {
 	if (n <= 0)
 		return 0.0f;
