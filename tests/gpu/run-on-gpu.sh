@@ -18,6 +18,8 @@
 #   --ops-args A    extra arguments of test-gpu-ops-cuda (e.g. "--quick", "--variant 3").
 #   --ops REGEX     with --split-ops: only the ops whose names match REGEX (Python re.search), e.g.
 #                   '_bwd$|^mtp' (the others are not run and the report says so).
+#   --op-parts N    with --split-ops: each op as N processes (test-gpu-ops-cuda --part I/N: mode sets I
+#                   mod N), for ops whose mode sets take longer than one call serially (compressor, attn).
 # Report: ${OUT:-.}/gpu-report.md; one log per binary under ${OUT:-.}/gpu-logs/. Exit status: 0 when
 # every selected test and benchmark passed, 1 otherwise, 2 when nothing could be run (no GPU, no build
 # directory and no way to make one, no GPU tests in it).
@@ -50,7 +52,7 @@
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
-only="" budget=0 split=0 ops_args="" ops_re=""
+only="" budget=0 split=0 ops_args="" ops_re="" parts=1
 while [ $# -gt 0 ]; do
 	case $1 in
 	--only) only=${2:?--only needs a regular expression}; shift 2 ;;
@@ -58,6 +60,7 @@ while [ $# -gt 0 ]; do
 	--split-ops) split=1; shift ;;
 	--ops-args) ops_args=${2?--ops-args needs arguments}; shift 2 ;;
 	--ops) ops_re=${2:?--ops needs a regular expression}; shift 2 ;;
+	--op-parts) parts=${2:?--op-parts needs a count}; shift 2 ;;
 	-*) echo "error: unknown option '$1'" >&2; exit 2 ;;
 	*) break ;;
 	esac
@@ -98,12 +101,12 @@ if [ ! -f "$build/meson-info/intro-tests.json" ]; then
 fi
 command -v python3 >/dev/null 2>&1 || { echo "error: python3 is needed to read the meson introspection files" >&2; exit 2; }
 
-exec python3 - "$root" "$build" "$out" "$only" "$budget" "$split" "$ops_args" "$ops_re" <<'PY'
+exec python3 - "$root" "$build" "$out" "$only" "$budget" "$split" "$ops_args" "$ops_re" "$parts" <<'PY'
 import concurrent.futures, datetime, json, os, re, shlex, socket, subprocess, sys, time
 
 root, build, out, only = sys.argv[1:5]
 budget, split, ops_args = float(sys.argv[5]), sys.argv[6] == "1", shlex.split(sys.argv[7])
-ops_re = sys.argv[8]
+ops_re, parts = sys.argv[8], max(1, int(sys.argv[9]))
 start = time.monotonic()
 logs = os.path.join(out, "gpu-logs")
 
@@ -173,13 +176,16 @@ def execute_split(cmd, cwd, env, timeout):
     ops = op_names()
     if not ops:
         return "error: `align run --list` named no op\n", None, "FAIL (no ops)"
-    with concurrent.futures.ThreadPoolExecutor(max_workers=len(ops)) as pool:
-        runs = list(pool.map(lambda op: execute(cmd + ["--op", op], cwd, env, timeout), ops))
+    jobs = [(op, i) for op in ops for i in range(parts)]
+    part = lambda i: ["--part", f"{i}/{parts}"] if parts > 1 else []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        runs = list(pool.map(lambda j: execute(cmd + ["--op", j[0]] + part(j[1]), cwd, env, timeout), jobs))
     text, worst = "", "PASS"
-    for op, (t, rc, verdict) in zip(ops, runs):
-        with open(os.path.join(logs, "ops-cuda", f"{op}.log"), "w") as f:
+    for (op, i), (t, rc, verdict) in zip(jobs, runs):
+        name = f"{op}.part{i}" if parts > 1 else op
+        with open(os.path.join(logs, "ops-cuda", f"{name}.log"), "w") as f:
             f.write(t)
-        text += f"== --op {op}: {verdict} (exit status {rc})\n{t}"
+        text += f"== --op {op}{' --part %d/%d' % (i, parts) if parts > 1 else ''}: {verdict} (exit status {rc})\n{t}"
         if verdict != "PASS" and worst == "PASS":
             worst = verdict
     return text, (0 if worst == "PASS" else None), worst
@@ -249,7 +255,7 @@ def report(results, bresults, pending):
              f"- build directory: {build} (configured by meson {info['meson_version']['full']} at {old_build})",
              f"- selection: names matching /{only}/" if only else "- selection: every test and benchmark of suite gpu",
              f"- options: budget {budget:.0f} s, split ops {'yes' if split else 'no'}, ops args {ops_args or 'none'}"
-             + (f", ops matching '{ops_re}' only" if ops_re else ""),
+             + (f", ops matching '{ops_re}' only" if ops_re else "") + (f", {parts} parts per op" if parts > 1 else ""),
              "", "## Tests (suite gpu)", "", "| test | verdict | exit status | seconds | log |", "|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| {r['name']} | {r['verdict']} | {r['rc']} | {r['secs']:.1f} | {r['log']} |")

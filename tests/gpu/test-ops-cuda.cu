@@ -49,6 +49,7 @@ struct opts {
 	int quick;	  /* --quick: fewer launch configurations, dims and seeds (emulator runs) */
 	uint64_t seed;	  /* base seed */
 	int variant;	  /* --variant K: only parameter variant K (-1: all) */
+	int part, parts;  /* --part I/N: only the mode sets whose index is I mod N (parts 1: all) */
 };
 
 struct tally {
@@ -547,7 +548,7 @@ static int check_op(struct ctx *c, const struct align_op *op)
 			op->impl->params_variant(params, &dv[di], var);
 			int nseeds = di == 0 && !c->o->quick ? 2 : 1;
 			for (int mi = 0; !e && mi < nms; mi++)
-				for (int fill = 0; !e && fill < N_FILLS; fill++)
+				for (int fill = 0; !e && fill < N_FILLS && mi % c->o->parts == c->o->part; fill++)
 					for (int s = 0; !e && s < nseeds; s++)
 						e = run_case(c, op, fwd, params, var, &dv[di], dn[di], &ms[mi], fill,
 							     c->o->seed + (uint64_t)s * 0x9e3779b97f4a7c15ull);
@@ -705,7 +706,7 @@ static int run_parallel(const struct opts *o, int jobs)
 
 int main(int argc, char **argv)
 {
-	struct opts o = {NULL, 0, 0xa11a5eedull, -1};
+	struct opts o = {NULL, 0, 0xa11a5eedull, -1, 0, 1};
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	const long nops = ALIGN_OP_COUNT;
 	int jobs = cpus > 1 ? (int)(cpus < nops ? cpus : nops) : 1;
@@ -720,8 +721,12 @@ int main(int argc, char **argv)
 			jobs = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--variant") && i + 1 < argc && atoi(argv[i + 1]) >= 0)
 			o.variant = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--part") && i + 1 < argc &&
+			 sscanf(argv[i + 1], "%d/%d", &o.part, &o.parts) == 2 && o.parts >= 1 && o.part >= 0 &&
+			 o.part < o.parts)
+			i++;
 		else {
-			fprintf(stderr, "usage: %s [--op NAME] [--variant K] [--quick] [--seed HEX] [--jobs N]\n",
+			fprintf(stderr, "usage: %s [--op NAME] [--variant K] [--part I/N] [--quick] [--seed HEX] [--jobs N]\n",
 				argv[0]);
 			return 2;
 		}
