@@ -726,7 +726,8 @@ int main(int argc, char **argv)
 			 o.part < o.parts)
 			i++;
 		else {
-			fprintf(stderr, "usage: %s [--op NAME] [--variant K] [--part I/N] [--quick] [--seed HEX] [--jobs N]\n",
+			fprintf(stderr,
+				"usage: %s [--op NAME] [--variant K] [--part I/N] [--quick] [--seed HEX] [--jobs N]\n",
 				argv[0]);
 			return 2;
 		}
