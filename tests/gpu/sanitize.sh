@@ -8,11 +8,14 @@
 #   BUILD_DIR      a -Dcuda=enabled build (default build-gpu, relative to the repository root)
 #   --tools T      the tools, comma-separated (default all three)
 #   --only REGEX   the binaries whose short name (ops, rows, digest) matches REGEX (grep -E)
-#   --ops-args A   arguments of test-gpu-ops-cuda (default "--quick": every op, variant and mode set,
-#                  smaller shapes; the sanitizer runs each launch 10-100x slower)
+#   --ops-args A   arguments of test-gpu-ops-cuda (default "--sanitize": every op, variant, mode set and fill,
+#                  smaller shapes, launch configurations {defaults, 96 threads x 3 blocks, serial} once each; the sanitizer runs each launch 10-100x slower)
 #   --split-ops    run test-gpu-ops-cuda once per op (--op OP, the ops `align run --list` names), up to
 #                  --jobs at once (default: half the CPU cores), each with its own log and verdict: the whole
 #                  set under memcheck takes more than one device call in one process
+#   --ops REGEX    with --split-ops: only the ops whose name matches REGEX (grep -E)
+#   --op-parts N   with --split-ops: each op as N processes (test-gpu-ops-cuda --part I/N: mode sets I mod N),
+#                  for the ops whose mode sets take longer than one device call under the sanitizer
 #   --jobs J       parallel sanitizer processes with --split-ops
 #   --timeout S    stop each sanitizer process after S seconds (reported NOT CLEAN, exit 124), so that a
 #                  device call ends with the table
@@ -28,13 +31,15 @@
 #   pip download --no-deps 'nvidia-cuda-sanitizer-api==13.0.*' -d .gpucarry   (here, once; 14 MB)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-tools=memcheck,racecheck,initcheck only="" ops_args="--quick" split=0 jobs=$(($(nproc) / 2)) unit_timeout=0 deadline=0
+tools=memcheck,racecheck,initcheck only="" ops_args="--sanitize" split=0 op_re="" op_parts=1 jobs=$(($(nproc) / 2)) unit_timeout=0 deadline=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--tools) tools=${2:?--tools needs a list}; shift 2 ;;
 	--only) only=${2:?--only needs a regular expression}; shift 2 ;;
 	--ops-args) ops_args=${2?--ops-args needs arguments}; shift 2 ;;
 	--split-ops) split=1; shift ;;
+	--ops) op_re=${2:?--ops needs a regular expression}; shift 2 ;;
+	--op-parts) op_parts=${2:?--op-parts needs a number}; shift 2 ;;
 	--jobs) jobs=${2:?--jobs needs a number}; shift 2 ;;
 	--timeout) unit_timeout=${2:?--timeout needs seconds}; shift 2 ;;
 	--deadline) deadline=${2:?--deadline needs seconds}; shift 2 ;;
@@ -84,7 +89,16 @@ for tool in "${tool_list[@]}"; do
 		[ -z "$only" ] || grep -Eq -- "$only" <<<"$n" || continue
 		if [ "$n" = ops ] && [ "$split" = 1 ]; then
 			ops=$("$build/harness/align" run --list | grep -v 'block of' | grep -o '^[a-z_0-9]*:' | tr -d :) || exit 2
-			for op in $ops; do units+=("$tool|ops-$op|${bin[$n]}|${args[$n]} --op $op"); done
+			for op in $ops; do
+				[ -z "$op_re" ] || grep -Eq -- "$op_re" <<<"$op" || continue
+				if [ "$op_parts" -gt 1 ]; then
+					for ((p = 0; p < op_parts; p++)); do
+						units+=("$tool|ops-$op-part$p|${bin[$n]}|${args[$n]} --op $op --part $p/$op_parts")
+					done
+				else
+					units+=("$tool|ops-$op|${bin[$n]}|${args[$n]} --op $op")
+				fi
+			done
 		else
 			units+=("$tool|$n|${bin[$n]}|${args[$n]}")
 		fi

@@ -22,7 +22,7 @@
  * One line per case (op, variant, dims, modes, fill, seed, verdict) and a summary.
  * Exit status: 0 pass, 1 any mismatch, 2 host or CUDA error, 77 skip (no CUDA device).
  * Host code only (.cu so that nvcc provides the CUDA headers; valid C++ and C).
- * Run: meson test -C build-cu2 --suite gpu, or build-cu2/tests/gpu/test-gpu-ops-cuda [--op NAME] [--quick]
+ * Run: meson test -C build-cu2 --suite gpu, or build-cu2/tests/gpu/test-gpu-ops-cuda [--op NAME] [--quick | --sanitize]
  * [--seed HEX] [--jobs N] [--variant K]. --variant K: only parameter variant K (to split a long op over
  * calls). Without --op the ops run in parallel worker processes (--jobs, default the number of CPUs up to
  * the number of ops; each worker has its own CUDA context), outputs in op order. Without a GPU:
@@ -47,6 +47,8 @@
 struct opts {
 	const char *only; /* --op NAME */
 	int quick;	  /* --quick: fewer launch configurations, dims and seeds (emulator runs) */
+	int sanitize;	  /* --sanitize: --quick, three launch configurations run once, no batch-invariance
+			   * case (compute-sanitizer runs: every mode set's code path, 10-100x slower launches) */
 	uint64_t seed;	  /* base seed */
 	int variant;	  /* --variant K: only parameter variant K (-1: all) */
 	int part, parts;  /* --part I/N: only the mode sets whose index is I mod N (parts 1: all) */
@@ -86,6 +88,7 @@ static const struct align_launch launches[] = {
 };
 #define N_LAUNCH (sizeof launches / sizeof launches[0])
 static const int quick_launches[] = {0, 1, 3, 6};
+static const int sanitize_launches[] = {0, 3, 6}; /* defaults, grid-stride non-power-of-two, serial */
 
 static const char *fill_name[N_FILLS] = {"normal", "special", "extreme"};
 
@@ -303,14 +306,18 @@ static int check_launches(struct ctx *c, const struct align_op *op, align_fwd_cu
 			  size_t len, unsigned char **first)
 {
 	const struct align_op_impl *im = op->impl;
-	int nl = c->o->quick ? (int)(sizeof quick_launches / sizeof quick_launches[0]) : (int)N_LAUNCH;
+	const int *pick = c->o->sanitize ? sanitize_launches : c->o->quick ? quick_launches : NULL;
+	int nl = c->o->sanitize ? (int)(sizeof sanitize_launches / sizeof sanitize_launches[0])
+		 : c->o->quick	? (int)(sizeof quick_launches / sizeof quick_launches[0])
+				: (int)N_LAUNCH;
+	int runs = c->o->sanitize ? 1 : 2;
 	unsigned char *prev[MAXT] = {0};
 	*verdict = 0;
 	for (int li = 0; li < nl && *verdict == 0; li++) {
-		const struct align_launch *L = &launches[c->o->quick ? quick_launches[li] : li];
+		const struct align_launch *L = &launches[pick ? pick[li] : li];
 		char ln[96];
 		launch_name(L, ln, sizeof ln);
-		for (int run = 0; run < 2 && *verdict == 0; run++) {
+		for (int run = 0; run < runs && *verdict == 0; run++) {
 			int rc, e = dcase_run(op, fwd, params, m, h, g, L, run ? 0x3c : 0xcd, c->dev, &rc);
 			if (e)
 				return e;
@@ -456,7 +463,7 @@ static int run_case(struct ctx *c, const struct align_op *op, align_fwd_cuda_fn 
 		dcase_free(op, &g);
 	}
 	char note[420] = "";
-	if (!e && verdict == 0 && h.rc == 0) {
+	if (!e && verdict == 0 && h.rc == 0 && !c->o->sanitize) {
 		int bad = 0;
 		e = check_invariance(c, op, fwd, params, d, &ms->m, fill, seed, first, &bad, msg, sizeof msg);
 		if (bad && not_invariant_by_design(op, &ms->m)) { /* reported, not asserted */
@@ -582,7 +589,7 @@ static int run_ops(const struct opts *o, int worker)
 		printf("ops-cuda on %s: %ld cases (%ld launches): %ld pass (%ld of them GPU-only modes, checked for "
 		       "determinism and invariance), %ld fail, %ld not supported on the GPU%s (seed 0x%" PRIx64 "%s)\n",
 		       dev.name, t.cases, t.launches, t.pass, t.gpu_only, t.fail, t.unsupported,
-		       rc ? ", stopped by an error" : "", o->seed, o->quick ? ", quick" : "");
+		       rc ? ", stopped by an error" : "", o->seed, o->sanitize ? ", sanitize" : o->quick ? ", quick" : "");
 		if (t.unsupported)
 			printf("not supported on the GPU (status 4): %s\n", t.unsupported_list);
 		if (t.missing[0])
@@ -694,7 +701,7 @@ static int run_parallel(const struct opts *o, int jobs)
 	       "determinism and invariance), %ld fail, %ld not supported on the GPU%s (seed 0x%" PRIx64
 	       "%s, %d worker processes)\n",
 	       dev, t.cases, t.launches, t.pass, t.gpu_only, t.fail, t.unsupported,
-	       rc ? ", a worker stopped on an error" : "", o->seed, o->quick ? ", quick" : "", jobs);
+	       rc ? ", a worker stopped on an error" : "", o->seed, o->sanitize ? ", sanitize" : o->quick ? ", quick" : "", jobs);
 	if (t.unsupported)
 		printf("not supported on the GPU (status 4): %s\n", t.unsupported_list);
 	if (t.missing[0])
@@ -706,7 +713,7 @@ static int run_parallel(const struct opts *o, int jobs)
 
 int main(int argc, char **argv)
 {
-	struct opts o = {NULL, 0, 0xa11a5eedull, -1, 0, 1};
+	struct opts o = {NULL, 0, 0, 0xa11a5eedull, -1, 0, 1};
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	const long nops = ALIGN_OP_COUNT;
 	int jobs = cpus > 1 ? (int)(cpus < nops ? cpus : nops) : 1;
@@ -715,6 +722,8 @@ int main(int argc, char **argv)
 			o.only = argv[++i];
 		else if (!strcmp(argv[i], "--quick"))
 			o.quick = 1;
+		else if (!strcmp(argv[i], "--sanitize"))
+			o.quick = o.sanitize = 1;
 		else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
 			o.seed = strtoull(argv[++i], NULL, 16);
 		else if (!strcmp(argv[i], "--jobs") && i + 1 < argc && atoi(argv[i + 1]) >= 1)
@@ -727,7 +736,7 @@ int main(int argc, char **argv)
 			i++;
 		else {
 			fprintf(stderr,
-				"usage: %s [--op NAME] [--variant K] [--part I/N] [--quick] [--seed HEX] [--jobs N]\n",
+				"usage: %s [--op NAME] [--variant K] [--part I/N] [--quick | --sanitize] [--seed HEX] [--jobs N]\n",
 				argv[0]);
 			return 2;
 		}
