@@ -52,6 +52,7 @@ struct opts {
 	uint64_t seed;	  /* base seed */
 	int variant;	  /* --variant K: only parameter variant K (-1: all) */
 	int part, parts;  /* --part I/N: only the mode sets whose index is I mod N (parts 1: all) */
+	int fill;	  /* --fill K: only input fill K (-1: all) */
 };
 
 struct tally {
@@ -556,9 +557,11 @@ static int check_op(struct ctx *c, const struct align_op *op)
 			int nseeds = di == 0 && !c->o->quick ? 2 : 1;
 			for (int mi = 0; !e && mi < nms; mi++)
 				for (int fill = 0; !e && fill < N_FILLS && mi % c->o->parts == c->o->part; fill++)
-					for (int s = 0; !e && s < nseeds; s++)
-						e = run_case(c, op, fwd, params, var, &dv[di], dn[di], &ms[mi], fill,
-							     c->o->seed + (uint64_t)s * 0x9e3779b97f4a7c15ull);
+					if (c->o->fill < 0 || c->o->fill == fill)
+						for (int s = 0; !e && s < nseeds; s++)
+							e = run_case(c, op, fwd, params, var, &dv[di], dn[di], &ms[mi],
+								     fill,
+								     c->o->seed + (uint64_t)s * 0x9e3779b97f4a7c15ull);
 		}
 	free(params);
 	return e;
@@ -589,7 +592,10 @@ static int run_ops(const struct opts *o, int worker)
 		printf("ops-cuda on %s: %ld cases (%ld launches): %ld pass (%ld of them GPU-only modes, checked for "
 		       "determinism and invariance), %ld fail, %ld not supported on the GPU%s (seed 0x%" PRIx64 "%s)\n",
 		       dev.name, t.cases, t.launches, t.pass, t.gpu_only, t.fail, t.unsupported,
-		       rc ? ", stopped by an error" : "", o->seed, o->sanitize ? ", sanitize" : o->quick ? ", quick" : "");
+		       rc ? ", stopped by an error" : "", o->seed,
+		       o->sanitize ? ", sanitize"
+		       : o->quick  ? ", quick"
+				   : "");
 		if (t.unsupported)
 			printf("not supported on the GPU (status 4): %s\n", t.unsupported_list);
 		if (t.missing[0])
@@ -701,7 +707,11 @@ static int run_parallel(const struct opts *o, int jobs)
 	       "determinism and invariance), %ld fail, %ld not supported on the GPU%s (seed 0x%" PRIx64
 	       "%s, %d worker processes)\n",
 	       dev, t.cases, t.launches, t.pass, t.gpu_only, t.fail, t.unsupported,
-	       rc ? ", a worker stopped on an error" : "", o->seed, o->sanitize ? ", sanitize" : o->quick ? ", quick" : "", jobs);
+	       rc ? ", a worker stopped on an error" : "", o->seed,
+	       o->sanitize ? ", sanitize"
+	       : o->quick  ? ", quick"
+			   : "",
+	       jobs);
 	if (t.unsupported)
 		printf("not supported on the GPU (status 4): %s\n", t.unsupported_list);
 	if (t.missing[0])
@@ -713,7 +723,7 @@ static int run_parallel(const struct opts *o, int jobs)
 
 int main(int argc, char **argv)
 {
-	struct opts o = {NULL, 0, 0, 0xa11a5eedull, -1, 0, 1};
+	struct opts o = {NULL, 0, 0, 0xa11a5eedull, -1, 0, 1, -1};
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	const long nops = ALIGN_OP_COUNT;
 	int jobs = cpus > 1 ? (int)(cpus < nops ? cpus : nops) : 1;
@@ -722,6 +732,9 @@ int main(int argc, char **argv)
 			o.only = argv[++i];
 		else if (!strcmp(argv[i], "--quick"))
 			o.quick = 1;
+		else if (!strcmp(argv[i], "--fill") && i + 1 < argc && atoi(argv[i + 1]) >= 0 &&
+			 atoi(argv[i + 1]) < N_FILLS)
+			o.fill = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--sanitize"))
 			o.quick = o.sanitize = 1;
 		else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
@@ -736,7 +749,8 @@ int main(int argc, char **argv)
 			i++;
 		else {
 			fprintf(stderr,
-				"usage: %s [--op NAME] [--variant K] [--part I/N] [--quick | --sanitize] [--seed HEX] [--jobs N]\n",
+				"usage: %s [--op NAME] [--variant K] [--part I/N] [--quick | --sanitize] [--fill K] "
+				"[--seed HEX] [--jobs N]\n",
 				argv[0]);
 			return 2;
 		}
