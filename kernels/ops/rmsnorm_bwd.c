@@ -73,10 +73,11 @@ int rmsnorm_bwd_cfg_init(struct rmsnorm_bwd_cfg *c, const struct rmsnorm_bwd_par
 		c->dw_order = ALIGN_REDUCE_SEQ; /* not read */
 		c->dw_torch = torch_sum_cols_step(T, D);
 		if (c->dw_torch < 0)
-			return align_fail(err, ALIGN_ERR_UNSUPPORTED,
-					  "%s: ALIGN_RMSNORM_BWD_DW_ORDER=torch models x.sum(0) without ATen's cross-CTA "
-					  "reduce: T=%lld, D=%lld is outside it",
-					  op, (long long)T, (long long)D);
+			return align_fail(
+				err, ALIGN_ERR_UNSUPPORTED,
+				"%s: ALIGN_RMSNORM_BWD_DW_ORDER=torch models x.sum(0) without ATen's cross-CTA "
+				"reduce: T=%lld, D=%lld is outside it",
+				op, (long long)T, (long long)D);
 		break;
 	default:
 		return op_cfg_unhandled(err, op, MODE_RMSNORM_BWD_DW_ORDER, v, fn);

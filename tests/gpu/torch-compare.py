@@ -1283,7 +1283,8 @@ def probe_cols(torch, dev):
         step = cols_step(T, D)
         res = {}
         if step >= 0:
-            res["torch_sum_cols"] = sum(1 for c, g in zip(cols, got) if f32_bits(model_sum_cols(c, step)) == f32_bits(g))
+            res["torch_sum_cols"] = sum(1 for c, g in zip(cols, got)
+                                        if f32_bits(model_sum_cols(c, step)) == f32_bits(g))
         res["4acc-one-thread"] = sum(1 for c, g in zip(cols, got) if f32_bits(model_sum_strided(c)) == f32_bits(g))
         st2 = cols_step(T, D, threshold=False)
         if step > 1 and st2 > 1:
