@@ -1,6 +1,6 @@
 /* torch_order.h: PyTorch eager CUDA's selection and summation orders for small slices, as plain
  * sequential code shared by the C and CUDA twins (the "torch" values of ROUTER_TOPK_ORDER,
- * ROUTER_SUM and MHC_SUM_ORDER in modes.def). Integer and comparison logic plus binary32 adds in a
+ * ROUTER_SUM, MHC_SUM_ORDER and RMSNORM_BWD_DW_ORDER in modes.def). Integer and comparison logic plus binary32 adds in a
  * fixed association: portable, bit for bit the same on both sides.
  *
  * What each function reproduces (PyTorch 2.x ATen sources, aten/src/ATen/native/cuda; checked
@@ -23,6 +23,19 @@
  *   torch_sum_strided  x.sum(-2) of a [.., n, m] tensor (reduction over a non-innermost dim, n < 64):
  *                   one thread per output with 4 accumulators over k = 0, 4, 8, ... (+ i), combined
  *                   ((a0 + a1) + a2) + a3.
+ *   torch_sum_cols  x.sum(0) of a contiguous [n, m] binary32 tensor, one column (autograd's sum_to of a
+ *                   broadcast weight's gradient; Reduce.cuh setReduceConfig + ReduceOp::thread_reduce_impl +
+ *                   block_y_reduce). The reduced dim is not the fastest, so outputs are vectorised by
+ *                   v = 4, 2, 1 (the largest dividing m; fresh allocations are 16-byte aligned) and
+ *                   set_block_dimension(m / v, n) with 512 / v threads gives block.y = bh; when
+ *                   n >= min(16 bh, 256) the tokens are split over block.y (step bh: thread y takes
+ *                   t = y, y + bh, ...), else one thread takes them all (step 1). Each thread keeps 4
+ *                   accumulators (+0 start) fed its k-th token into accumulator k mod 4, combined
+ *                   ((a0 + a1) + a2) + a3; the bh thread values then meet in block_y_reduce's shared-memory
+ *                   tree (offsets bh/2, ..., 1: y += y + off). torch_sum_cols_step gives the step, or -1
+ *                   where ATen would add a cross-CTA global_reduce (ceil(n / bh) >= 256: its split
+ *                   depends on the SM count; not modelled) or where the iterator drops the column dim
+ *                   (m == 1, n > 127: a contiguous reduction beyond torch_sum_lastdim).
  *   torch_softmax_sum  the denominator of torch.softmax(x, -1) for n <= 1024 (PersistentSoftmax.cuh):
  *                   W = min(next_pow2(n), 32) lanes, lane l sums e[l], e[l + W], ... from 0.0f (padded
  *                   lanes hold exp(-inf) = +0), then an xor butterfly with offsets W/2, ..., 1.
@@ -174,7 +187,8 @@ ALIGN_HD static inline float torch_sum_lastdim(const float *x, int64_t xs, int64
 	return torch_lane_tree(lane, w);
 }
 
-/* x.sum(-2) for one output: x[0..n) (stride xs), 1 <= n <= 63 */
+/* x.sum(-2) for one output: x[0..n) (stride xs), n >= 1 (one thread's 4 accumulators: exact for x.sum(-2)
+ * while n < min(16 block.y, 256), see torch_sum_cols_step) */
 ALIGN_HD static inline float torch_sum_strided(const float *x, int64_t xs, int64_t n)
 {
 	float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -187,6 +201,55 @@ ALIGN_HD static inline float torch_sum_strided(const float *x, int64_t xs, int64
 	for (int i = 0; i < 4 && idx + i < n; i++)
 		a[i] = hn_add(a[i], x[(idx + i) * xs]);
 	return hn_add(hn_add(hn_add(a[0], a[1]), a[2]), a[3]);
+}
+
+#define TORCH_COLS_MAX_STEP 512
+
+ALIGN_HD static inline int64_t torch_last_pow2(int64_t n)
+{
+	int64_t p = 1;
+	while (p * 2 <= n)
+		p *= 2;
+	return p;
+}
+
+/* x.sum(0) of a contiguous [n, m] tensor: the token step (block.y split; 1: one thread per column), 0 for
+ * m == 1 with n <= TORCH_SUM_MAX_N (the iterator's contiguous 1-D reduction: torch_sum_lastdim), -1 where
+ * not modelled */
+ALIGN_HD static inline int64_t torch_sum_cols_step(int64_t n, int64_t m)
+{
+	if (n < 1 || m < 1)
+		return 1;
+	if (m == 1)
+		return n <= TORCH_SUM_MAX_N ? 0 : -1;
+	if (n == 1)
+		return 1;
+	int64_t v = m % 4 == 0 ? 4 : m % 2 == 0 ? 2 : 1, mnt = 512 / v, dim0 = m / v;
+	int64_t d0 = dim0 < mnt ? torch_last_pow2(dim0) : mnt, d1 = n < mnt ? torch_last_pow2(n) : mnt;
+	int64_t bw = d0 < 32 ? d0 : 32;
+	int64_t bh = d1 < mnt / bw ? d1 : mnt / bw;
+	int64_t thr = 16 * bh < 256 ? 16 * bh : 256;
+	if (n < thr)
+		return 1;
+	if ((n + bh - 1) / bh >= 256)
+		return -1;
+	return bh;
+}
+
+/* one column of x.sum(0): x[0..n) (stride xs), step from torch_sum_cols_step (>= 0) */
+ALIGN_HD static inline float torch_sum_cols(const float *x, int64_t xs, int64_t n, int64_t step)
+{
+	if (step == 0)
+		return torch_sum_lastdim(x, xs, n);
+	if (step == 1)
+		return n > 0 ? torch_sum_strided(x, xs, n) : 0.0f;
+	float lane[TORCH_COLS_MAX_STEP];
+	for (int64_t y = 0; y < step; y++)
+		lane[y] = torch_sum_strided(x + y * xs, xs * step, (n - y + step - 1) / step);
+	for (int64_t off = step / 2; off > 0; off /= 2)
+		for (int64_t y = 0; y < off; y++)
+			lane[y] = hn_add(lane[y], lane[y + off]);
+	return lane[0];
 }
 
 /* the softmax denominator of e[0..n) (stride es), e = exp(x - max), 1 <= n <= 1024 */

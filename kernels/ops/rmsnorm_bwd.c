@@ -57,6 +57,7 @@ int rmsnorm_bwd_cfg_init(struct rmsnorm_bwd_cfg *c, const struct rmsnorm_bwd_par
 		return op_cfg_unhandled(err, op, MODE_RMSNORM_BWD_FORM, v, fn);
 	}
 	c->dw_chunk = 0;
+	c->dw_torch = -1;
 	switch ((enum align_RMSNORM_BWD_DW_ORDER_value)(v = m->v[MODE_RMSNORM_BWD_DW_ORDER])) {
 	case ALIGN_RMSNORM_BWD_DW_ORDER_SEQ:
 		c->dw_order = ALIGN_REDUCE_SEQ;
@@ -67,6 +68,16 @@ int rmsnorm_bwd_cfg_init(struct rmsnorm_bwd_cfg *c, const struct rmsnorm_bwd_par
 	case ALIGN_RMSNORM_BWD_DW_ORDER_SPLIT16:
 		c->dw_order = ALIGN_REDUCE_CHUNKED;
 		c->dw_chunk = (T + 15) / 16;
+		break;
+	case ALIGN_RMSNORM_BWD_DW_ORDER_TORCH:
+		c->dw_order = ALIGN_REDUCE_SEQ; /* not read */
+		c->dw_torch = torch_sum_cols_step(T, D);
+		if (c->dw_torch < 0)
+			return align_fail(
+				err, ALIGN_ERR_UNSUPPORTED,
+				"%s: ALIGN_RMSNORM_BWD_DW_ORDER=torch models x.sum(0) without ATen's cross-CTA "
+				"reduce: T=%lld, D=%lld is outside it",
+				op, (long long)T, (long long)D);
 		break;
 	default:
 		return op_cfg_unhandled(err, op, MODE_RMSNORM_BWD_DW_ORDER, v, fn);
@@ -106,7 +117,7 @@ int rmsnorm_bwd_fwd_cpu(const struct rmsnorm_bwd_params *p, const struct align_m
 		}
 	}
 	for (int64_t j = 0; j < D; j++)
-		ops_st(&out[1], j, align_reduce(c.dw_order, q + j, T, D, c.dw_chunk, 0));
+		ops_st(&out[1], j, rmsb_dw(&c, q, j, 0));
 	free(x32);
 	free(pr);
 	free(q);

@@ -61,7 +61,7 @@ __global__ void rmsnorm_bwd_dw_kernel(rmsb_args a)
 {
 	for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < a.c.D;
 	     j += (int64_t)gridDim.x * blockDim.x) {
-		float v = align_reduce_hn(a.c.dw_order, a.q + j, a.c.T, a.c.D, a.c.dw_chunk, 0);
+		float v = rmsb_dw(&a.c, a.q, j, 1);
 		if (a.c.dw_dtype == ALIGN_DT_BF16)
 			((align_bf16 *)a.dw)[j] = align_f32_to_bf16(v);
 		else

@@ -22,7 +22,10 @@
  *                  sum_loss2, times term1 = (1 / fH) * c_invvar)
  *   dw_j = sum over t of q_tj = g_tj * (x_tj * r_t) in the RMSNORM_BWD_DW_ORDER token order (seq; pairwise
  *        as reduce.h; split16: 16 contiguous chunks of ceil(T/16) tokens summed in order, then the partials
- *        left to right = reduce.h CHUNKED), binary32; stored per RMSNORM_BWD_DW_DTYPE (R for bf16).
+ *        left to right = reduce.h CHUNKED; torch: PyTorch eager CUDA's x.sum(0) of the [T,D] product, which
+ *        autograd's sum_to runs for the broadcast weight (torch_order.h torch_sum_cols: 4 accumulators per
+ *        thread, block.y split from T >= min(16 block.y, 256); shapes where ATen adds a cross-CTA reduce,
+ *        ceil(T / block.y) >= 256, are refused), binary32; stored per RMSNORM_BWD_DW_DTYPE (R for bf16).
  * Error bound vs the long double evaluation of the exact gradient with the same w' and binary32 eps
  * (u = 2^-24): dx: (2D + 64) u (r |dn_j| + r |n_j| S / D), S = sum |dn_j n_j|, plus half a bf16 ulp;
  * dw: (T + D + 32) u sum_t |q_tj| plus the output rounding. test-ops-ref-bwd.c checks both on the finite
@@ -34,6 +37,7 @@
 
 #include "nan_host.h"
 #include "rmsnorm.h"
+#include "torch_order.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -50,6 +54,7 @@ struct rmsnorm_bwd_cfg {
 	int form;		     /* ALIGN_RMSNORM_BWD_FORM_* */
 	enum align_reduce_order dw_order;
 	int64_t dw_chunk; /* split16: ceil(T/16) */
+	int64_t dw_torch; /* torch: torch_sum_cols_step(T, D) (>= 0); -1 for the other orders */
 	int dw_dtype;	  /* enum align_dtype of dw */
 };
 
@@ -79,6 +84,15 @@ ALIGN_HD static inline float rmsb_dx(const struct rmsnorm_bwd_cfg *c, float g, f
 		return hn_mul(hn_sub(hn_mul(D, dn), hn_mul(hn_mul(x, r), s)), hn_mul(1.0f / D, r));
 	float r3 = hn_mul(hn_mul(r, r), r);
 	return hn_add(hn_mul(dn, r), hn_mul(hn_div(hn_mul(hn_mul(-0.5f, s), r3), D), hn_mul(2.0f, x)));
+}
+
+/* dw_j before the output rounding: column j of q[T,D] */
+ALIGN_HD static inline float rmsb_dw(const struct rmsnorm_bwd_cfg *c, const float *q, int64_t j, int hn)
+{
+	if (c->dw_torch >= 0)
+		return torch_sum_cols(q + j, c->D, c->T, c->dw_torch);
+	return hn ? align_reduce_hn(c->dw_order, q + j, c->T, c->D, c->dw_chunk, 0)
+		  : align_reduce(c->dw_order, q + j, c->T, c->D, c->dw_chunk, 0);
 }
 
 /* q_tj of the weight gradient */

@@ -2,7 +2,7 @@
 """torch-compare.py: align's CUDA twins against PyTorch eager on CUDA, bit for bit.
 
 usage: python3 tests/gpu/torch-compare.py [ALIGN] [--device cuda|cpu] [--keep DIR] [--skip-missing]
-                                        [--explain OP,OP...] [--ops OP,OP...]
+                                        [--explain OP,OP...] [--ops OP,OP...] [--probe]
        python3 tests/gpu/torch-compare.py [ALIGN] --self-test      (no torch needed)
 
 ALIGN defaults to build-gpu/harness/align (--self-test: build/harness/align, device cpu).
@@ -12,6 +12,7 @@ ALIGN defaults to build-gpu/harness/align (--self-test: build/harness/align, dev
 whether an assignment reproduces them and whether the case's own profile is among those that do; these
 rows are reported, not judged (the exit status is the comparison's).
 --ops OPS: only the cases of these ops (a short GPU call that re-checks one op).
+--probe: only the reduction-order probes (probe_orders, probe_cols), then exit 0.
 
 For each case the script writes the inputs itself (hand-written safetensors, with pathological
 values), runs `ALIGN run OP --device D --profile P --inputs in.st --outputs out.st --shape ...`,
@@ -990,9 +991,10 @@ def cases():
                     shape="T=%d,D=%d,F=%d,S=%d" % (BW_T, BW_D, BW_F, BW_T), inputs=matmul_bwd_inputs(BW_T, BW_D, BW_F),
                     outputs=["da", "db"], ref=("matmul_bwd", {}), informational=True, cpu_ok=True,
                     why="cuBLAS's dgrad/wgrad kernels vs the portable order"))  # reads no GPU-only switch
-    out.append(dict(op="rmsnorm_bwd", label="deepseek-ref-cuda+informational", profile="deepseek-ref-cuda", modes=[],
+    # judged: dx was equal on the H100; dw takes RMSNORM_BWD_DW_ORDER=torch (x.sum(0), see probe_cols)
+    out.append(dict(op="rmsnorm_bwd", label="deepseek-ref-cuda", profile="deepseek-ref-cuda", modes=[],
                     shape="T=%d,D=%d" % (BW_T, BW_D), inputs=norm_bwd_inputs([BW_T, BW_D], True),
-                    outputs=["dx", "dw"], ref=("rmsnorm_bwd", {}), informational=True, why=why))
+                    outputs=["dx", "dw"], ref=("rmsnorm_bwd", {})))
     out.append(dict(op="qnorm_bwd", label="deepseek-ref-cuda+informational", profile="deepseek-ref-cuda", modes=[],
                     shape="T=%d,H=%d,D=%d" % (BW_T, BW_H, BW_D), inputs=norm_bwd_inputs([BW_T, BW_H, BW_D], False),
                     outputs=["dq"], ref=("qnorm_bwd", {}), informational=True, why=why))
@@ -1080,6 +1082,9 @@ def main(argv):
         i = args.index("--explain")
         explain_ops = set(args[i + 1].split(","))
         del args[i:i + 2]
+    only_probe = "--probe" in args
+    if only_probe:
+        args.remove("--probe")
     only_ops = None
     if "--ops" in args:
         i = args.index("--ops")
@@ -1102,7 +1107,7 @@ def main(argv):
     try:
         if self_test:
             return self_test_run(align, device, workdir)
-        return compare_run(align, device, workdir, explain_ops, only_ops)
+        return compare_run(align, device, workdir, explain_ops, only_ops, only_probe)
     except Missing as e:
         print("torch-compare: %s" % e, file=sys.stderr)
         return 77 if skip_missing else 2
@@ -1219,6 +1224,96 @@ def model_seq(x):
     return s
 
 
+def last_pow2(n):
+    p = 1
+    while p * 2 <= n:
+        p *= 2
+    return p
+
+
+def cols_step(n, m, threshold=True):  # kernels/core/torch_order.h torch_sum_cols_step
+    if m == 1:
+        return 0 if n <= 127 else -1
+    if n == 1:
+        return 1
+    v = 4 if m % 4 == 0 else 2 if m % 2 == 0 else 1
+    mnt, dim0 = 512 // v, m // v
+    d0 = last_pow2(dim0) if dim0 < mnt else mnt
+    d1 = last_pow2(n) if n < mnt else mnt
+    bw = min(d0, 32)
+    bh = min(d1, mnt // bw)
+    if threshold and n < min(16 * bh, 256):
+        return 1
+    if (n + bh - 1) // bh >= 256:
+        return -1
+    return bh
+
+
+def model_sum_cols(col, step, decreasing=True):  # torch_sum_cols
+    if step == 0:
+        return model_sum_lastdim(col, True)
+    if step == 1:
+        return model_sum_strided(col)
+    lanes = [model_sum_strided(col[y::step]) for y in range(step)]
+    return tree_lanes(lanes, step, decreasing)
+
+
+def model_pairwise(x):  # a halving tree (left half + right half), for contrast
+    if len(x) == 1:
+        return x[0]
+    h = (len(x) + 1) // 2
+    return f32(model_pairwise(x[:h]) + model_pairwise(x[h:]))
+
+
+def probe_cols(torch, dev):
+    """x.sum(0) of a contiguous [T, D] fp32 tensor (autograd's sum_to of rmsnorm's broadcast weight):
+    columns matching each candidate order; 'torch_sum_cols' is ALIGN_RMSNORM_BWD_DW_ORDER=torch."""
+    r = random.Random(5)
+    print("## probe: x.sum(0) of a [T, D] fp32 tensor (RMSNORM_BWD_DW_ORDER=torch; columns matching each model)")
+    print("## a model is right for a shape when its count equals D; 'step' is the block.y split the model assumes")
+    shapes = [(T, 64) for T in (2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 48, 63, 64)]
+    shapes += [(BW_T, BW_D), (32, 256), (100, 64), (127, 64), (128, 64), (129, 64), (200, 64), (256, 64),
+               (1000, 64), (2047, 64), (16, 6), (300, 6), (33, 63), (600, 63), (16, 1), (100, 1), (64, 512)]
+    allok = {"torch_sum_cols": True, "4acc-one-thread": True, "split-increasing-tree": True}
+    for (T, D) in shapes:
+        rows = [[f32(r.uniform(-1, 1) * 2.0 ** r.randint(-12, 12)) for _ in range(D)] for _ in range(T)]
+        t = torch.tensor(rows, dtype=torch.float32, device=dev)
+        got = [bits_f32(b & 0xFFFFFFFF) for b in t.sum(dim=0).view(torch.int32).tolist()]
+        cols = [[rows[i][j] for i in range(T)] for j in range(D)]
+        step = cols_step(T, D)
+        res = {}
+        if step >= 0:
+            res["torch_sum_cols"] = sum(1 for c, g in zip(cols, got)
+                                        if f32_bits(model_sum_cols(c, step)) == f32_bits(g))
+        res["4acc-one-thread"] = sum(1 for c, g in zip(cols, got) if f32_bits(model_sum_strided(c)) == f32_bits(g))
+        st2 = cols_step(T, D, threshold=False)
+        if step > 1 and st2 > 1:
+            res["split-increasing-tree"] = sum(1 for c, g in zip(cols, got)
+                                               if f32_bits(model_sum_cols(c, st2, False)) == f32_bits(g))
+        res["seq"] = sum(1 for c, g in zip(cols, got) if f32_bits(model_seq(c)) == f32_bits(g))
+        res["halving-pairwise"] = sum(1 for c, g in zip(cols, got) if f32_bits(model_pairwise(c)) == f32_bits(g))
+        for k in allok:
+            if k in res and res[k] != D:
+                allok[k] = False
+        print("sum(0) T=%-4d D=%-3d step=%-3s %s" % (T, D, step if step >= 0 else "n/m",
+                                                   "  ".join("%s: %d/%d" % (k, v, D) for k, v in res.items())))
+    # the autograd path itself at the test shape: w.grad of (w * n).backward(g) against the model on g * n
+    T, D = BW_T, BW_D
+    with torch.enable_grad():
+        n = torch.tensor([[f32(r.uniform(-2, 2)) for _ in range(D)] for _ in range(T)], device=dev)
+        g = torch.tensor([[f32(r.uniform(-0.05, 0.05)) for _ in range(D)] for _ in range(T)], device=dev)
+        w = torch.ones(D, device=dev, requires_grad=True)
+        (w * n).backward(g)
+    q = (g * n).tolist()
+    got = [bits_f32(b & 0xFFFFFFFF) for b in w.grad.view(torch.int32).tolist()]
+    ok = sum(1 for j in range(D) if f32_bits(model_sum_cols([f32(q[i][j]) for i in range(T)], cols_step(T, D)))
+             == f32_bits(got[j]))
+    print("autograd (w * n).backward(g), w.grad T=%d D=%d: torch_sum_cols %d/%d" % (T, D, ok, D))
+    print("probe verdict: %s" % ", ".join("%s %s" % (k, "matches every shape" if v else "fails somewhere")
+                                          for k, v in allok.items()))
+    print()
+
+
 def probe_orders(torch, dev):
     r = random.Random(3)
     print("## probe: association of PyTorch's CUDA reductions (rows matching each model)")
@@ -1237,7 +1332,7 @@ def probe_orders(torch, dev):
     print()
 
 
-def compare_run(align, device, workdir, explain_ops=(), only_ops=None):
+def compare_run(align, device, workdir, explain_ops=(), only_ops=None, only_probe=False):
     try:
         import torch
         import torch.nn.functional as F
@@ -1251,6 +1346,9 @@ def compare_run(align, device, workdir, explain_ops=(), only_ops=None):
     print("torch %s, device %s%s, align %s --device %s" % (
         torch.__version__, dev, (" (%s)" % torch.cuda.get_device_name(0)) if dev == "cuda" else "", align, device))
     probe_orders(torch, dev)
+    probe_cols(torch, dev)
+    if only_probe:
+        return 0
     rows, explained = [], []
     for i, c in enumerate(cases()):
         if only_ops is not None and c["op"].split("[")[0] not in only_ops:
