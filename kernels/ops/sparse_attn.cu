@@ -5,6 +5,12 @@
  * MATH_IMPL=libm has no GPU twin (status 4); MATH_IMPL=cuda / cuda_fast (GPU only) take exp / exp2 from
  * CUDA (math_cuda.cuh).
  *
+ * Two kernels. sparse_attn_fast_kernel (below, its own comment and limiter analysis) runs every mode
+ * except CSA_SUM_ORDER=torch and launch.serial: a register-tiled SIMT GEMM for QK and PV with the C twin's
+ * per-output reduction order; launch knobs there: rows_per_block (heads per block, default and at most
+ * 32), grid_cap; block is ignored (the tile fixes 4 x heads-rounded-to-8 threads). sparse_attn_kernel
+ * (the general kernel, 38 / 66 ms on the H100 at DSv4-Flash shapes before the fast path) runs torch sums,
+ * serial, and shapes whose slot-major logits do not fit the fast path's shared memory:
  * Layout: one block per (token t, group of HB heads) (HB = launch.rows_per_block, default 16, at most H),
  * grid-stride over the T * ceil(H / HB) groups. Shared memory: the visiting order's kv rows js[N], the HB
  * query rows (bf16, row stride D + 2 when D = 0 mod 4: an odd number of 4-byte words, so that threads on
