@@ -11,7 +11,8 @@ top-k, S = T + T/4 kv rows, int32 indices with -1 slots):
     exp(sink - m)), fp32 einsum p.kv, cast to bf16 (TF32 off);
   bf16 path (the same math with bf16 GEMMs, DS-ref's precision: bf16 q.kv with fp32 output, bf16 P).
 Torch is processed in chunks of tokens so the gathered kv fits; times are CUDA-event medians of 5 runs
-after 2 warm-ups. Prints both, and align's speed-up over each eager path.
+after 2 warm-ups. Prints both, and per align profile its time, its fraction of the non-FMA fp32
+roofline (the binary's roofline= field: SMs x 128 lanes x clock), both eager times and the speed-ups.
 Exit 0; 1 when align's binary failed; 2 when it could not run; 77 with --skip-missing and no torch/GPU.
 """
 import re
@@ -99,11 +100,14 @@ def main(argv):
     with torch.no_grad():
         res = eager(torch, T)
     align = {m.group(1): float(m.group(2)) for m in re.finditer(r"profile=(\S+) .*? ms=([0-9.]+)", out)}
+    roof = {m.group(1): float(m.group(2)) for m in re.finditer(r"profile=(\S+) .*? roofline=([0-9.]+)", out)}
     print("torch %s eager, T=%d H=64 D=512 N=640: %s" % (
         torch.__version__, T, ", ".join("%s %.3f ms" % kv for kv in res.items())))
     for prof, ms in align.items():
-        print("align %s %.3f ms: %.2fx of eager megatron-fp32, %.2fx of eager bf16-gemm" % (
-            prof, ms, res["megatron-fp32"] / ms, res["bf16-gemm"] / ms))
+        print("align %s %.3f ms (%.0f%% of the non-FMA fp32 roofline), eager megatron-fp32 %.3f ms, "
+              "eager bf16-gemm %.3f ms: speed-up %.2fx over fp32 eager, %.2fx over bf16 eager" % (
+                  prof, ms, 100.0 * roof.get(prof, 0.0), res["megatron-fp32"], res["bf16-gemm"],
+                  res["megatron-fp32"] / ms, res["bf16-gemm"] / ms))
     return 0
 
 
