@@ -54,12 +54,37 @@ int rope_cfg_modes(struct rope_cfg *c, const struct rope_params *p, int64_t D, c
 		return align_fail(err, ALIGN_ERR_INPUT,
 				  "rope: YaRN needs original_seq_len >= 0 and finite factor, beta_fast, beta_slow > 0");
 	ALIGN_TRY(err, op_cfg_math(err, "rope", fn, m, device, &c->math));
-	ALIGN_TRY(err, op_cfg_flag(err, "rope", fn, m, MODE_ROPE_YARN_FREQ, ALIGN_ROPE_YARN_FREQ_DIV,
-				   ALIGN_ROPE_YARN_FREQ_MUL, &c->freq_mul));
+	switch ((enum align_ROPE_YARN_FREQ_value)m->v[MODE_ROPE_YARN_FREQ]) {
+	case ALIGN_ROPE_YARN_FREQ_DIV:
+		c->freq_mul = 0, c->freq_recip = 0;
+		break;
+	case ALIGN_ROPE_YARN_FREQ_MUL:
+		c->freq_mul = 1, c->freq_recip = 0;
+		break;
+	case ALIGN_ROPE_YARN_FREQ_DIV_RECIP:
+		c->freq_mul = 0, c->freq_recip = 1;
+		break;
+	default:
+		return op_cfg_unhandled(err, "rope", MODE_ROPE_YARN_FREQ, m->v[MODE_ROPE_YARN_FREQ], fn);
+	}
 	ALIGN_TRY(err, op_cfg_flag(err, "rope", fn, m, MODE_ROPE_COSSIN, ALIGN_ROPE_COSSIN_FP32, ALIGN_ROPE_COSSIN_BF16,
 				   &c->cs_bf16));
-	ALIGN_TRY(err, op_cfg_flag(err, "rope", fn, m, MODE_ROPE_ARITH, ALIGN_ROPE_ARITH_FP32, ALIGN_ROPE_ARITH_BF16,
-				   &c->arith_bf16));
+	switch ((enum align_ROPE_ARITH_value)m->v[MODE_ROPE_ARITH]) {
+	case ALIGN_ROPE_ARITH_FP32:
+		c->arith_bf16 = 0, c->arith_fma = 0;
+		break;
+	case ALIGN_ROPE_ARITH_BF16:
+		c->arith_bf16 = 1, c->arith_fma = 0;
+		break;
+	case ALIGN_ROPE_ARITH_FMA_AC:
+		c->arith_bf16 = 0, c->arith_fma = 1;
+		break;
+	case ALIGN_ROPE_ARITH_FMA_BD:
+		c->arith_bf16 = 0, c->arith_fma = 2;
+		break;
+	default:
+		return op_cfg_unhandled(err, "rope", MODE_ROPE_ARITH, m->v[MODE_ROPE_ARITH], fn);
+	}
 	c->rd = p->rope_dim;
 	c->first = p->rope_first != 0;
 	c->half = p->pairs == ROPE_PAIRS_HALF;
@@ -70,6 +95,8 @@ int rope_cfg_modes(struct rope_cfg *c, const struct rope_params *p, int64_t D, c
 	c->low = 0;
 	c->high = 0;
 	c->den = 1.0f;
+	c->inv_den = 1.0f;
+	c->inv_factor = 1.0f / c->factor;
 	if (c->yarn) {
 		double lo = floor(correction_dim(p->beta_fast, p->rope_dim, p->base, p->original_seq_len));
 		double hi = ceil(correction_dim(p->beta_slow, p->rope_dim, p->base, p->original_seq_len));
@@ -78,6 +105,7 @@ int rope_cfg_modes(struct rope_cfg *c, const struct rope_params *p, int64_t D, c
 		c->low = (int)lo;
 		c->high = (int)hi;
 		c->den = (float)(hi == lo ? hi + 0.001 - lo : hi - lo);
+		c->inv_den = 1.0f / c->den;
 	}
 	return ALIGN_OK;
 }

@@ -11,6 +11,8 @@
  *        den = (float)(high - low) (high + 0.001 when equal, as binary64 then rounded);
  *        ramp_j = clamp(((float)j - (float)low) / den, 0, 1);  s_j = 1.0f - ramp_j;
  *        ROPE_YARN_FREQ=div: fi_j = f_j / factor           (DS-ref: freqs / factor)
+ *                  div_recip: ramp_j = ((float)j - (float)low) * fl(1/den), fi_j = f_j * fl(1/factor) (DS-ref on
+ *                       PyTorch CUDA: a tensor divided by a host scalar is multiplied by its binary32 reciprocal)
  *                       mul: fi_j = 1.0f / (factor * pw_j) (Megatron: 1 / (scaling_factor * pos_freqs))
  *        f_j = fi_j * (1.0f - s_j) + f_j * s_j             (products first, then the sum)
  *   2. angle a = (float)pos * f_j; c = cos(a), s = sin(a) (MATH_IMPL: portable align_cosf/align_sinf/
@@ -23,7 +25,12 @@
  *                          fp32 rotate-half t*cos + rot(t)*sin bit for bit: same products, + commutes)
  *        ROPE_ARITH=bf16: ya = R(R(a*c) - R(b*s)), yb = R(R(b*c) + R(a*s))   (Megatron unfused on bf16
  *                          tensors: t*cos, rotate_half(t)*sin, their sum; three roundings)
- * No fused multiply-add anywhere (both twins compiled without contraction).
+ *        ROPE_ARITH=fma_ac: ya = R(fma(a, c, -(b*s))), yb = R(fma(a, s, b*c));  fma_bd: ya = R(fma(-b, s, a*c)),
+ *                          yb = R(fma(b, c, a*s)) (candidates for c10::complex<float> operator* as nvcc
+ *                          contracts it in PyTorch's CUDA mul kernel; fmaf explicitly, one rounding each;
+ *                          tests/gpu/torch-compare.py's rope probe says which one PyTorch computes)
+ * No fused multiply-add anywhere but the explicit fmaf of fma_ac / fma_bd (both twins compiled without
+ * contraction).
  * Error bound vs fp64 (the reference evaluates a cos(theta) - b sin(theta), a sin(theta) + b cos(theta) in
  * long double with theta = pos * f_j exactly, f_j the binary32 value of step 1):
  *   |y - ref| <= ulp_bf16(ref) + (|a| + |b|) (|theta| 2^-23 + 2^-21 + [cossin bf16] 2^-8 + [arith bf16] 2^-7)
@@ -81,12 +88,15 @@ struct rope_cfg {
 	int inverse;	/* conjugate */
 	int yarn;	/* original_seq_len > 0 */
 	int freq_mul;	/* ROPE_YARN_FREQ=mul */
+	int freq_recip; /* ROPE_YARN_FREQ=div_recip: the divisions by host scalars as products with fl(1/scalar) */
 	int cs_bf16;	/* ROPE_COSSIN=bf16 */
 	int arith_bf16; /* ROPE_ARITH=bf16 */
+	int arith_fma;	/* ROPE_ARITH=fma_ac: 1, fma_bd: 2, otherwise 0 */
 	int math;	/* MATH_IMPL value */
 	float base, factor;
 	int low, high; /* YaRN correction range */
 	float den;     /* ramp denominator */
+	float inv_den, inv_factor; /* div_recip: fl(1/den), fl(1/factor) (binary32, as torch's host reciprocal) */
 };
 
 /* what the rope op runs: dims + the shared cfg */
@@ -166,10 +176,10 @@ ALIGN_HD static inline float rope_freq(const struct rope_cfg *c, int j)
 	float f = 1.0f / pw;
 	if (!c->yarn)
 		return f;
-	float ramp = ((float)j - (float)c->low) / c->den;
+	float ramp = c->freq_recip ? ((float)j - (float)c->low) * c->inv_den : ((float)j - (float)c->low) / c->den;
 	ramp = ramp < 0.0f ? 0.0f : ramp > 1.0f ? 1.0f : ramp;
 	float s = 1.0f - ramp;
-	float fi = c->freq_mul ? 1.0f / (c->factor * pw) : f / c->factor;
+	float fi = c->freq_mul ? 1.0f / (c->factor * pw) : c->freq_recip ? f * c->inv_factor : f / c->factor;
 	return fi * (1.0f - s) + f * s;
 }
 
@@ -192,7 +202,13 @@ ALIGN_HD static inline void rope_cos_sin(const struct rope_cfg *c, int32_t pos, 
 ALIGN_HD static inline void rope_pair(const struct rope_cfg *c, float a, float b, float cs, float sn, float *ya,
 				      float *yb)
 {
-	if (c->arith_bf16) {
+	if (c->arith_fma == 1) { /* fmaf: correctly rounded on both twins (glibc, CUDA fma.rn) */
+		*ya = hn_fixf(fmaf(a, cs, -hn_mul(b, sn)), a, cs);
+		*yb = hn_fixf(fmaf(a, sn, hn_mul(b, cs)), a, sn);
+	} else if (c->arith_fma == 2) {
+		*ya = hn_fixf(fmaf(-b, sn, hn_mul(a, cs)), b, sn);
+		*yb = hn_fixf(fmaf(b, cs, hn_mul(a, sn)), b, cs);
+	} else if (c->arith_bf16) {
 		*ya = hn_sub(align_round_bf16(hn_mul(a, cs)), align_round_bf16(hn_mul(b, sn)));
 		*yb = hn_add(align_round_bf16(hn_mul(b, cs)), align_round_bf16(hn_mul(a, sn)));
 	} else {

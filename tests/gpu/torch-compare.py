@@ -104,6 +104,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+from fractions import Fraction
 
 # ---------------------------------------------------------------------------------------------
 # tensors as (dtype, shape, list of raw bit patterns as unsigned ints); no numpy
@@ -961,6 +962,11 @@ def cases():
         out.append(dict(op="rope[v%d]" % var, label="deepseek-ref-cuda+complex64-informational", profile="deepseek-ref-cuda",
                         modes=[], variant=var, shape="T=%d,H=%d,D=%d" % (RP_T, RP_H, RP_D), inputs=rp,
                         outputs=["y"], ref=("rope", {"variant": var, "complex64": True}), informational=True))
+        for fm in ("fma_ac", "fma_bd"):  # issue 14: the contracted complex multiply candidates (probe_rope)
+            out.append(dict(op="rope[v%d]" % var, label="deepseek-ref-cuda+complex64-%s-informational" % fm,
+                            profile="deepseek-ref-cuda", modes=["ALIGN_ROPE_ARITH=%s" % fm], variant=var,
+                            shape="T=%d,H=%d,D=%d" % (RP_T, RP_H, RP_D), inputs=rp, outputs=["y"],
+                            ref=("rope", {"variant": var, "complex64": True}), informational=True))
     for (T, H, D, S, K) in ((32, 4, 8, 8, 4), (160, 4, 8, 40, 36)):
         ix = indexer_inputs(T, H, D, S)
         for prof in PROFILES:
@@ -1332,6 +1338,62 @@ def probe_orders(torch, dev):
     print()
 
 
+def f32_round_exact(q):
+    """a Fraction -> the nearest binary32 (ties to even), without double rounding through binary64"""
+    r = f32(float(q))
+    best = None
+    for b in (f32_bits(r), f32_bits(r) + 1, f32_bits(r) - 1):
+        if b < 0 or (b & 0x7F800000) == 0x7F800000:
+            continue
+        v = bits_f32(b & 0xFFFFFFFF)
+        d = abs(Fraction(v) - q)
+        if best is None or d < best[0] or (d == best[0] and not (b & 1)):
+            best = (d, v)
+    return best[1] if best else r
+
+
+def fma32(x, y, z):
+    return f32_round_exact(Fraction(x) * Fraction(y) + Fraction(z))
+
+
+def probe_rope(torch, dev):
+    """issue 14: (1) t / python_scalar on the GPU: fl(t/s) or fl(t * fl(1/s)) (rope.h ROPE_YARN_FREQ=div_recip);
+    (2) view_as_complex(z) * polar(1, angle): which real/imag formula (rope.h ROPE_ARITH fp32, fma_ac, fma_bd)"""
+    r = random.Random(14)
+    print("## probe: PyTorch CUDA division by a Python scalar, and the complex64 multiply (issue 14)")
+    xs = [f32(r.uniform(-30, 30)) for _ in range(2000)] + [float(j - 10) for j in range(32)]
+    t = torch.tensor(xs, dtype=torch.float32, device=dev)
+    for sc in (13, 40.0, 10, 3, 13.001):
+        got = [bits_f32(b & 0xFFFFFFFF) for b in (t / sc).view(torch.int32).tolist()]
+        div = sum(1 for x, g in zip(xs, got) if f32_bits(f32(x / f32(sc))) == f32_bits(g))
+        rec = sum(1 for x, g in zip(xs, got) if f32_bits(f32(x * f32(1.0 / f32(sc)))) == f32_bits(g))
+        print("t / %-7r true division: %4d/%d  t * fl(1/s) (div_recip): %4d/%d" % (sc, div, len(xs), rec, len(xs)))
+    n = 4000
+    a = [bits_bf16(rnd_bf16(r, -4, 4)) for _ in range(n)]
+    b = [bits_bf16(rnd_bf16(r, -4, 4)) for _ in range(n)]
+    ang = torch.tensor([f32(r.uniform(-1e4, 1e4)) for _ in range(n)], dtype=torch.float32, device=dev)
+    cis = torch.polar(torch.ones_like(ang), ang)
+    cs = [bits_f32(v & 0xFFFFFFFF) for v in torch.view_as_real(cis)[:, 0].contiguous().view(torch.int32).tolist()]
+    sn = [bits_f32(v & 0xFFFFFFFF) for v in torch.view_as_real(cis)[:, 1].contiguous().view(torch.int32).tolist()]
+    z = torch.view_as_complex(torch.tensor([[x, y] for x, y in zip(a, b)], dtype=torch.float32, device=dev))
+    y = torch.view_as_real(z * cis)
+    re = [bits_f32(v & 0xFFFFFFFF) for v in y[:, 0].contiguous().view(torch.int32).tolist()]
+    im = [bits_f32(v & 0xFFFFFFFF) for v in y[:, 1].contiguous().view(torch.int32).tolist()]
+    cand_re = {"plain a*c - b*s": lambda a, b, c, s: f32(f32(a * c) - f32(b * s)),
+               "fma(a, c, -(b*s)) [fma_ac]": lambda a, b, c, s: fma32(a, c, -f32(b * s)),
+               "fma(-b, s, a*c) [fma_bd]": lambda a, b, c, s: fma32(-b, s, f32(a * c))}
+    cand_im = {"plain a*s + b*c": lambda a, b, c, s: f32(f32(a * s) + f32(b * c)),
+               "fma(a, s, b*c) [fma_ac]": lambda a, b, c, s: fma32(a, s, f32(b * c)),
+               "fma(b, c, a*s) [fma_bd]": lambda a, b, c, s: fma32(b, c, f32(a * s))}
+    for name, fn in cand_re.items():
+        ok = sum(1 for i in range(n) if f32_bits(fn(a[i], b[i], cs[i], sn[i])) == f32_bits(re[i]))
+        print("complex64 real: %-28s %4d/%d%s" % (name, ok, n, "  <- matches" if ok == n else ""))
+    for name, fn in cand_im.items():
+        ok = sum(1 for i in range(n) if f32_bits(fn(a[i], b[i], cs[i], sn[i])) == f32_bits(im[i]))
+        print("complex64 imag: %-28s %4d/%d%s" % (name, ok, n, "  <- matches" if ok == n else ""))
+    print()
+
+
 def compare_run(align, device, workdir, explain_ops=(), only_ops=None, only_probe=False):
     try:
         import torch
@@ -1347,6 +1409,7 @@ def compare_run(align, device, workdir, explain_ops=(), only_ops=None, only_prob
         torch.__version__, dev, (" (%s)" % torch.cuda.get_device_name(0)) if dev == "cuda" else "", align, device))
     probe_orders(torch, dev)
     probe_cols(torch, dev)
+    probe_rope(torch, dev)
     if only_probe:
         return 0
     rows, explained = [], []

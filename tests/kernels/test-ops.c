@@ -91,7 +91,8 @@ static int rarely_visible(const char *op, int mode)
 	 * frequency forms differ in a last bit of a few frequencies, which its 8 rows at positions g*K do not
 	 * show (the rope op does); exp as above */
 	if (!strcmp(op, "compressor") && (mode == MODE_MATH_IMPL || mode == MODE_RMSNORM_REDUCE ||
-					  mode == MODE_RMSNORM_RSQRT || mode == MODE_ROPE_YARN_FREQ))
+					  mode == MODE_RMSNORM_RSQRT || mode == MODE_ROPE_YARN_FREQ ||
+					  mode == MODE_ROPE_ARITH)) /* fma_ac/fma_bd: a last bit before a bf16 store */
 		return 1;
 	/* attn at its small default dims (32 window slots + 8 compressed): the same norm and frequency choices;
 	 * the indexer's score precision, weight scaling, tie order and Hadamard order change which or in what
