@@ -94,8 +94,8 @@ struct rope_cfg {
 	int arith_fma;	/* ROPE_ARITH=fma_ac: 1, fma_bd: 2, otherwise 0 */
 	int math;	/* MATH_IMPL value */
 	float base, factor;
-	int low, high; /* YaRN correction range */
-	float den;     /* ramp denominator */
+	int low, high;		   /* YaRN correction range */
+	float den;		   /* ramp denominator */
 	float inv_den, inv_factor; /* div_recip: fl(1/den), fl(1/factor) (binary32, as torch's host reciprocal) */
 };
 

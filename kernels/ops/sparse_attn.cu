@@ -256,11 +256,11 @@ __global__ void sparse_attn_kernel(sa_args a)
  *   kv rows gathered once per (token, head group) per pass = T * (H / HB) * N * D * 2 = 1.3 GB, mostly
  *   L2 hits (kv is 0.7 MB): ~0.5 ms of L2 bandwidth. Shared memory per FP op: 3 LDS.128 per 64 binary32
  *   ops per thread. Expected bound: fp32 issue (compute), not memory. */
-#define SAF_TS 4      /* columns per thread */
-#define SAF_TH 8      /* heads per thread */
-#define SAF_COLS 128  /* columns per pass: 32 lanes x SAF_TS */
-#define SAF_KT 16     /* reduction tile (d in QK, slots in PV) */
-#define SAF_MAXH 32   /* heads per block at most */
+#define SAF_TS 4     /* columns per thread */
+#define SAF_TH 8     /* heads per thread */
+#define SAF_COLS 128 /* columns per pass: 32 lanes x SAF_TS */
+#define SAF_KT 16    /* reduction tile (d in QK, slots in PV) */
+#define SAF_MAXH 32  /* heads per block at most */
 
 struct saf_args {
 	const align_bf16 *q, *kv;
@@ -285,8 +285,7 @@ static inline size_t saf_smem_bytes(const saf_args &a)
 {
 	size_t N = (size_t)(a.c.N > 0 ? a.c.N : 1), hp = (size_t)a.hp;
 	size_t tile = a.c.qk_tc ? saf_tile_bytes<double>(a.hp) : saf_tile_bytes<float>(a.hp);
-	return sa_al16(N * 4) + sa_al16(N * hp * 4) + 2 * sa_al16(hp * (size_t)a.nba * 4) + sa_al16(hp * 4) + 16 +
-	       tile;
+	return sa_al16(N * 4) + sa_al16(N * hp * 4) + 2 * sa_al16(hp * (size_t)a.nba * 4) + sa_al16(hp * 4) + 16 + tile;
 }
 
 /* 8 bf16 from p[d0 ..] as binary32, zeros past D (n = D - d0 valid) */
@@ -325,9 +324,9 @@ template <class A> __global__ void sparse_attn_fast_kernel(saf_args a)
 	p += sa_al16((size_t)hp * 4);
 	int *any = (int *)p;
 	p += 16;
-	A *qT = (A *)p;						       /* [SAF_KT][hp] */
+	A *qT = (A *)p;						     /* [SAF_KT][hp] */
 	A *kT = (A *)(p + sa_al16((size_t)SAF_KT * hp * sizeof(A))); /* [SAF_KT][KS] */
-	float *vT = (float *)p;					       /* [SAF_KT][KS] (PV) */
+	float *vT = (float *)p;					     /* [SAF_KT][KS] (PV) */
 	for (int64_t g = blockIdx.x; g < a.groups; g += gridDim.x) {
 		const int64_t t = g / hpg, h0 = (g % hpg) * a.hb;
 		const int nh = (int)(c.H - h0 < a.hb ? c.H - h0 : a.hb);
@@ -357,7 +356,7 @@ template <class A> __global__ void sparse_attn_fast_kernel(saf_args a)
 					acc[i][jj] = 0.0f;
 			for (int64_t d0 = 0; d0 < D; d0 += SAF_KT) {
 				const int64_t nd = D - d0 < SAF_KT ? D - d0 : SAF_KT;
-				__syncthreads(); /* the previous tile is consumed */
+				__syncthreads();			 /* the previous tile is consumed */
 				for (int w = tid; w < hp * 2; w += nt) { /* q: (head, half of 16 d's) */
 					int h = w / 2, half = w % 2;
 					float f[8];
@@ -401,7 +400,8 @@ template <class A> __global__ void sparse_attn_fast_kernel(saf_args a)
 					}
 					for (int i = 0; i < SAF_TH; i++)
 						for (int jj = 0; jj < SAF_TS; jj++)
-							acc[i][jj] = ck ? acc[i][jj] + (float)sd[i][jj] : (float)sd[i][jj];
+							acc[i][jj] =
+								ck ? acc[i][jj] + (float)sd[i][jj] : (float)sd[i][jj];
 				}
 			}
 			if (hg * SAF_TH < hp)
@@ -415,7 +415,8 @@ template <class A> __global__ void sparse_attn_fast_kernel(saf_args a)
 						int v = sa_valid(&c, j);
 						float dot = acc[i][jj];
 						if (v && align_isnanf(dot)) /* the host's NaN: the serial hn_ loop */
-							dot = sa_dot(&c, qb + (int64_t)h * D, a.kv + (int64_t)j * D, NULL);
+							dot = sa_dot(&c, qb + (int64_t)h * D, a.kv + (int64_t)j * D,
+								     NULL);
 						z[k * hp + h] = v ? sa_logit(&c, dot, 1) : -INFINITY;
 					}
 		}
@@ -498,7 +499,8 @@ template <class A> __global__ void sparse_attn_fast_kernel(saf_args a)
 						if (c.online && k % SPARSE_ATTN_BLOCK == 0)
 							for (int i = 0; i < SAF_TH; i++) {
 								int h = hg * SAF_TH + i;
-								float r = h < nh ? ra[h * a.nba + k / SPARSE_ATTN_BLOCK] : 0.0f;
+								float r = h < nh ? ra[h * a.nba + k / SPARSE_ATTN_BLOCK]
+										 : 0.0f;
 								for (int jj = 0; jj < SAF_TS; jj++)
 									acc[i][jj] = acc[i][jj] * r;
 							}
@@ -524,10 +526,14 @@ template <class A> __global__ void sparse_attn_fast_kernel(saf_args a)
 							x = 0.0f;
 							for (int64_t k = 0; k < N; k++) {
 								if (c.online && k % SPARSE_ATTN_BLOCK == 0)
-									x = hn_mul(x, ra[h * a.nba + k / SPARSE_ATTN_BLOCK]);
+									x = hn_mul(
+										x,
+										ra[h * a.nba + k / SPARSE_ATTN_BLOCK]);
 								int32_t j = js[k];
-								float v = sa_valid(&c, j) ? align_bf16_to_f32(a.kv[(int64_t)j * D + d])
-											  : 0.0f;
+								float v = sa_valid(&c, j)
+										  ? align_bf16_to_f32(
+											    a.kv[(int64_t)j * D + d])
+										  : 0.0f;
 								x = hn_add(x, hn_mul(z[k * hp + h], v));
 							}
 						}
