@@ -35,7 +35,7 @@
  *                   tree (offsets bh/2, ..., 1: y += y + off). torch_sum_cols_step gives the step, or -1
  *                   where ATen would add a cross-CTA global_reduce (ceil(n / bh) >= 256: its split
  *                   depends on the SM count; not modelled) or where the iterator drops the column dim
- *                   (m == 1, n > 127: a contiguous reduction beyond torch_sum_lastdim).
+ *                   (m == 1, n > 1: a contiguous reduction, not modelled).
  *   torch_softmax_sum  the denominator of torch.softmax(x, -1) for n <= 1024 (PersistentSoftmax.cuh):
  *                   W = min(next_pow2(n), 32) lanes, lane l sums e[l], e[l + W], ... from 0.0f (padded
  *                   lanes hold exp(-inf) = +0), then an xor butterfly with offsets W/2, ..., 1.
@@ -213,15 +213,16 @@ ALIGN_HD static inline int64_t torch_last_pow2(int64_t n)
 	return p;
 }
 
-/* x.sum(0) of a contiguous [n, m] tensor: the token step (block.y split; 1: one thread per column), 0 for
- * m == 1 with n <= TORCH_SUM_MAX_N (the iterator's contiguous 1-D reduction: torch_sum_lastdim), -1 where
- * not modelled */
+/* x.sum(0) of a contiguous [n, m] tensor: the token step (block.y split; 1: one thread per column), -1 where
+ * not modelled: m == 1 with n > 1 too (the iterator drops the column dim and reduces contiguously; the
+ * candidate torch_sum_lastdim, step 0, reproduced torch at no probed length on an H200, 2026-12-02: T=100
+ * failed) */
 ALIGN_HD static inline int64_t torch_sum_cols_step(int64_t n, int64_t m)
 {
 	if (n < 1 || m < 1)
 		return 1;
 	if (m == 1)
-		return n <= TORCH_SUM_MAX_N ? 0 : -1;
+		return n == 1 ? 1 : -1;
 	if (n == 1)
 		return 1;
 	int64_t v = m % 4 == 0 ? 4 : m % 2 == 0 ? 2 : 1, mnt = 512 / v, dim0 = m / v;
