@@ -1004,6 +1004,14 @@ def cases():
                     shape="T=%d,D=%d" % (BW_T, BW_D), inputs=norm_bwd_inputs([BW_T, BW_D], True),
                     outputs=["dx", "dw"], ref=("rmsnorm_bwd", {}), informational=True,
                     why="dw: 12 of 64 differed on the H200 with the sum order right: the terms dy * n differ"))
+    # the suspect: r. deepseek-ref-cuda keeps RMSNORM_REDUCE=pairwise, but torch's x.square().mean(-1) over
+    # D=64 < 128 is torch_sum_lastdim's order (32 lanes, lane l: x[l] + x[l+32], then shfl_down 16..1),
+    # which is exactly WARP32's at D <= 64 (lanes start at +0, squares are >= 0); probe_orders prints the
+    # mean's order per D. If this row is equal and the one above is not, r was the difference.
+    out.append(dict(op="rmsnorm_bwd", label="deepseek-ref-cuda+warp32-informational", profile="deepseek-ref-cuda",
+                    modes=["ALIGN_RMSNORM_REDUCE=warp32"], shape="T=%d,D=%d" % (BW_T, BW_D),
+                    inputs=norm_bwd_inputs([BW_T, BW_D], True), outputs=["dx", "dw"], ref=("rmsnorm_bwd", {}),
+                    informational=True, why="r with torch's mean(-1) order at D=64 (WARP32 there): a hypothesis"))
     out.append(dict(op="qnorm_bwd", label="deepseek-ref-cuda+informational", profile="deepseek-ref-cuda", modes=[],
                     shape="T=%d,H=%d,D=%d" % (BW_T, BW_H, BW_D), inputs=norm_bwd_inputs([BW_T, BW_H, BW_D], False),
                     outputs=["dq"], ref=("qnorm_bwd", {}), informational=True, why=why))
@@ -1338,7 +1346,47 @@ def probe_orders(torch, dev):
         stri = sum(1 for x, g in zip(rows, got2) if f32_bits(model_sum_strided(x)) == f32_bits(g))
         print("sum(-1) n=%-2d  lane tree, decreasing offsets (align's model): %3d/400  increasing: %3d/400  "
               "sequential: %3d/400 | sum(-2) 4-accumulator model: %3d/400" % (n, dec, inc, seq, stri))
+    # RMSNorm's r: x.square().mean(-1) of fp32 rows (DS-ref's norm), against align's RMSNORM_REDUCE orders
+    # (WARP32, PAIRWISE, SEQ: ss / n) and torch_sum_lastdim's (n < 128) times fl(1 / n) (ATen's MeanOps)
+    print("## probe: x.square().mean(-1) of [200, n] fp32 rows (rows matching each model; rmsnorm_bwd's r)")
+    for n in (16, 32, 48, 64, 100, 127, 128, 256, 512, 1024, 4096, 7168):
+        rows = [[f32(r.uniform(-2, 2)) for _ in range(n)] for _ in range(200)]
+        t = torch.tensor(rows, dtype=torch.float32, device=dev)
+        got = [f32_bits(bits_f32(b & 0xFFFFFFFF)) for b in t.square().mean(-1).view(torch.int32).tolist()]
+        sq = [[f32(v * v) for v in x] for x in rows]
+        inv = f32(1.0 / n)
+        res = {"warp32/n": [f32(model_warp32(x) / n) for x in sq],
+               "pairwise/n": [f32(model_align_pairwise(x) / n) for x in sq],
+               "seq/n": [f32(model_seq(x) / n) for x in sq]}
+        if n < 128:
+            res["lastdim*(1/n)"] = [f32(model_sum_lastdim(x, True) * inv) for x in sq]
+        print("mean(-1) n=%-5d " % n + "  ".join("%s: %d/200" % (k, sum(1 for a, b in zip(v, got) if f32_bits(a) == b))
+                                              for k, v in res.items()))
     print()
+
+
+def model_warp32(x):  # kernels/core/reduce.h WARP32: lane l from +0 adds x[l], x[l+32], ...; xor tree 16..1
+    lane = []
+    for l in range(32):
+        s = 0.0
+        for i in range(l, len(x), 32):
+            s = f32(s + x[i])
+        lane.append(s)
+    off = 16
+    while off >= 1:
+        lane = [f32(lane[l] + lane[l ^ off]) for l in range(32)]
+        off //= 2
+    return lane[0]
+
+
+def model_align_pairwise(x):  # reduce.h PAIRWISE: sum(0..m) + sum(m..n), m the largest power of two < n
+    n = len(x)
+    if n == 1:
+        return x[0]
+    m = 1
+    while m * 2 < n:
+        m *= 2
+    return f32(model_align_pairwise(x[:m]) + model_align_pairwise(x[m:]))
 
 
 def f32_round_exact(q):
