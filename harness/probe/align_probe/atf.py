@@ -50,7 +50,10 @@ class Writer:
             os.makedirs(d, exist_ok=True)
         self.path = path
         self._f = open(path, "w", encoding="utf-8")
-        self._f.write(json.dumps(header, separators=(", ", ": ")) + "\n")
+        # one encoder for every record (json.dumps with separators builds a new encoder per call); the
+        # same text as json.dumps(rec, separators=(", ", ": "))
+        self._enc = json.JSONEncoder(separators=(", ", ": "))
+        self._f.write(self._enc.encode(header) + "\n")
         self._seq = 0
         self._lock = threading.Lock()
         self.records = 0
@@ -62,7 +65,7 @@ class Writer:
             out.update(rec)
             self._seq += 1
             self.records += 1
-            self._f.write(json.dumps(out, separators=(", ", ": ")) + "\n")
+            self._f.write(self._enc.encode(out) + "\n")
 
     def flush(self):
         with self._lock:

@@ -16,6 +16,7 @@ import ctypes.util
 import os
 
 _HOST = "align_probe_digest"
+_ARGDIMS = 16  # DeviceBatch's reused shape/stride argument arrays (more dimensions: a fresh array)
 _CUDA = "align_probe_cuda"
 
 
@@ -166,27 +167,42 @@ class DeviceBatch:
         self._sizes = []
         self._keep = []
         self._released = 0
+        # shape / strides arguments reused from call to call (the library copies them at enqueue)
+        self._shp = (ctypes.c_int64 * _ARGDIMS)()
+        self._std = (ctypes.c_int64 * _ARGDIMS)()
+        self._enqueue = self._lib.align_probe_cuda_enqueue
+        self._done = self._lib.align_probe_cuda_done
 
     def add(self, ptr, elem_size, shape, strides, nbytes, stream, keep):
         """Enqueue one tensor (strides in elements, None: row-major). False when the library cannot
         (more than 16 dimensions that do not merge): the caller digests a row-major copy instead."""
         n = len(shape)
-        shp = (ctypes.c_int64 * max(n, 1))(*shape)
-        std = (ctypes.c_int64 * max(n, 1))(*strides) if strides is not None else None
-        rc = self._lib.align_probe_cuda_enqueue(self._ctx, ctypes.c_void_p(ptr), elem_size, n, shp, std,
-                                                ctypes.c_void_p(stream))
+        if n <= _ARGDIMS:
+            shp = self._shp
+            shp[:n] = shape
+            std = None
+            if strides is not None:
+                std = self._std
+                std[:n] = strides
+        else:
+            shp = (ctypes.c_int64 * n)(*shape)
+            std = (ctypes.c_int64 * n)(*strides) if strides is not None else None
+        rc = self._enqueue(self._ctx, ptr, elem_size, n, shp, std, stream)
         if rc == 4:  # PROBE_EDIMS of probe_cuda.cu
             return False
         if rc:
             raise RuntimeError("align_probe: align_probe_cuda_enqueue failed (%d)" % rc)
         self._sizes.append(nbytes)
         self._keep.append(keep)
-        self._release(self._lib.align_probe_cuda_done(self._ctx))
+        done = self._done(self._ctx)
+        if done > self._released:
+            self._release(done)
         return True
 
     def _release(self, done):
+        keep = self._keep
         for i in range(self._released, done):
-            self._keep[i] = None
+            keep[i] = None
         self._released = max(self._released, done)
 
     def __len__(self):

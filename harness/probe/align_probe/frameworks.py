@@ -37,6 +37,15 @@ class Torch:
         import torch
         self.torch = torch
         self.version = torch.__version__
+        # per-record costs kept low (hooks run on every module call): dtypes looked up by object, the
+        # current stream's raw handle without building a torch.cuda.Stream
+        self._dtypes = {}
+        for k, v in TORCH_DTYPES.items():
+            d = getattr(torch, k.split(".", 1)[1], None)
+            if d is not None:
+                self._dtypes[d] = v
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        self._raw_stream = raw if callable(raw) else None
 
     def is_tensor(self, x):
         return isinstance(x, self.torch.Tensor)
@@ -46,13 +55,14 @@ class Torch:
 
     def info(self, t):
         i = TensorInfo()
-        i.fw_dtype = str(t.dtype)
-        i.dtype = TORCH_DTYPES.get(i.fw_dtype)
+        d = t.dtype
+        i.fw_dtype = d  # printed (as "torch.float32") only when it has no ATF name
+        i.dtype = self._dtypes.get(d)
         i.shape = tuple(t.shape)
-        i.strides = tuple(t.stride())
+        i.strides = t.stride()
         i.elem_size = t.element_size()
         i.ptr = t.data_ptr()
-        i.cuda = t.device.type == "cuda"
+        i.cuda = t.is_cuda
         i.nbytes = t.numel() * i.elem_size
         return i
 
@@ -70,6 +80,9 @@ class Torch:
             return ctypes.string_at(c.data_ptr(), nbytes) if nbytes else b""
 
     def stream(self, t):
+        """The cudaStream_t (an integer) current on t's device: the kernels that made t ran there."""
+        if self._raw_stream is not None:
+            return self._raw_stream(t.get_device())
         return self.torch.cuda.current_stream(t.device).cuda_stream
 
     def requires_grad(self, t):
@@ -88,7 +101,8 @@ class Torch:
         return [h1, h2]
 
     def hook_grad(self, t, fn):
-        return t.register_hook(lambda g: fn(g))
+        """fn(grad) returns None (the gradient is kept as it is)."""
+        return t.register_hook(fn)
 
     def rank_world(self):
         d = self.torch.distributed
@@ -162,7 +176,8 @@ class Paddle:
         return [h1, h2]
 
     def hook_grad(self, t, fn):
-        return t.register_hook(lambda g: fn(g))
+        """fn(grad) returns None (the gradient is kept as it is)."""
+        return t.register_hook(fn)
 
     def rank_world(self):
         d = self.paddle.distributed

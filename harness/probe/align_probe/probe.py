@@ -64,6 +64,7 @@ class Probe:
         self.run = run
         self.framework = framework
         self.payload = [payload] if isinstance(payload, str) else list(payload)
+        self._payload_names = {}
         self.inputs = inputs
         self.grads = grads
         self.root = root
@@ -138,7 +139,12 @@ class Probe:
         return self._adapter
 
     def _wants_payload(self, name):
-        return any(fnmatch.fnmatchcase(name, p) for p in self.payload)
+        if not self.payload:
+            return False
+        w = self._payload_names.get(name)
+        if w is None:  # names repeat every step: match each once
+            w = self._payload_names[name] = any(fnmatch.fnmatchcase(name, p) for p in self.payload)
+        return w
 
     def _tensor(self, name, t, phase, call=None, io=None, step=None, micro=None):
         a = self._adapter
