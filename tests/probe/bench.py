@@ -7,7 +7,9 @@ On the GPU (--device cuda: torch; Paddle where it has CUDA) the model, inputs an
 device, the step is timed between two torch.cuda.synchronize() calls, and the probe modes are
 probe-digests (deferred GPU digests: one wait per step), probe-digests-eager (defer=False: one wait per
 tensor) and probe-payloads (3 steps after 1 warm-up: every tensor is copied and written); the sizes
-make the step GPU-bound.
+make the step GPU-bound. The probe-digests row also prints its digested records and bytes a step;
+ALIGN_BENCH_PROFILE=DIR runs its timed steps under cProfile and writes (and prints) the top functions by
+own time to DIR/probe-digests-profile.txt.
 
 Per mode, the median (min, max) of the step time (forward + backward + SGD, plus the probe's own
 records: loss, parameters after the step) over --steps steps after --warmup, one fresh model per mode,
@@ -71,10 +73,16 @@ def run(fw, w, steps, warmup, mode, tmp, device="cpu", dtype="fp32"):
                                                               "summary_mode": "md5"}}, open(cfg, "w"))
         dbg = PrecisionDebugger(config_path=cfg)
     times = []
+    prof = None
+    if probe and os.environ.get("ALIGN_BENCH_PROFILE") and mode == "probe-digests":
+        import cProfile
+        prof = cProfile.Profile()
     for s in range(1, warmup + steps + 1):
         x = to_input(w["input.%d" % (1 + (s - 1) % 3)])
         sync()
         t0 = time.perf_counter()
+        if prof and s > warmup:
+            prof.enable()
         if probe:
             with probe.step(s):
                 _, loss, _ = step(x, keep=False)
@@ -88,11 +96,49 @@ def run(fw, w, steps, warmup, mode, tmp, device="cpu", dtype="fp32"):
         else:
             step(x, keep=False)
         sync()
+        if prof and s > warmup:
+            prof.disable()
         if s > warmup:
             times.append(time.perf_counter() - t0)
     if probe:
-        probe.close()
+        path = probe.close()
+        if path and mode == "probe-digests":
+            count_records(path, warmup + steps)
+    if prof:
+        dump_profile(prof, os.environ["ALIGN_BENCH_PROFILE"], steps)
     return times, [B.raw(p) for _, p in m.named_parameters()]
+
+
+def count_records(path, steps):
+    """Prints the records a step and the bytes they digest (from the trace: dtype and shape)."""
+    size = {"fp32": 4, "bf16": 2, "fp16": 2, "fp64": 8, "int64": 8, "int32": 4, "bool": 1}
+    n = nbytes = 0
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            if "digest" not in r:
+                continue
+            n += 1
+            e = size.get(r.get("dtype"), 0)
+            for d in r.get("shape", []):
+                e *= d
+            nbytes += e
+    print("  (probe-digests: %.1f digested records a step, %.1f MB a step)" % (n / steps, nbytes / steps / 1e6))
+
+
+def dump_profile(prof, where, steps):
+    """ALIGN_BENCH_PROFILE=DIR: cProfile of the timed probe-digests steps, the top functions by own time,
+    written to DIR/probe-digests-profile.txt and printed."""
+    import io
+    import pstats
+    buf = io.StringIO()
+    st = pstats.Stats(prof, stream=buf)
+    st.sort_stats("tottime").print_stats(30)
+    text = "cProfile of %d timed probe-digests steps (totals over all of them)\n%s" % (steps, buf.getvalue())
+    os.makedirs(where, exist_ok=True)
+    with open(os.path.join(where, "probe-digests-profile.txt"), "w") as f:
+        f.write(text)
+    print(text)
 
 
 def main():
