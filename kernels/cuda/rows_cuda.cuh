@@ -719,6 +719,10 @@ __device__ static inline float rows_regs_sum(int order, const uint4 *v, const X 
 	const int lane = rg.gt & 31;
 	const int64_t nl = n / ROWS_LEAF;
 	if (order != ALIGN_REDUCE_PAIRWISE) {
+		/* G = 32: the previous row's reads of xs (other lanes of this warp) before this row's writes;
+		 * __shfl_sync, the only warp operation between them, does not order shared memory */
+		if (rg.G == 32)
+			__syncwarp();
 		if (valid)
 #pragma unroll
 			for (int m = 0; m < LPT; m++) {
