@@ -1,13 +1,14 @@
 /* mhc_cuda.cuh: device pieces shared by the CUDA twins of mhc_pre and mhc_head (kernels/ops/mhc_pre.cu,
  * kernels/ops/mhc_head.cu); the C twins' contract is in mhc_pre.h / mhc_head.h. Include from .cu only.
  *
- *   mhc_cuda_project   the mapping GEMM mix[T, R] = dot(x32[t], fn_r) on the portable tiled GEMM
- *                      (matmul_cuda.h), with the C twin's operand roundings and K order;
- *   mhc_block_sumsq    the pairwise (reduce.h PAIRWISE) sum of squares of one token's K values by a
- *                      whole CTA, bitwise equal to align_reduce_pairwise(x32, K, 1, 1);
+ *   mhc_pairwise_sq_seq the pairwise (reduce.h PAIRWISE) sum of squares of one token's K values by one
+ *                      thread, the C twin's stack loop (serial paths, NaN recomputes);
+ *   mhc_block_y        y_d = R(sum_j coef_j x[j, d]) for a batch of tokens by a whole CTA (mhc_pre.h
+ *                      step 6, mhc_head.h), 8 outputs per thread with 16-byte loads where aligned;
  *   mhc_dev_rms, mhc_dev_exp, mhc_dev_sigmoid, mhc_dev_compute_h: steps 1, 3 and 4 of mhc_pre.h as
  *                      the C twin writes them;
  *   mhc_launch_*       the launch knobs (struct align_launch) of both twins.
+ * The mapping GEMM and the fused sums of squares are mhc_project.cuh's (mhc_cuda_project).
  * The switches come decoded (struct mhc_modes of mhc_pre.h, built by mhc_modes_init in mhc_pre.c).
  *
  * Every binary32 / binary64 operation that can produce a NaN goes through nan_host.h (hn_add, hn_mul,
@@ -18,23 +19,13 @@
  * written out as align_exp2f(hn_mul(x, ALIGN_LOG2E_F)) for that reason (its plain product would
  * turn a NaN input into the device's canonical NaN).
  *
- * Parallel pairwise sum, why it equals the C twin's stack algorithm: PAIRWISE is the level-wise
- * tree (level l+1 node i = node 2i + node 2i+1 of level l, a last odd node carried up unchanged;
- * reduce.h states the equivalence and the recursive definition proves it: the first split point m
- * is a power of two, so every level's pairing inside [m, n) is the pairing of a fresh array). Let
- * L be the smallest power of two with ceil(K / L) <= the CTA size. Node i of level log2 L covers
- * [iL, min(K, (i+1)L)), an aligned range, so its value is the pairwise sum of that range: thread
- * i computes it with the C twin's stack loop (mhc_pairwise_sq_seq, a line-by-line copy that reads
- * bf16 instead of staged floats). The CTA then combines the nodes level by level in shared memory
- * (left + right, odd node carried: the C twin's merges and final fold are left + right too, which
- * also fixes which NaN wins). Squares are binary32 products of the exact bf16 -> f32 values, as
- * align__reduce_elt forms them.
- *
  * Launch knobs (struct align_launch), the same for both twins:
  *   block           threads per CTA of the per-token kernel: 0 -> 256; otherwise the nearest multiple
- *                   of 32 in [64, 1024] (Sinkhorn needs N*N <= 64 threads);
- *   rows_per_block  tokens per CTA (0 -> 1), processed one after another by all of the CTA's threads;
- *   grid_cap        at most this many CTAs in either kernel (they loop over tiles / token groups);
+ *                   of 32 in [64, 1024]; for the mapping GEMM (mhc_project.cuh) it picks the R <= 24
+ *                   variant: 0 or >= 96 threads -> two tokens per thread (pair), 64 -> one;
+ *   rows_per_block  tokens per CTA of the per-token kernel (0 -> MHC_Y_ROWS in mhc_pre.cu / mhc_head.cu;
+ *                   struct mhc_launch keeps 1 for the backward twins), taken MHC_Y_BATCH at a time;
+ *   grid_cap        at most this many CTAs in every kernel (they loop over tiles / token groups);
  *   serial          1: the reference path, one thread per token running the C twin's loops as written
  *                   (mapping dots, pairwise stack, Sinkhorn and all), block threads per CTA (128 when 0).
  */
@@ -42,7 +33,6 @@
 #define ALIGN_MHC_CUDA_CUH
 
 #include "math_cuda.cuh"
-#include "matmul_cuda.h"
 #include "matmul_dev.cuh"
 #include "mhc_pre.h"
 #include "ops_cuda.h"
@@ -72,35 +62,6 @@ __device__ __forceinline__ float mhc_pairwise_sq_seq(const align_bf16 *x, long l
 	for (int j = top - 2; j >= 0; j--)
 		s = hn_add(val[j], s);
 	return s;
-}
-
-/* Pairwise sum of squares of the K bf16 values at x by all blockDim.x threads of the CTA (every
- * thread must call it); every thread gets the result. red: 2 x blockDim.x floats of shared memory. */
-__device__ __forceinline__ float mhc_block_sumsq(const align_bf16 *x, long long K, float *red)
-{
-	const int tid = threadIdx.x, nt = blockDim.x;
-	long long L = 1;
-	while ((K + L - 1) / L > nt)
-		L *= 2;
-	int c = (int)((K + L - 1) / L); /* nodes at level log2 L */
-	if (tid < c) {
-		long long s = (long long)tid * L, len = K - s < L ? K - s : L;
-		red[tid] = mhc_pairwise_sq_seq(x + s, len);
-	}
-	int src = 0;
-	while (c > 1) {
-		__syncthreads();
-		int nc = (c + 1) / 2;
-		float *from = red + src * nt, *to = red + (src ^ 1) * nt;
-		if (tid < nc)
-			to[tid] = 2 * tid + 1 < c ? hn_add(from[2 * tid], from[2 * tid + 1]) : from[2 * tid];
-		src ^= 1;
-		c = nc;
-	}
-	__syncthreads();
-	float ss = K > 0 ? red[src * nt] : 0.0f;
-	__syncthreads(); /* red may be reused after the return */
-	return ss;
 }
 
 /* mhc_rms_factor after the sum (mhc_pre.h step 1): the C twin's expression */
@@ -139,33 +100,72 @@ __device__ __forceinline__ float mhc_dev_compute_h(float mix, float rs, float sc
 	return fma ? mm_hn_fmaf(p, scale, base) : hn_add(hn_mul(p, scale), base);
 }
 
-/* mhc_project of mhc_pre.c for all T tokens: mix[t * rows + r] = dot(xq_t, row_r), the portable GEMM
- * (matmul_cuda.h) in the order and operand roundings of the decoded switches c (accum, opd_x; fn as
- * stored with opd_fn), no FMA. x: [T, k] bf16, fn: [rows, k] f32, mix: [T, rows] f32, device pointers. */
-static inline int mhc_cuda_project(const void *x, const void *fn, float *mix, int64_t T, int64_t rows, int64_t k,
-				   const struct mhc_modes *c, int grid_cap, cudaStream_t stream)
+/* tokens whose coefficients a per-token CTA holds at a time (shared memory), and the default tokens
+ * per CTA of mhc_pre / mhc_head's per-token kernels */
+#define MHC_Y_BATCH 32
+#define MHC_Y_ROWS 32
+
+/* y_d of one token with nan_host.h's operators (host NaN bits): xt = the token's row, c its coefficients */
+static __device__ MM_NOINLINE float mhc_y_ref(const align_bf16 *xt, const float *c, int N, int D, int d)
 {
-	struct matmul_cuda_gemm g;
-	g.a = x;
-	g.a_bf16 = 1;
-	g.lda = k;
-	g.b = fn;
-	g.b_bf16 = 0;
-	g.ldb = k;
-	g.y = mix;
-	g.y_bf16 = 0;
-	g.ldy = rows;
-	g.m = T;
-	g.n = rows;
-	g.k = k;
-	g.opd_a = c->opd_x;
-	g.opd_b = c->opd_fn;
-	g.accum = c->accum;
-	g.fma = 0;
-	g.tile = rows <= 4 ? MATMUL_TILE_NARROW : MATMUL_TILE_SKINNY;
-	g.grid_cap = grid_cap;
-	g.serial_block = 0;
-	return matmul_cuda_gemm_run(&g, stream);
+	float acc = hn_mul(c[0], align_bf16_to_f32(xt[d]));
+	for (int j = 1; j < N; j++)
+		acc = hn_add(acc, hn_mul(c[j], align_bf16_to_f32(xt[(long long)j * D + d])));
+	return acc;
+}
+
+/* y[t, d] = R(coef_0 x[t, 0, d] + coef_1 x[t, 1, d] + ...) left to right (mhc_pre.h step 6, the C
+ * twins' loops) for the nb tokens t0 .. t0 + nb - 1, coef[i * N + j] (shared memory) the coefficients of
+ * token t0 + i, by all threads of the CTA; vec: D % 8 == 0 and x, y 16-byte aligned (8 outputs per
+ * item, one 16-byte load per stream), else one output per item. The plain operators run; NaN is sticky
+ * through + and *, so an output is NaN exactly when some step was, and only those are recomputed with
+ * the host's NaN rules (mhc_y_ref). */
+__device__ __forceinline__ void mhc_block_y(const align_bf16 *x, align_bf16 *y, const float *coef, long long t0, int nb,
+					    int N, int D, int vec)
+{
+	const long long K = (long long)N * D;
+	if (vec) {
+		const int dv = D / 8;
+		for (long long it = threadIdx.x; it < (long long)nb * dv; it += blockDim.x) {
+			const int i = (int)(it / dv), d = (int)(it % dv) * 8;
+			const float *c = coef + i * N;
+			const align_bf16 *xt = x + (t0 + i) * K;
+			uint4 u[MHC_MAX_N];
+#pragma unroll
+			for (int j = 0; j < MHC_MAX_N; j++)
+				if (j < N)
+					u[j] = __ldg((const uint4 *)(xt + (long long)j * D + d));
+			float acc[8];
+#pragma unroll
+			for (int j = 0; j < MHC_MAX_N; j++) {
+				if (j >= N)
+					break;
+				const float cj = c[j];
+				const unsigned w[4] = {u[j].x, u[j].y, u[j].z, u[j].w};
+#pragma unroll
+				for (int e = 0; e < 8; e++) {
+					float p = cj * align_bits_f32(e & 1 ? w[e / 2] & 0xffff0000u : w[e / 2] << 16);
+					acc[e] = j ? acc[e] + p : p;
+				}
+			}
+			unsigned o[4];
+#pragma unroll
+			for (int q = 0; q < 4; q++) {
+				float lo = acc[2 * q], hi = acc[2 * q + 1];
+				if (align_isnanf(lo))
+					lo = mhc_y_ref(xt, c, N, D, d + 2 * q);
+				if (align_isnanf(hi))
+					hi = mhc_y_ref(xt, c, N, D, d + 2 * q + 1);
+				o[q] = (unsigned)align_f32_to_bf16(lo) | (unsigned)align_f32_to_bf16(hi) << 16;
+			}
+			*(uint4 *)(y + (t0 + i) * D + d) = make_uint4(o[0], o[1], o[2], o[3]);
+		}
+		return;
+	}
+	for (long long it = threadIdx.x; it < (long long)nb * D; it += blockDim.x) {
+		const int i = (int)(it / D), d = (int)(it % D);
+		y[(t0 + i) * D + d] = align_f32_to_bf16(mhc_y_ref(x + (t0 + i) * K, coef + i * N, N, D, d));
+	}
 }
 
 /* ---- launch knobs ---- */

@@ -4,38 +4,43 @@
  *
  * x[T,N,D] bf16, fn[N, ND] f32, base[N] f32, scale[1] f32 -> y[T,D] bf16.
  *
- * Two kernels per call, the pieces of mhc_pre.cu (mhc_cuda.cuh):
- *   1. mix[T, N] = the mapping GEMM (portable tiled GEMM, NARROW tile for N <= 4), the C twin's
- *      K order and operand roundings;
- *   2. one CTA (256 threads by default) per token: rs by the parallel pairwise sum of squares (the
- *      C twin's order), pre_i = sigmoid(compute_h(mix_i, rs, scale, base_i)) + hc_eps (rounded to
- *      bf16 when MHC_COEF=bf16) by thread i < N, then y_d = R(pre_0 x[0,d] + pre_1 x[1,d] + ...)
- *      left to right, threads striding over d.
+ * Three kernels per call (the parallel path), the pieces of mhc_pre.cu:
+ *   1. mix[T, N] and the sums of squares ss[T] = mhc_cuda_project (mhc_project.cuh; after its pass that
+ *      lays fn out k-major): the C twin's K order and operand roundings, the C twin's pairwise tree;
+ *   2. the per-token kernel (mhc_head_token_kernel), 256 threads and MHC_Y_ROWS tokens per CTA by
+ *      default, MHC_Y_BATCH at a time: thread i < batch computes token i's rs from ss (the C twin's
+ *      formula) and pre_j = sigmoid(compute_h(mix_j, rs, scale, base_j)) + hc_eps (rounded to bf16
+ *      when MHC_COEF=bf16) into shared memory; then all threads y_d = R(pre_0 x[0,d] + pre_1 x[1,d]
+ *      + ...) left to right (mhc_block_y, 8 outputs per item with 16-byte loads when D % 8 == 0).
  *   NaN results carry the host's bits (nan_host.h). Launch knobs: mhc_cuda.cuh; the serial path is
  *   one thread per token running mhc_head.c's loop body as written.
  *
- * Napkin maths (N = 4, D = 4096, T = 4096): GEMM 2 T N K = 0.54 GFLOP as FMUL + FADD (~20 us at the
- * issue limit, but only T N = 16k dependent K-long chains: latency bound, ~16384 x 8 clk / wave);
- * the token kernel reads x twice (2 x 128 MiB, ~0.09 ms at 3 TB/s). Once per forward pass.
+ * Napkin maths (bench-gpu-ops: T = 16384, N = 4, D = 4096, K = 16384; H100 ~3 TB/s, 29.6 T FP32
+ * instr/s): the GEMM is 2 T N K = 2.1 G FMUL + FADD and the sum of squares 0.5 G: ~0.09 ms of issue
+ * under kernel 1's read of x (537 MB, 0.18 ms): bandwidth bound, ~0.2 ms. Kernel 2 reads x again and
+ * writes y (134 MB): ~0.22 ms. Expected ~0.42 ms in all (was 7.33 ms: the generic GEMM's NARROW tile
+ * and a per-token CTA that read x twice). Once per forward pass.
  *
  * Build: kernels/meson.build. Check: the generic CUDA-vs-C driver in tests/gpu.
  */
 #include <stdio.h>
 
-#include "mhc_cuda.cuh"
 #include "mhc_head.h"
+#include "mhc_project.cuh"
 #include "op_cfg.h"
 
 struct mhc_head_args {
 	const align_bf16 *x;
 	const float *fn;  /* [N, K] (serial path) */
 	const float *mix; /* [T, N] (parallel path) */
+	const float *ss;  /* [T] sums of squares (parallel path) */
 	const float *base;
 	const float *scale;
 	align_bf16 *y;
 	long long T, K; /* K = N * D */
 	int N, D;
-	int rows; /* tokens per CTA */
+	int rows;  /* tokens per CTA */
+	int y_vec; /* 1: mhc_block_y may use 16-byte accesses */
 	float hc_eps, norm_eps;
 	struct mhc_modes mm; /* the decoded switches (the config's) */
 	int emode;	     /* mhc_emode(&mm) */
@@ -63,24 +68,27 @@ __device__ __forceinline__ void mhc_head_y(const struct mhc_head_args &a, const 
 	a.y[t * a.D + d] = align_f32_to_bf16(acc);
 }
 
-/* dynamic shared memory: pre[8] | red[2 * blockDim.x] floats */
-__global__ void mhc_head_token_kernel(const struct mhc_head_args a)
+/* dynamic shared memory: coef[MHC_Y_BATCH][N] floats */
+__global__ void __launch_bounds__(1024, 1) mhc_head_token_kernel(const struct mhc_head_args a)
 {
-	float *pre = (float *)align_cuda_dyn_smem();
-	float *red = pre + MHC_MAX_N;
-	const int tid = threadIdx.x, nt = blockDim.x, N = a.N;
+	float *coef = (float *)align_cuda_dyn_smem();
+	const int N = a.N;
 	const long long groups = (a.T + a.rows - 1) / a.rows;
-	for (long long grp = blockIdx.x; grp < groups; grp += gridDim.x)
-		for (long long t = grp * a.rows; t < (grp + 1) * a.rows && t < a.T; t++) {
-			const float ss = mhc_block_sumsq(a.x + t * a.K, a.K, red);
-			const float rs = mhc_dev_rms(ss, a.K, a.mm.inv_rms, a.norm_eps);
-			if (tid < N)
-				pre[tid] = mhc_head_coef(a, tid, a.mix[t * N + tid], rs);
+	for (long long grp = blockIdx.x; grp < groups; grp += gridDim.x) {
+		const long long end = (grp + 1) * a.rows < a.T ? (grp + 1) * a.rows : a.T;
+		for (long long b0 = grp * a.rows; b0 < end; b0 += MHC_Y_BATCH) {
+			const int nb = end - b0 < MHC_Y_BATCH ? (int)(end - b0) : MHC_Y_BATCH;
+			for (int i = threadIdx.x; i < nb; i += blockDim.x) {
+				const long long t = b0 + i;
+				const float rs = mhc_dev_rms(a.ss[t], a.K, a.mm.inv_rms, a.norm_eps);
+				for (int j = 0; j < N; j++)
+					coef[i * N + j] = mhc_head_coef(a, j, a.mix[t * N + j], rs);
+			}
 			__syncthreads();
-			for (int d = tid; d < a.D; d += nt)
-				mhc_head_y(a, pre, t, d);
-			__syncthreads(); /* pre is rewritten by the next token */
+			mhc_block_y(a.x, a.y, coef, b0, nb, N, a.D, a.y_vec);
+			__syncthreads(); /* coef is rewritten by the next batch */
 		}
+	}
 }
 
 /* The reference path: token t by one thread, mhc_head_fwd_cpu's loop body as written. */
@@ -120,6 +128,7 @@ extern "C" int mhc_head_fwd_cuda(const void *params, const struct align_modes *m
 	a.x = (const align_bf16 *)in[0].data;
 	a.fn = (const float *)in[1].data;
 	a.mix = NULL;
+	a.ss = NULL;
 	a.base = (const float *)in[2].data;
 	a.scale = (const float *)in[3].data;
 	a.y = (align_bf16 *)out[0].data;
@@ -128,6 +137,7 @@ extern "C" int mhc_head_fwd_cuda(const void *params, const struct align_modes *m
 	a.N = (int)N;
 	a.D = (int)c.D;
 	a.rows = L.rows;
+	a.y_vec = 0;
 	a.hc_eps = c.p.hc_eps;
 	a.norm_eps = c.p.norm_eps;
 	a.mm = c.mm;
@@ -138,12 +148,19 @@ extern "C" int mhc_head_fwd_cuda(const void *params, const struct align_modes *m
 		OPS_CUDA_TRY(cudaGetLastError()); /* the launch of mhc_head_serial_kernel */
 		return 0;
 	}
-	void *mix = NULL; /* the workspace: mix[T, N] */
-	ALIGN_TRY(dev->err, align_dev_scratch(dev, (size_t)(T * N) * sizeof(float), &mix));
-	a.mix = (const float *)mix;
-	ALIGN_TRY(dev->err, mhc_cuda_project(a.x, a.fn, (float *)mix, T, N, c.K, &c.mm, L.grid_cap, stream));
-	ALIGN_CUDA_LAUNCH(mhc_head_token_kernel, mhc_grid((T + L.rows - 1) / L.rows, L.grid_cap), L.threads,
-			  (MHC_MAX_N + 2 * L.threads) * sizeof(float), stream, a);
+	/* the workspace: fnt (k-major fn, mhc_project.cuh) | mix[T, N] | ss[T] */
+	const size_t nf = mhc_pj_fnt_floats(N, c.K), nm = ((size_t)(T * N) + 63) / 64 * 64;
+	void *ws = NULL;
+	ALIGN_TRY(dev->err, align_dev_scratch(dev, (nf + nm + (size_t)T) * sizeof(float), &ws));
+	float *fnt = (float *)ws, *mix = fnt + nf, *ss = mix + nm;
+	a.mix = mix;
+	a.ss = ss;
+	const int pair = !launch || launch->block <= 0 || L.threads >= 96;
+	ALIGN_TRY(dev->err, mhc_cuda_project(a.x, a.fn, fnt, mix, ss, T, N, c.K, &c.mm, pair, L.grid_cap, stream));
+	a.rows = launch && launch->rows_per_block > 0 ? L.rows : MHC_Y_ROWS;
+	a.y_vec = a.D % 8 == 0 && (uintptr_t)a.x % 16 == 0 && (uintptr_t)a.y % 16 == 0;
+	ALIGN_CUDA_LAUNCH(mhc_head_token_kernel, mhc_grid((T + a.rows - 1) / a.rows, L.grid_cap), L.threads,
+			  (size_t)MHC_Y_BATCH * a.N * sizeof(float), stream, a);
 	OPS_CUDA_TRY(cudaGetLastError()); /* the launch of mhc_head_token_kernel */
 	return 0;
 }

@@ -7,38 +7,43 @@
  * x[T,N,D] bf16, fn[(2+N)N, ND] f32, base[(2+N)N] f32, scale[3] f32
  *   -> y[T,D] bf16, pre[T,N] f32, post[T,N] f32, comb[T,N,N] f32.
  *
- * Two kernels per call:
- *   1. the mapping GEMM mix[T, R] (R = (2+N)N) on the portable tiled GEMM (mhc_cuda_project): each
- *      (token, row) dot walks k = 0..ND-1 in the C twin's order (seq, or 16 chunks then the chunk
- *      sums), same operand roundings, no FMA; see kernels/ops/matmul.cu for why it is bitwise equal;
- *   2. one CTA (256 threads by default) per token (mhc_pre_token_kernel):
- *      - rs: parallel pairwise sum of squares (mhc_block_sumsq, the C twin's order exactly), then
- *        the C twin's RMS formula;
- *      - h_r = compute_h(mix_r, rs, scale_c, base_r) (mhc_pre.h step 3), thread r;
- *      - pre/post: thread i < N, the C twin's sigmoid and eps expressions;
- *      - Sinkhorn: thread j*N+k owns M[j][k]; every row or column sum is recomputed by each of its
- *        threads from shared memory in the C twin's order (left to right, or torch_order.h's for
- *        MHC_SUM_ORDER=torch), the owner divides its own
- *        element by the C twin's divisor; barriers separate reads from writes;
- *      - y_d = R(sum_j pre'_j x[j,d]) left to right, threads striding over d.
- *   Mix goes through the device context's workspace (align_dev_scratch, T R floats, ordered on dev->stream). NaN results carry
- *   the host's bits (nan_host.h; see mhc_cuda.cuh). Launch knobs: mhc_cuda.cuh. The serial path
- *   (launch->serial) is one thread per token running mhc_pre.c's loops as written
- *   (mhc_pre_token_serial), mapping dots included, with no workspace.
+ * Three kernels per call (the parallel path):
+ *   1. the mapping GEMM mix[T, R] (R = (2+N)N) fused with the sums of squares ss[T] of the RMS factor
+ *      (mhc_cuda_project, mhc_project.cuh: a dedicated small-R kernel, after a pass that lays fn out
+ *      k-major): each (token, row) dot walks k = 0..ND-1 in the C twin's order (seq, or 16 chunks
+ *      then the chunk sums), same operand roundings, no FMA; ss by the C twin's pairwise tree; see
+ *      mhc_project.cuh for why both are bitwise equal;
+ *   2. the per-token kernel (mhc_pre_token_kernel), 256 threads and MHC_Y_ROWS tokens per CTA by
+ *      default, taken MHC_Y_BATCH at a time:
+ *      - thread i < batch runs token i's step 1-5 tail as mhc_pre.c writes it: rs from ss (the C
+ *        twin's RMS formula), h_r = compute_h(mix_r, rs, scale_c, base_r) for every r, pre/post (the
+ *        C twin's sigmoid and eps expressions), then the Sinkhorn of mhc_pre.c line by line on the
+ *        token's N x N matrix in shared memory (mhc_sinkhorn_serial; the sums in the C twin's order,
+ *        left to right or torch_order.h's for MHC_SUM_ORDER=torch), comb, and the coefficients pre'
+ *        of step 6 into shared memory;
+ *      - then all threads: y_d = R(sum_j pre'_j x[j,d]) left to right (mhc_block_y), 8 outputs of
+ *        one token per item with one 16-byte load per stream when D % 8 == 0.
+ *   Mix, ss and the k-major fn go through the device context's workspace (align_dev_scratch, one
+ *   call, ordered on dev->stream). NaN results carry the host's bits (nan_host.h; see mhc_cuda.cuh and
+ *   mhc_project.cuh). Launch knobs: mhc_cuda.cuh. The serial path (launch->serial) is one thread per
+ *   token running mhc_pre.c's loops as written (mhc_pre_token_serial), mapping dots included, with no
+ *   workspace.
  *
- * Napkin maths (DSv4-Flash N = 4, D = 4096, K = 16384, R = 24, T = 4096): GEMM 2 T R K = 3.2 GFLOP
- * as separate FMUL + FADD (the contract forbids FMA), i.e. 3.2 G instructions at 128 lanes/clk/SM
- * = 33.5 T/s on an H100 -> ~0.1 ms at the issue limit; it cannot use K-parallelism in seq mode
- * (each dot is a 16384-long dependent chain), so small T is latency bound (~16384 x 8 clk ~ 70 us).
- * The per-token kernel reads x twice (2 K bytes each, 2 x 128 MiB at T = 4096 -> ~0.09 ms at
- * 3 TB/s) and runs ~1.3k sequential-per-thread Sinkhorn steps per token (20 rounds x 2 x (N adds
- * + 1 division) + barriers), spread over T CTAs. Expected ~0.2-0.4 ms at T = 4096.
+ * Napkin maths (bench-gpu-ops: T = 16384, N = 4, D = 4096, K = 16384, R = 24; H100 SXM ~1.75 GHz
+ * under load, ~3 TB/s): the GEMM is 2 T R K = 12.9 G FMUL + FADD (the contract forbids FMA) at
+ * 132 x 128 lanes/clk = 29.6 T instr/s -> 0.44 ms at the issue limit, ~0.5 ms expected for kernel 1
+ * (mhc_project.cuh has its budget; x read once there, overlapped). Kernel 2 reads x once more (537 MB)
+ * and writes y (134 MB): ~0.22 ms at 3 TB/s; its Sinkhorns (one thread per token, ~12k clk each,
+ * 2 T N N 20 divisions in all) overlap across the CTAs of an SM. Expected ~0.75 ms in all (was 4.19 ms
+ * on the generic tiled GEMM with a per-token CTA reading x twice). What is left: x's second read;
+ * fusing y into kernel 1 needs the token's whole x after its last k (L2 cannot hold 64 tokens x
+ * 32 KB x 256 CTAs), i.e. a software pipeline that streams tile i - 1's y during tile i's GEMM.
  *
  * Build: kernels/meson.build. Check: the generic CUDA-vs-C driver in tests/gpu.
  */
 #include <stdio.h>
 
-#include "mhc_cuda.cuh"
+#include "mhc_project.cuh"
 #include "op_cfg.h"
 #include "torch_order.h"
 
@@ -46,13 +51,15 @@ struct mhc_pre_args {
 	const align_bf16 *x;
 	const float *fn;  /* [R, K] (serial path) */
 	const float *mix; /* [T, R] (parallel path) */
+	const float *ss;  /* [T] sums of squares (parallel path) */
 	const float *base;
 	const float *scale;
 	align_bf16 *y;
 	float *pre, *post, *comb;
 	long long T, K; /* K = N * D */
 	int N, D;
-	int rows; /* tokens per CTA */
+	int rows;  /* tokens per CTA */
+	int y_vec; /* 1: mhc_block_y may use 16-byte accesses */
 	int iters;
 	float hc_eps, norm_eps;
 	struct mhc_modes mm;	 /* the decoded switches (the config's) */
@@ -62,7 +69,7 @@ struct mhc_pre_args {
 	int torch_sums;		 /* MHC_SUM_ORDER=torch */
 };
 
-/* the divisions of one Sinkhorn step (mhc_sk_step) */
+/* the divisions of one Sinkhorn step (mhc_sinkhorn_serial) */
 enum mhc_sk_mode {
 	MHC_SK_SOFTMAX_EPS, /* v / s + eps: c1's first row step, s the softmax denominator */
 	MHC_SK_ADD_EPS,	    /* v / (s + eps): c1 and c0p */
@@ -89,54 +96,6 @@ __device__ __forceinline__ float mhc_sk_sum(const float *M, int n, int cols, int
 	for (int i = 1; i < n; i++)
 		s = hn_add(s, v[i * st]);
 	return s;
-}
-
-/* One Sinkhorn normalisation of rows (cols = 0) or columns (cols = 1) of the n x n matrix M (shared);
- * thread tid < n*n owns element tid and sums its line itself (mhc_sk_sum). mode: enum mhc_sk_mode.
- * All threads must call it. */
-__device__ __forceinline__ void mhc_sk_step(float *M, int n, int cols, int mode, float eps, int torch)
-{
-	const int tid = threadIdx.x;
-	float mine = 0.0f;
-	if (tid < n * n) {
-		int j = tid / n, k = tid % n;
-		float s = mhc_sk_sum(M, n, cols, cols ? k : j, mode == MHC_SK_SOFTMAX_EPS, torch);
-		mine = mode == MHC_SK_SOFTMAX_EPS ? hn_add(hn_div(M[tid], s), eps)
-						  : hn_div(M[tid], mhc_sk_div(s, mode, eps));
-	}
-	__syncthreads();
-	if (tid < n * n)
-		M[tid] = mine;
-	__syncthreads();
-}
-
-/* sinkhorn() of mhc_pre.c on the n x n matrix M (shared), by the whole CTA; contract: ALIGN_MHC_SINKHORN_* */
-__device__ __forceinline__ void mhc_sinkhorn(float *M, int n, int contract, int iters, float eps, int emode, int torch)
-{
-	const int tid = threadIdx.x;
-	float mine = 0.0f;
-	if (tid < n * n) {
-		int j = tid / n;
-		float mx = M[j * n];
-		for (int k = 1; k < n; k++)
-			mx = M[j * n + k] > mx ? M[j * n + k] : mx;
-		mine = mhc_dev_exp(hn_sub(M[tid], mx), emode);
-	}
-	__syncthreads();
-	if (tid < n * n)
-		M[tid] = mine;
-	__syncthreads();
-	int rounds = iters;
-	if (contract == ALIGN_MHC_SINKHORN_C1) { /* c1: softmax + eps, a column step, then iters - 1 full rounds */
-		mhc_sk_step(M, n, 0, MHC_SK_SOFTMAX_EPS, eps, torch);
-		mhc_sk_step(M, n, 1, MHC_SK_ADD_EPS, eps, torch);
-		rounds -= 1;
-	}
-	const int mode = contract == ALIGN_MHC_SINKHORN_C0 ? MHC_SK_MAX_EPS : MHC_SK_ADD_EPS;
-	for (int it = 0; it < rounds; it++) {
-		mhc_sk_step(M, n, 0, mode, eps, torch);
-		mhc_sk_step(M, n, 1, mode, eps, torch);
-	}
 }
 
 /* h_r for r < R from mix (mhc_pre.h steps 0 and 3) */
@@ -167,43 +126,6 @@ __device__ __forceinline__ void mhc_pre_y(const struct mhc_pre_args &a, const fl
 	for (int j = 1; j < a.N; j++)
 		acc = hn_add(acc, hn_mul(coef[j], align_bf16_to_f32(xt[(long long)j * a.D + d])));
 	a.y[t * a.D + d] = align_f32_to_bf16(acc);
-}
-
-/* dynamic shared memory: h[80] | M[64] | coef[8] | red[2 * blockDim.x] floats */
-#define MHC_PRE_SMEM_FLOATS ((2 + MHC_MAX_N) * MHC_MAX_N + MHC_MAX_N * MHC_MAX_N + MHC_MAX_N)
-
-__global__ void mhc_pre_token_kernel(const struct mhc_pre_args a)
-{
-	float *h = (float *)align_cuda_dyn_smem();
-	float *M = h + (2 + MHC_MAX_N) * MHC_MAX_N;
-	float *coef = M + MHC_MAX_N * MHC_MAX_N;
-	float *red = coef + MHC_MAX_N;
-	const int tid = threadIdx.x, nt = blockDim.x, N = a.N, R = (2 + N) * N;
-	const long long groups = (a.T + a.rows - 1) / a.rows;
-	for (long long grp = blockIdx.x; grp < groups; grp += gridDim.x)
-		for (long long t = grp * a.rows; t < (grp + 1) * a.rows && t < a.T; t++) {
-			const float ss = mhc_block_sumsq(a.x + t * a.K, a.K, red);
-			const float rs = mhc_dev_rms(ss, a.K, a.mm.inv_rms, a.norm_eps);
-			for (int r = tid; r < R; r += nt)
-				h[r] = mhc_pre_h(a, r, a.mix[t * R + r], rs);
-			__syncthreads();
-			if (tid < N) {
-				float pv, qv;
-				mhc_pre_coefs(a, h, tid, &pv, &qv);
-				a.pre[t * N + tid] = pv;
-				a.post[t * N + tid] = qv;
-				coef[tid] = a.mm.coef_bf16 ? align_round_bf16(pv) : pv;
-			}
-			if (tid < N * N)
-				M[tid] = h[2 * N + tid];
-			__syncthreads();
-			mhc_sinkhorn(M, N, a.sinkhorn, a.iters, a.hc_eps, a.emode, a.torch_sums);
-			if (tid < N * N)
-				a.comb[t * N * N + tid] = M[tid];
-			for (int d = tid; d < a.D; d += nt)
-				mhc_pre_y(a, coef, t, d);
-			__syncthreads(); /* h, M, coef are rewritten by the next token */
-		}
 }
 
 /* sinkhorn() of mhc_pre.c as written, in one thread; contract: ALIGN_MHC_SINKHORN_* */
@@ -241,6 +163,50 @@ __device__ void mhc_sinkhorn_serial(float *M, int n, int contract, int iters, fl
 			float d = mhc_sk_div(mhc_sk_sum(M, n, 1, k, 0, torch), mode, eps);
 			for (int j = 0; j < n; j++)
 				M[j * n + k] = hn_div(M[j * n + k], d);
+		}
+	}
+}
+
+/* Token t's steps 1-5 after the sums (mhc_pre_fwd_cpu's loop body as written, from mix and ss) by one
+ * thread: pre, post and comb outputs; M: the token's N x N Sinkhorn matrix (shared memory); coef: its N
+ * coefficients of step 6. */
+static __device__ MM_NOINLINE void mhc_pre_token_coefs(const struct mhc_pre_args &a, long long t, float *M, float *coef)
+{
+	const int N = a.N, R = (2 + N) * N;
+	float h[(2 + MHC_MAX_N) * MHC_MAX_N];
+	const float rs = mhc_dev_rms(a.ss[t], a.K, a.mm.inv_rms, a.norm_eps);
+	for (int r = 0; r < R; r++)
+		h[r] = mhc_pre_h(a, r, a.mix[t * R + r], rs);
+	for (int i = 0; i < N; i++) {
+		float pv, qv;
+		mhc_pre_coefs(a, h, i, &pv, &qv);
+		a.pre[t * N + i] = pv;
+		a.post[t * N + i] = qv;
+		coef[i] = a.mm.coef_bf16 ? align_round_bf16(pv) : pv;
+	}
+	for (int i = 0; i < N * N; i++)
+		M[i] = h[2 * N + i];
+	mhc_sinkhorn_serial(M, N, a.sinkhorn, a.iters, a.hc_eps, a.emode, a.torch_sums);
+	for (int i = 0; i < N * N; i++)
+		a.comb[t * N * N + i] = M[i];
+}
+
+/* dynamic shared memory: M[MHC_Y_BATCH][N * N] | coef[MHC_Y_BATCH][N] floats */
+__global__ void __launch_bounds__(1024, 1) mhc_pre_token_kernel(const struct mhc_pre_args a)
+{
+	float *M = (float *)align_cuda_dyn_smem();
+	const int N = a.N;
+	float *coef = M + MHC_Y_BATCH * N * N;
+	const long long groups = (a.T + a.rows - 1) / a.rows;
+	for (long long grp = blockIdx.x; grp < groups; grp += gridDim.x) {
+		const long long end = (grp + 1) * a.rows < a.T ? (grp + 1) * a.rows : a.T;
+		for (long long b0 = grp * a.rows; b0 < end; b0 += MHC_Y_BATCH) {
+			const int nb = end - b0 < MHC_Y_BATCH ? (int)(end - b0) : MHC_Y_BATCH;
+			for (int i = threadIdx.x; i < nb; i += blockDim.x)
+				mhc_pre_token_coefs(a, b0 + i, M + i * N * N, coef + i * N);
+			__syncthreads();
+			mhc_block_y(a.x, a.y, coef, b0, nb, N, a.D, a.y_vec);
+			__syncthreads(); /* M and coef are rewritten by the next batch */
 		}
 	}
 }
@@ -293,6 +259,7 @@ extern "C" int mhc_pre_fwd_cuda(const void *params, const struct align_modes *m,
 	a.x = (const align_bf16 *)in[0].data;
 	a.fn = (const float *)in[1].data;
 	a.mix = NULL;
+	a.ss = NULL;
 	a.base = (const float *)in[2].data;
 	a.scale = (const float *)in[3].data;
 	a.y = (align_bf16 *)out[0].data;
@@ -304,6 +271,7 @@ extern "C" int mhc_pre_fwd_cuda(const void *params, const struct align_modes *m,
 	a.N = (int)c.N;
 	a.D = (int)c.D;
 	a.rows = L.rows;
+	a.y_vec = 0;
 	a.iters = c.p.sinkhorn_iters;
 	a.hc_eps = c.p.hc_eps;
 	a.norm_eps = c.p.norm_eps;
@@ -319,12 +287,19 @@ extern "C" int mhc_pre_fwd_cuda(const void *params, const struct align_modes *m,
 		OPS_CUDA_TRY(cudaGetLastError()); /* the launch of mhc_pre_serial_kernel */
 		return 0;
 	}
-	void *mix = NULL; /* the workspace: mix[T, R] */
-	ALIGN_TRY(dev->err, align_dev_scratch(dev, (size_t)(T * R) * sizeof(float), &mix));
-	a.mix = (const float *)mix;
-	ALIGN_TRY(dev->err, mhc_cuda_project(a.x, a.fn, (float *)mix, T, R, c.K, &c.mm, L.grid_cap, stream));
-	ALIGN_CUDA_LAUNCH(mhc_pre_token_kernel, mhc_grid((T + L.rows - 1) / L.rows, L.grid_cap), L.threads,
-			  (MHC_PRE_SMEM_FLOATS + 2 * L.threads) * sizeof(float), stream, a);
+	/* the workspace: fnt (k-major fn, mhc_project.cuh) | mix[T, R] | ss[T] */
+	const size_t nf = mhc_pj_fnt_floats(R, c.K), nm = ((size_t)(T * R) + 63) / 64 * 64;
+	void *ws = NULL;
+	ALIGN_TRY(dev->err, align_dev_scratch(dev, (nf + nm + (size_t)T) * sizeof(float), &ws));
+	float *fnt = (float *)ws, *mix = fnt + nf, *ss = mix + nm;
+	a.mix = mix;
+	a.ss = ss;
+	const int pair = !launch || launch->block <= 0 || L.threads >= 96;
+	ALIGN_TRY(dev->err, mhc_cuda_project(a.x, a.fn, fnt, mix, ss, T, R, c.K, &c.mm, pair, L.grid_cap, stream));
+	a.rows = launch && launch->rows_per_block > 0 ? L.rows : MHC_Y_ROWS;
+	a.y_vec = a.D % 8 == 0 && (uintptr_t)a.x % 16 == 0 && (uintptr_t)a.y % 16 == 0;
+	ALIGN_CUDA_LAUNCH(mhc_pre_token_kernel, mhc_grid((T + a.rows - 1) / a.rows, L.grid_cap), L.threads,
+			  (size_t)MHC_Y_BATCH * (a.N * a.N + a.N) * sizeof(float), stream, a);
 	OPS_CUDA_TRY(cudaGetLastError()); /* the launch of mhc_pre_token_kernel */
 	return 0;
 }
