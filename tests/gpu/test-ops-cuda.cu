@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cuda_check.h"
@@ -53,6 +54,7 @@ struct opts {
 	int variant;	  /* --variant K: only parameter variant K (-1: all) */
 	int part, parts;  /* --part I/N: only the mode sets whose index is I mod N (parts 1: all) */
 	int fill;	  /* --fill K: only input fill K (-1: all) */
+	int times;	  /* ALIGN_TEST_TIMES=1 in the environment: each launch's wall time on stderr */
 };
 
 struct tally {
@@ -319,9 +321,16 @@ static int check_launches(struct ctx *c, const struct align_op *op, align_fwd_cu
 		char ln[96];
 		launch_name(L, ln, sizeof ln);
 		for (int run = 0; run < runs && *verdict == 0; run++) {
+			struct timespec t0, t1;
+			clock_gettime(CLOCK_MONOTONIC, &t0);
 			int rc, e = dcase_run(op, fwd, params, m, h, g, L, run ? 0x3c : 0xcd, c->dev, &rc);
 			if (e)
 				return e;
+			if (c->o->times) { /* ALIGN_TEST_TIMES=1: what each launch costs (sizing sanitizer runs) */
+				clock_gettime(CLOCK_MONOTONIC, &t1);
+				fprintf(stderr, "@@time %s [%s] %.3f s\n", op->name, ln,
+					(double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+			}
 			c->t->launches++;
 			if (rc == ALIGN_ERR_UNSUPPORTED && h->rc == 0) {
 				*verdict = 4;
@@ -509,12 +518,19 @@ static int run_case(struct ctx *c, const struct align_op *op, align_fwd_cuda_fn 
 }
 
 /* dims variants: the op's defaults; T=37 with D and F made ragged; T=1 */
-static int build_dims(const struct align_op *op, struct align_dims *dv, char names[][96], int quick)
+static int build_dims(const struct align_op *op, struct align_dims *dv, char names[][96], int quick, int sanitize)
 {
 	int n = 0;
 	if (ops_dims_default(op, &dv[n]))
 		return 0;
 	snprintf(names[n++], 96, "%s", op->impl->dims);
+	/* --sanitize: a reduction dim D over 1024 (router, matmul, rmsnorm, allreduce: 4096) runs as 256, which
+	 * keeps every path the kernels choose by D (D % 4, D % 8 vector loads, whole K tiles; D + 3 below gives
+	 * the ragged ones) at 1/16 of the instrumented loads (router's 4096-wide GEMM took > 2000 s under memcheck) */
+	if (sanitize && dv[0].v[ALIGN_DIM_D] > 1024) {
+		dv[0].v[ALIGN_DIM_D] = 256;
+		snprintf(names[0], 96, "%s with D=256", op->impl->dims);
+	}
 	dv[n] = dv[0];
 	dv[n].v[ALIGN_DIM_T] = 37;
 	if (dv[n].v[ALIGN_DIM_D])
@@ -543,7 +559,7 @@ static int check_op(struct ctx *c, const struct align_op *op)
 	int nms = build_modesets(op, ms);
 	struct align_dims dv[3];
 	char dn[3][96];
-	int nd = build_dims(op, dv, dn, c->o->quick);
+	int nd = build_dims(op, dv, dn, c->o->quick, c->o->sanitize);
 	void *params = calloc(1, op->impl->params_size ? op->impl->params_size : 1);
 	if (!params || nd == 0) {
 		free(params);
@@ -723,7 +739,8 @@ static int run_parallel(const struct opts *o, int jobs)
 
 int main(int argc, char **argv)
 {
-	struct opts o = {NULL, 0, 0, 0xa11a5eedull, -1, 0, 1, -1};
+	struct opts o = {NULL, 0, 0, 0xa11a5eedull, -1, 0, 1, -1, 0};
+	o.times = getenv("ALIGN_TEST_TIMES") && !strcmp(getenv("ALIGN_TEST_TIMES"), "1");
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	const long nops = ALIGN_OP_COUNT;
 	int jobs = cpus > 1 ? (int)(cpus < nops ? cpus : nops) : 1;

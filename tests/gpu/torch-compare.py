@@ -1365,6 +1365,67 @@ def probe_orders(torch, dev):
     print()
 
 
+def probe_mean_aten(torch, dev):
+    """x.square().mean(-1) of [rows, n] fp32 on the device against models of ATen's Reduce.cuh, computed with
+    torch CPU float32 ops (elementwise adds round as the device's do): a row over bw lanes, each lane with 4
+    accumulators (vec 4: float4 loads, lane l's chunk c is x[4 (l + bw c) + i] into acc[i], tail elements
+    into acc[0]; vec 1: x[l + bw j] into acc[j % 4]), acc combined ((a0 + a1) + a2) + a3, lanes by a shared
+    tree over offsets bw/2 .. 32 then a warp shuffle (offsets 16 .. 1 'dec' or 1 .. 16 'inc'), the sum times
+    fl(rows / (rows n)) ('mul', MeanOps' factor) or divided by n ('div'). Prints the models matching every row."""
+    print("## probe: x.square().mean(-1) against ATen Reduce.cuh models (rows, n: the models matching all rows)")
+    g = torch.Generator().manual_seed(5)
+    for rows in (1, 8, 200):
+        for n in (64, 127, 128, 129, 132, 256, 300, 512, 1024, 2048, 4096, 7168):
+            x = (torch.rand(rows, n, generator=g, dtype=torch.float32) * 4 - 2)
+            got = x.to(dev).square().mean(-1).cpu().view(torch.int32)
+            sq = x.square()
+            hits = []
+            for vec in (1, 4):
+                for bw in (32, 64, 128, 256, 512):
+                    acc = torch.zeros(rows, bw, 4, dtype=torch.float32)
+                    if vec == 4:
+                        full = (n // 4) * 4
+                        c = 0
+                        while True:
+                            lo = 4 * bw * c
+                            if lo >= full:
+                                break
+                            blk = sq[:, lo:min(lo + 4 * bw, full)]
+                            k = blk.shape[1] // 4
+                            acc[:, :k, :] = acc[:, :k, :] + blk.reshape(rows, k, 4)
+                            c += 1
+                        t = sq[:, full:]
+                        acc[:, :t.shape[1], 0] = acc[:, :t.shape[1], 0] + t
+                    else:
+                        j = 0
+                        while j * bw < n:
+                            blk = sq[:, j * bw:min((j + 1) * bw, n)]
+                            k = blk.shape[1]
+                            acc[:, :k, j % 4] = acc[:, :k, j % 4] + blk
+                            j += 1
+                    lane = ((acc[:, :, 0] + acc[:, :, 1]) + acc[:, :, 2]) + acc[:, :, 3]
+                    off = bw // 2
+                    while off >= 32:
+                        lane = torch.cat([lane[:, :off] + lane[:, off:2 * off], lane[:, off:]], 1)
+                        off //= 2
+                    for dirn in ("dec", "inc"):
+                        v = lane[:, :32].clone()
+                        offs = (16, 8, 4, 2, 1) if dirn == "dec" else (1, 2, 4, 8, 16)
+                        for o in offs:
+                            sh = torch.cat([v[:, o:], v[:, 32 - o:]], 1)  # shfl_down: lanes past 31 keep their own
+                            sh[:, 32 - o:] = v[:, 32 - o:]
+                            v = v + sh
+                        tot = v[:, 0]
+                        fac = torch.tensor(float(rows), dtype=torch.float32) / torch.tensor(float(rows * n),
+                                                                                         dtype=torch.float32)
+                        for proj, r in (("mul", tot * fac), ("div", tot / torch.tensor(float(n), dtype=torch.float32))):
+                            ok = int((r.view(torch.int32) == got).sum())
+                            if ok == rows:
+                                hits.append("vec%d bw%d %s %s" % (vec, bw, dirn, proj))
+            print("mean(-1) rows=%-3d n=%-5d matching: %s" % (rows, n, ", ".join(hits) if hits else "none"))
+    print()
+
+
 def model_warp32(x):  # kernels/core/reduce.h WARP32: lane l from +0 adds x[l], x[l+32], ...; xor tree 16..1
     lane = []
     for l in range(32):
@@ -1459,6 +1520,7 @@ def compare_run(align, device, workdir, explain_ops=(), only_ops=None, only_prob
     print("torch %s, device %s%s, align %s --device %s" % (
         torch.__version__, dev, (" (%s)" % torch.cuda.get_device_name(0)) if dev == "cuda" else "", align, device))
     probe_orders(torch, dev)
+    probe_mean_aten(torch, dev)
     probe_cols(torch, dev)
     probe_rope(torch, dev)
     if only_probe:
