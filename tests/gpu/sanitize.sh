@@ -9,7 +9,7 @@
 #   --tools T      the tools, comma-separated (default all three)
 #   --only REGEX   the binaries whose short name (ops, rows, digest) matches REGEX (grep -E)
 #   --ops-args A   arguments of test-gpu-ops-cuda (default "--sanitize": every op, variant, mode set and fill,
-#                  the serial launch for the defaults and profiles only, a D over 1024 as 256,
+#                  the serial launch for the default mode set only, a D over 1024 as 256,
 #                  smaller shapes, launch configurations {defaults, 96 threads x 3 blocks, serial} once each; the sanitizer runs each launch 10-100x slower)
 #   --split-ops    run test-gpu-ops-cuda once per op (--op OP, the ops `align run --list` names), up to
 #                  --jobs at once (default: half the CPU cores), each with its own log and verdict: the whole

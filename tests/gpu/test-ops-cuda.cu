@@ -48,8 +48,8 @@
 struct opts {
 	const char *only; /* --op NAME */
 	int quick;	  /* --quick: fewer launch configurations, dims and seeds (emulator runs) */
-	int sanitize;	  /* --sanitize: --quick, three launch configurations run once (serial: the defaults and
-			   * profiles only), no batch-invariance case, D over 1024 as 256 (compute-sanitizer runs:
+	int sanitize;	  /* --sanitize: --quick, three launch configurations run once (serial: the default mode
+			   * set only), no batch-invariance case, D over 1024 as 256 (compute-sanitizer runs:
 			   * every mode set's code path, 10-100x slower launches) */
 	uint64_t seed;	  /* base seed */
 	int variant;	  /* --variant K: only parameter variant K (-1: all) */
@@ -69,7 +69,7 @@ struct tally {
 struct modeset {
 	char name[96];
 	struct align_modes m;
-	int base; /* the defaults or a profile (not one switch moved off the defaults) */
+	int base; /* the default mode set (--sanitize runs the serial launch for it only) */
 };
 
 /* one case on the host: inputs, and the C twin's outputs inside guarded buffers */
@@ -120,7 +120,7 @@ static int build_modesets(const struct align_op *op, struct modeset *ms)
 		modes_init_default(&ms[n].m);
 		if (modes_apply_profile(&ms[n].m, *p, NULL, 0))
 			continue;
-		ms[n].base = 1;
+		ms[n].base = 0;
 		snprintf(ms[n++].name, sizeof ms[0].name, "profile:%s", *p);
 	}
 	struct align_modes def;
@@ -324,10 +324,10 @@ static int check_launches(struct ctx *c, const struct align_op *op, align_fwd_cu
 	for (int li = 0; li < nl && *verdict == 0; li++) {
 		const struct align_launch *L = &launches[pick ? pick[li] : li];
 		/* --sanitize: the serial launch (one thread through the op: 99% of a sanitizer run's time, e.g. 87 s
-		 * of attn's 88 s a case under memcheck on the H200) runs for the defaults and the profiles only; the
-		 * one-switch mode sets run the parallel launches. For most twins serial is the same kernels with one
-		 * thread (the grid-stride launch covers their loops); router's and the row ops' serial kernels are
-		 * the C twin's loops, which the CPU sanitizer build runs under ASan/UBSan for every mode set. */
+		 * of attn's 88 s a case under memcheck on the H200) runs for the default mode set only; the profiles
+		 * and one-switch mode sets run the parallel launches. For most twins serial is the same kernels with
+		 * one thread (the grid-stride launch covers their loops); router's and the row ops' serial kernels
+		 * are the C twin's loops, which the CPU sanitizer build runs under ASan/UBSan for every mode set. */
 		if (c->o->sanitize && L->serial && !base)
 			continue;
 		char ln[96];
