@@ -136,6 +136,20 @@ ALIGN_HD static inline double hn_muld(double a, double b)
 	return hn_fixd(a * b, a, b);
 }
 
+/* fmaf(a, b, c) with the host's NaN: a NaN result is the first NaN of (a, b, c) quieted (a and b by
+ * hn_pickf's rule), else the host's default NaN. This is glibc's fmaf on x86-64 (vfmadd with the operands
+ * in C order, or the binary64 fallback a*b then +c); with at most one distinct NaN among the operands
+ * (every input without NaN) the order does not matter. Plain fmaf on the host without the fix. */
+ALIGN_HD static inline float hn_fmaf(float a, float b, float c)
+{
+	float r = fmaf(a, b, c);
+#if ALIGN_NAN_HOST_FIX
+	if (align_isnanf(r))
+		return align_isnanf(a) || align_isnanf(b) ? hn_pickf(a, b) : hn_pickf(c, 0.0f);
+#endif
+	return r;
+}
+
 /* -x as the host does it: a sign flip, also of a NaN (xorps / fneg). */
 ALIGN_HD static inline float hn_neg(float x)
 {

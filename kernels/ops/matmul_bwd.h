@@ -77,15 +77,10 @@ struct matmul_bwd_cfg {
 	int w_dtype;	       /* enum align_dtype of db and main_grad (WGRAD_DTYPE) */
 };
 
-/* fmaf with the host's NaN bits on the device (matmul_dev.cuh's rule); the plain fmaf on the host */
+/* fmaf with the host's NaN bits on the device (nan_host.h hn_fmaf); the plain fmaf on the host */
 ALIGN_HD static inline float mmb_fmaf(float a, float b, float c)
 {
-	float r = fmaf(a, b, c);
-#if ALIGN_NAN_HOST_FIX
-	if (align_isnanf(r))
-		return align_isnanf(a) || align_isnanf(b) ? hn_pickf(a, b) : hn_pickf(c, 0.0f);
-#endif
-	return r;
+	return hn_fmaf(a, b, c);
 }
 
 /* element k of a strided operand sequence, rounded per MATMUL_OPERAND */

@@ -24,19 +24,10 @@ static __device__ __forceinline__ float mm_ld(const void *p, int bf16, long long
 	return bf16 ? align_bf16_to_f32(((const align_bf16 *)p)[i]) : ((const float *)p)[i];
 }
 
-/* fmaf(a, b, c) with the host's NaN: a NaN result is the first NaN of (a, b, c) quieted, else the
- * host's default NaN. This is glibc's fmaf on x86-64 (vfmadd with the operands in C order, or the
- * binary64 fallback a*b then +c); with at most one distinct NaN among the operands (every input
- * without NaN, see nan_host.h) the order does not matter. */
+/* fmaf(a, b, c) with the host's NaN (nan_host.h hn_fmaf: on the device the fix is always on) */
 static __device__ __forceinline__ float mm_hn_fmaf(float a, float b, float c)
 {
-	float r = fmaf(a, b, c);
-	if (align_isnanf(r)) {
-		if (align_isnanf(a) || align_isnanf(b))
-			return hn_pickf(a, b);
-		return hn_pickf(c, 0.0f);
-	}
-	return r;
+	return hn_fmaf(a, b, c);
 }
 
 /* matmul__seq of matmul.h over n elements starting at element k0 of rows a and b */

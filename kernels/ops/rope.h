@@ -202,12 +202,14 @@ ALIGN_HD static inline void rope_cos_sin(const struct rope_cfg *c, int32_t pos, 
 ALIGN_HD static inline void rope_pair(const struct rope_cfg *c, float a, float b, float cs, float sn, float *ya,
 				      float *yb)
 {
-	if (c->arith_fma == 1) { /* fmaf: correctly rounded on both twins (glibc, CUDA fma.rn) */
-		*ya = hn_fixf(fmaf(a, cs, -hn_mul(b, sn)), a, cs);
-		*yb = hn_fixf(fmaf(a, sn, hn_mul(b, cs)), a, sn);
+	/* fmaf: correctly rounded on both twins (glibc, CUDA fma.rn); hn_fmaf takes the addend's NaN too (a
+	 * NaN b * s with finite a, c: H200 run of 2026-12-03, compressor extreme fill, 0xffc0 vs 0x7fc0) */
+	if (c->arith_fma == 1) {
+		*ya = hn_fmaf(a, cs, hn_neg(hn_mul(b, sn)));
+		*yb = hn_fmaf(a, sn, hn_mul(b, cs));
 	} else if (c->arith_fma == 2) {
-		*ya = hn_fixf(fmaf(-b, sn, hn_mul(a, cs)), b, sn);
-		*yb = hn_fixf(fmaf(b, cs, hn_mul(a, sn)), b, cs);
+		*ya = hn_fmaf(hn_neg(b), sn, hn_mul(a, cs));
+		*yb = hn_fmaf(b, cs, hn_mul(a, sn));
 	} else if (c->arith_bf16) {
 		*ya = hn_sub(align_round_bf16(hn_mul(a, cs)), align_round_bf16(hn_mul(b, sn)));
 		*yb = hn_add(align_round_bf16(hn_mul(b, cs)), align_round_bf16(hn_mul(a, sn)));
