@@ -61,6 +61,32 @@ int ops_op_reads_mode(const struct align_op *op, int mode_id)
 	return 0;
 }
 
+static const struct {
+	const char *op;
+	int mode, value;
+} refusals[] = {
+    {"qnorm", MODE_RMSNORM_REDUCE, ALIGN_RMSNORM_REDUCE_TORCH},
+    {"qnorm_bwd", MODE_RMSNORM_REDUCE, ALIGN_RMSNORM_REDUCE_TORCH},
+    {"compressor", MODE_RMSNORM_REDUCE, ALIGN_RMSNORM_REDUCE_TORCH},
+    {"attn", MODE_RMSNORM_REDUCE, ALIGN_RMSNORM_REDUCE_TORCH},
+};
+
+int ops_op_refuses(const struct align_op *op, int mode_id, int value)
+{
+	for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++)
+		if (refusals[i].mode == mode_id && refusals[i].value == value && !strcmp(refusals[i].op, op->name))
+			return 1;
+	return 0;
+}
+
+int ops_refused_in(const struct align_op *op, const struct align_modes *m)
+{
+	for (const int *p = op->impl->modes; *p >= 0; p++)
+		if (ops_op_refuses(op, *p, m->v[*p]))
+			return 1;
+	return 0;
+}
+
 int ops_fwd_cpu(const struct align_op *op, const void *params, const struct align_modes *m,
 		const struct align_tensor *in, int n_in, struct align_tensor *out, int n_out)
 {

@@ -139,6 +139,12 @@ int ops_variant_index(const struct align_op *op, const char *name);
 const char *ops_variant_names(const struct align_op *op);
 const struct align_op *ops_at(int i); /* 0 <= i < ALIGN_OP_COUNT */
 int ops_op_reads_mode(const struct align_op *op, int mode_id);
+/* 1 when op refuses value `value` of switch mode_id on both twins, by design (ALIGN_ERR_UNSUPPORTED with a
+ * message from its config builder; the table in ops.c): RMSNORM_REDUCE=torch, ATen's row order planned from
+ * the [T, D] tensor a norm reduces, outside the ops whose norms are such tensors (rmsnorm, rmsnorm_bwd, mtp) */
+int ops_op_refuses(const struct align_op *op, int mode_id, int value);
+/* 1 when a switch op reads holds a value ops_op_refuses lists for op */
+int ops_refused_in(const struct align_op *op, const struct align_modes *m);
 /* the C twin, or ALIGN_ERR_UNSUPPORTED when a switch the op reads holds a value the CPU cannot run
  * (modes_refused_on ALIGN_DEVICE_CPU: the GPU-only values) */
 int ops_fwd_cpu(const struct align_op *op, const void *params, const struct align_modes *m,

@@ -39,6 +39,8 @@ enum align_reduce_order {
 	ALIGN_REDUCE_CHUNKED,
 	ALIGN_REDUCE_WARP32,
 	ALIGN_REDUCE_F64,
+	ALIGN_REDUCE_TORCH, /* not an order of this header: torch_order.h torch_rowsum, which needs the row count and
+			    * the row index; align_reduce answers a quiet NaN for it, so a caller that forgets shows */
 };
 
 /* Each order is written once with a flag hn: 0 = the plain operators (every caller but the ones below),
@@ -150,6 +152,8 @@ ALIGN_HD static inline float align__reduce(enum align_reduce_order order, const 
 		return align__reduce_warp32(x, n, stride, square, hn);
 	case ALIGN_REDUCE_F64:
 		return align__reduce_f64(x, n, stride, square, hn);
+	case ALIGN_REDUCE_TORCH:
+		return align_bits_f32(0x7fc00000u); /* torch_rowsum's (torch_order.h): never reached here */
 	case ALIGN_REDUCE_SEQ:
 	default:
 		return align__reduce_seq(x, n, stride, square, hn);

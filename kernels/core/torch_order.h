@@ -1,6 +1,6 @@
 /* torch_order.h: PyTorch eager CUDA's selection and summation orders for small slices, as plain
  * sequential code shared by the C and CUDA twins (the "torch" values of ROUTER_TOPK_ORDER,
- * ROUTER_SUM, MHC_SUM_ORDER and RMSNORM_BWD_DW_ORDER in modes.def). Integer and comparison logic plus binary32 adds in a
+ * ROUTER_SUM, MHC_SUM_ORDER, RMSNORM_BWD_DW_ORDER and RMSNORM_REDUCE in modes.def). Integer and comparison logic plus binary32 adds in a
  * fixed association: portable, bit for bit the same on both sides.
  *
  * What each function reproduces (PyTorch 2.x ATen sources, aten/src/ATen/native/cuda; checked
@@ -36,6 +36,25 @@
  *                   where ATen would add a cross-CTA global_reduce (ceil(n / bh) >= 256: its split
  *                   depends on the SM count; not modelled) or where the iterator drops the column dim
  *                   (m == 1, n > 1: a contiguous reduction, not modelled).
+ *   torch_rowsum    x.sum(-1) / x.mean(-1) of a contiguous [rows, n] binary32 tensor in a fresh (16-byte
+ *                   aligned) allocation, one row (Reduce.cuh setReduceConfig, input_vectorized_thread_reduce_impl
+ *                   / thread_reduce_impl, block_y_reduce, block_x_reduce; MeanOps). torch_rowsum_plan(rows, n)
+ *                   fixes the block shape from both dims, so the order of a row depends on the row count:
+ *                   vec = n > 128 (float4 loads); dim0 = vec ? n / 4 : n; set_block_dimension(dim0, rows) with
+ *                   512 threads: bw = min(p0, 32), bh = min(p1, 512 / bw), bw = min(p0, 512 / bh) (p0, p1 the
+ *                   powers of two at or below dim0, rows, capped at 512); the row splits over block.y too (ys =
+ *                   bh) when ceil(n / bw) >= min(16 bh, 256). Thread (x, y) keeps 4 accumulators from +0:
+ *                   vec: an unaligned row start (the row's offset r n mod 4 = h > 0) first gives lanes h..3 of
+ *                   y = 0 the head elements x - h into acc 0; then vectors v = x + y bw, + bw ys, ... of the
+ *                   aligned part (elements 4 v + i into acc i) while complete; then the tail elements into acc 0
+ *                   of lanes 0.. of y = 0; scalar: elements x + y bw + k bw ys, the k-th into acc k mod 4. The
+ *                   thread value is ((a0 + a1) + a2) + a3; block.y's values meet in a shared-memory tree
+ *                   (offsets ys/2 .. 1), then block.x's: shared tree bw/2 .. 32 when bw > 32, then shfl_down
+ *                   with decreasing offsets (16 or bw/2) .. 1 (CUDA's order since PyTorch 2.9, "to match
+ *                   Triton"). mean = sum * fl(fl(rows) / fl(rows n)) (MeanOps' factor, a multiply). Refused
+ *                   (plan.ok = 0): a row left with >= 256 values a thread after the split (ATen may add a
+ *                   cross-CTA global reduce sized by the SM count) and tensors past 2^31 bytes (ATen splits
+ *                   the iterator for 32-bit indexing).
  *   torch_softmax_sum  the denominator of torch.softmax(x, -1) for n <= 1024 (PersistentSoftmax.cuh):
  *                   W = min(next_pow2(n), 32) lanes, lane l sums e[l], e[l + W], ... from 0.0f (padded
  *                   lanes hold exp(-inf) = +0), then an xor butterfly with offsets W/2, ..., 1.
@@ -267,6 +286,101 @@ ALIGN_HD static inline float torch_softmax_sum(const float *e, int64_t es, int64
 		lane[l] = s; /* a padded lane adds exp(-inf) = +0 to 0.0f */
 	}
 	return torch_lane_tree(lane, w); /* xor butterfly: lane 0 sees this tree, every lane the same value */
+}
+
+/* ---- x.sum(-1) / x.mean(-1) of a contiguous [rows, n] binary32 tensor (torch_rowsum) ---- */
+
+#define TORCH_ROWSUM_MAX_THREADS 512
+
+struct torch_rowsum {
+	int64_t rows, n;
+	int vec;   /* float4 loads (n > 128) */
+	int bw;	   /* block.x: lanes over a row */
+	int ys;	   /* block.y threads splitting a row (1: a warp or block row per output) */
+	float mean; /* MeanOps' factor fl(fl(rows) / fl(rows n)) */
+	int ok;	   /* 0: a shape ATen reduces in a way not modelled here (see above) */
+};
+
+ALIGN_HD static inline struct torch_rowsum torch_rowsum_plan(int64_t rows, int64_t n)
+{
+	struct torch_rowsum p = {rows, n, n > 128, 1, 1, 0.0f, 1};
+	if (rows < 1 || n < 1 || rows > INT32_MAX / 4 / n) {
+		p.ok = rows >= 1 && n >= 1 ? 0 : 1;
+		return p;
+	}
+	int64_t dim0 = p.vec ? n / 4 : n, mnt = TORCH_ROWSUM_MAX_THREADS;
+	int64_t p0 = dim0 < mnt ? torch_last_pow2(dim0) : mnt, p1 = rows < mnt ? torch_last_pow2(rows) : mnt;
+	int64_t bw = p0 < 32 ? p0 : 32;
+	int64_t bh = p1 < mnt / bw ? p1 : mnt / bw;
+	bw = p0 < mnt / bh ? p0 : mnt / bh;
+	int64_t vpt = (n + bw - 1) / bw, thr = 16 * bh < 256 ? 16 * bh : 256;
+	p.bw = (int)bw;
+	if (vpt >= thr) {
+		p.ys = (int)bh;
+		if ((n + bw * bh - 1) / (bw * bh) >= 256)
+			p.ok = 0;
+	}
+	p.mean = (float)rows / (float)(rows * n);
+	return p;
+}
+
+/* element i of the row: binary32 (bf16 = 0) or bf16 bits (bf16 = 1), squared (binary32) when square */
+ALIGN_HD static inline float torch__rs_elt(const void *x, int bf16, int64_t i, int square)
+{
+	float v = bf16 ? align_bf16_to_f32(((const align_bf16 *)x)[i]) : ((const float *)x)[i];
+	return square ? hn_mul(v, v) : v;
+}
+
+/* one thread's value: its 4 accumulators combined */
+ALIGN_HD static inline float torch__rs_thread(const void *x, int bf16, const struct torch_rowsum *p, int64_t h, int xl,
+					      int y, int square)
+{
+	float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+	const int64_t n = p->n, step = (int64_t)p->bw * p->ys;
+	if (p->vec) {
+		int64_t start = 0, end = n;
+		if (h > 0) { /* the unaligned head: lanes h..3 of y = 0 */
+			if (y == 0 && xl >= h && xl < 4)
+				a[0] = hn_add(a[0], torch__rs_elt(x, bf16, xl - h, square));
+			start = 4 - h;
+			end = n + h - 4;
+		}
+		for (int64_t v = xl + (int64_t)y * p->bw; v * 4 + 3 < end; v += step)
+			for (int i = 0; i < 4; i++)
+				a[i] = hn_add(a[i], torch__rs_elt(x, bf16, start + v * 4 + i, square));
+		int64_t tail = end - end % 4 + xl;
+		if (y == 0 && tail < end)
+			a[0] = hn_add(a[0], torch__rs_elt(x, bf16, start + tail, square));
+	} else {
+		int64_t k = 0;
+		for (int64_t i = xl + (int64_t)y * p->bw; i < n; i += step, k++)
+			a[k % 4] = hn_add(a[k % 4], torch__rs_elt(x, bf16, i, square));
+	}
+	return hn_add(hn_add(hn_add(a[0], a[1]), a[2]), a[3]);
+}
+
+/* x.sum(-1) of row `row` (elements x[0..n), binary32 or bf16 bits, squared when square) under plan p (p->ok) */
+ALIGN_HD static inline float torch_rowsum(const void *x, int bf16, const struct torch_rowsum *p, int64_t row,
+					  int square)
+{
+	float v[TORCH_ROWSUM_MAX_THREADS];
+	const int bw = p->bw, ys = p->ys;
+	const int64_t h = p->vec ? (row * p->n) % 4 : 0;
+	for (int y = 0; y < ys; y++)
+		for (int xl = 0; xl < bw; xl++)
+			v[xl + y * bw] = torch__rs_thread(x, bf16, p, h, xl, y, square);
+	for (int off = ys / 2; off > 0; off /= 2) /* block_y_reduce */
+		for (int y = 0; y < off; y++)
+			for (int xl = 0; xl < bw; xl++)
+				v[xl + y * bw] = hn_add(v[xl + y * bw], v[xl + (y + off) * bw]);
+	int dim = bw;
+	if (dim > 32) { /* block_x_reduce: the shared-memory tree down to a warp */
+		for (int off = dim / 2; off >= 32; off /= 2)
+			for (int xl = 0; xl < off; xl++)
+				v[xl] = hn_add(v[xl], v[xl + off]);
+		dim = 32;
+	}
+	return torch_lane_tree(v, dim); /* shfl_down, offsets dim/2 .. 1 */
 }
 
 #endif /* ALIGN_TORCH_ORDER_H */

@@ -166,6 +166,8 @@ template <class X> ALIGN_HD static inline float hnr_reduce(int order, const X &x
 		return hnr_warp32(x, n, square);
 	case ALIGN_REDUCE_F64:
 		return hnr_f64(x, n, square);
+	case ALIGN_REDUCE_TORCH:
+		return align_bits_f32(0x7fc00000u); /* torch_rowsum's (torch_order.h): never reached here */
 	default:
 		return hnr_seq(x, n, square);
 	}

@@ -61,7 +61,7 @@ int compressor_cfg_modes(struct compressor_cfg *c, const struct compressor_param
 	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_CSA_QAT, ALIGN_CSA_QAT_OFF, ALIGN_CSA_QAT_ON, &c->qat));
 	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_RMSNORM_WEIGHT, ALIGN_RMSNORM_WEIGHT_FP32,
 				   ALIGN_RMSNORM_WEIGHT_BF16, &c->wbf16));
-	ALIGN_TRY(err, rmsnorm_factor_cfg_init(&c->f, op, m, device, err));
+	ALIGN_TRY(err, rmsnorm_factor_cfg_init(&c->f, op, m, device, -1, 0, err));
 	ALIGN_TRY(err, rope_cfg_modes(&c->r, &p->rope, F, m, device, err));
 	c->rotate = p->rotate != 0;
 	c->hscale = (float)(1.0 / sqrt((double)F));

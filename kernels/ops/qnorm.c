@@ -40,7 +40,7 @@ int qnorm_cfg_init(struct qnorm_cfg *c, const struct qnorm_params *p, const stru
 	int64_t qs[3] = {T, H, D};
 	ALIGN_TRY(err, op_cfg_tensor(err, "qnorm", "input", in_specs[0].name, &in[0], ALIGN_DT_BF16, 3, qs));
 	ALIGN_TRY(err, op_cfg_tensor(err, "qnorm", "output", out_specs[0].name, &out[0], qnorm_out_dtype(v), 3, qs));
-	ALIGN_TRY(err, rmsnorm_factor_cfg_init(&c->f, "qnorm", m, device, err));
+	ALIGN_TRY(err, rmsnorm_factor_cfg_init(&c->f, "qnorm", m, device, -1, 0, err));
 	c->T = T;
 	c->H = H;
 	c->D = D;
@@ -63,7 +63,7 @@ static void qnorm_row(const struct qnorm_cfg *c, const float *x32, float *tmp, i
 			ops_st(out, base + j, x32[j] * r);
 		return;
 	}
-	float r = rmsnorm_factor(x32, n, &c->f);
+	float r = rmsnorm_factor(x32, n, 0, &c->f); /* qnorm refuses the torch order: no row index needed */
 	if (c->mode == ALIGN_QNORM_MODE_FACTOR_BF16)
 		r = align_round_bf16(r);
 	for (int64_t j = 0; j < n; j++)

@@ -26,7 +26,7 @@ int qnorm_bwd_cfg_init(struct qnorm_bwd_cfg *c, const struct qnorm_bwd_params *p
 	ALIGN_TRY(err, op_cfg_tensor(err, op, "input", "q", &in[0], ALIGN_DT_BF16, 3, qs));
 	ALIGN_TRY(err, op_cfg_tensor(err, op, "input", "dy", &in[1], ALIGN_DT_BF16, 3, qs));
 	ALIGN_TRY(err, op_cfg_tensor(err, op, "output", "dq", &out[0], ALIGN_DT_BF16, 3, qs));
-	ALIGN_TRY(err, rmsnorm_factor_cfg_init(&c->b.f, op, m, device, err));
+	ALIGN_TRY(err, rmsnorm_factor_cfg_init(&c->b.f, op, m, device, -1, 0, err));
 	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_QNORM_BWD_PREC, ALIGN_QNORM_BWD_PREC_FP32,
 				   ALIGN_QNORM_BWD_PREC_BF16_EAGER, &c->bf16));
 	int v = m->v[MODE_RMSNORM_BWD_FORM];

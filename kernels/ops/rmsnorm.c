@@ -1,6 +1,7 @@
 /* rmsnorm.c: CPU twin of the weighted RMSNorm (contract in rmsnorm.h). */
 #include "rmsnorm.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 
 #include "op_cfg.h"
@@ -15,7 +16,7 @@ static const struct align_tensor_spec out_specs[] = {
 };
 
 int rmsnorm_factor_cfg_init(struct rmsnorm_factor_cfg *f, const char *op, const struct align_modes *m, int device,
-			    struct align_err *err)
+			    int64_t rows, int64_t n, struct align_err *err)
 {
 	const char *fn = "rmsnorm_factor_cfg_init";
 	int v = m->v[MODE_RMSNORM_REDUCE];
@@ -31,6 +32,21 @@ int rmsnorm_factor_cfg_init(struct rmsnorm_factor_cfg *f, const char *op, const 
 		break;
 	case ALIGN_RMSNORM_REDUCE_FP64:
 		f->order = ALIGN_REDUCE_F64;
+		break;
+	case ALIGN_RMSNORM_REDUCE_TORCH:
+		if (rows < 0)
+			return align_fail(err, ALIGN_ERR_UNSUPPORTED,
+					  "%s: ALIGN_RMSNORM_REDUCE=torch is not modelled for this op (ATen's row "
+					  "reduction is modelled for rmsnorm, rmsnorm_bwd and mtp's norms)",
+					  op);
+		f->order = ALIGN_REDUCE_TORCH;
+		f->tr = torch_rowsum_plan(rows, n);
+		if (!f->tr.ok)
+			return align_fail(err, ALIGN_ERR_UNSUPPORTED,
+					  "%s: ALIGN_RMSNORM_REDUCE=torch: rows of %" PRId64 " values at %" PRId64
+					  " rows are not modelled (ATen splits such a row over CTAs by the SM count, or "
+					  "splits a tensor past 2^31 bytes)",
+					  op, n, rows);
 		break;
 	default:
 		return op_cfg_unhandled(err, op, MODE_RMSNORM_REDUCE, v, fn);
@@ -73,7 +89,7 @@ int rmsnorm_cfg_init(struct rmsnorm_cfg *c, const struct rmsnorm_params *p, cons
 	ALIGN_TRY(err, op_cfg_tensor(err, "rmsnorm", "input", in_specs[0].name, &in[0], ALIGN_DT_BF16, 2, xs));
 	ALIGN_TRY(err, op_cfg_tensor(err, "rmsnorm", "input", in_specs[1].name, &in[1], ALIGN_DT_F32, 1, ws));
 	ALIGN_TRY(err, op_cfg_tensor(err, "rmsnorm", "output", out_specs[0].name, &out[0], ALIGN_DT_BF16, 2, xs));
-	ALIGN_TRY(err, rmsnorm_factor_cfg_init(&c->f, "rmsnorm", m, device, err));
+	ALIGN_TRY(err, rmsnorm_factor_cfg_init(&c->f, "rmsnorm", m, device, T, D, err));
 	ALIGN_TRY(err, op_cfg_flag(err, "rmsnorm", fn, m, MODE_RMSNORM_WEIGHT, ALIGN_RMSNORM_WEIGHT_FP32,
 				   ALIGN_RMSNORM_WEIGHT_BF16, &c->wbf16));
 	ALIGN_TRY(err, op_cfg_flag(err, "rmsnorm", fn, m, MODE_RMSNORM_CAST, ALIGN_RMSNORM_CAST_AFTER_WEIGHT,
@@ -97,7 +113,7 @@ int rmsnorm_fwd_cpu(const struct rmsnorm_params *p, const struct align_modes *m,
 	for (int64_t t = 0; t < T; t++) {
 		for (int64_t j = 0; j < D; j++)
 			x32[j] = ops_ld(&in[0], t * D + j);
-		float r = rmsnorm_factor(x32, D, &c.f);
+		float r = rmsnorm_factor(x32, D, t, &c.f);
 		for (int64_t j = 0; j < D; j++) {
 			float y = x32[j] * r;
 			float wj = c.wbf16 ? align_round_bf16(w[j]) : w[j];

@@ -17,7 +17,9 @@
  * thread 0 of the row), then normalised from the same registers with 16-byte stores; the mode flags of
  * the output formula are template parameters of the chunk code (no per-element selects). Otherwise (G =
  * 32 at D = 4096, ragged D, unaligned pointers) the staged layout: the row is copied to shared memory,
- * reduced and normalised from there. launch.serial runs one thread per row through the C twin's loops.
+ * reduced and normalised from there. launch.serial runs one thread per row through the C twin's loops;
+ * RMSNORM_REDUCE=torch always does (torch_order.h's torch_rowsum: ATen's threads replayed one by one, a
+ * GPU-mimic order whose speed is not a goal).
  *
  * Napkin maths (DSv4-Flash: T = 16384, D = 4096): bytes = 2TD (x) + 2TD (y) + 4D (w, cached) = 268 MB;
  * FLOPs ~ 2TD (squares, sum) + 3TD (scale, weight) = 0.34 GFLOP: memory bound. H100 SXM (3.35 TB/s
@@ -64,7 +66,7 @@ ALIGN_HD static inline size_t rms_row_smem(const rms_args &a, int regs)
 
 __device__ static inline float rms_factor(const rms_args &a, float ss)
 {
-	return rows_rsqrt(a.c.f.rsqrt, hn_add(hn_div(ss, (float)a.c.D), a.c.f.eps));
+	return rows_rsqrt(a.c.f.rsqrt, hn_add(rmsnorm_mean(&a.c.f, ss, a.c.D), a.c.f.eps));
 }
 
 template <bool H> __device__ static inline float rms_elem_f(const rms_args &a, float x32, float r, float w)
@@ -187,7 +189,9 @@ __global__ void rmsnorm_serial_kernel(rms_args a)
 	for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < a.c.T;
 	     t += (int64_t)gridDim.x * blockDim.x) {
 		rows_bf16_row xr = {a.x + t * a.c.D};
-		float r = rms_factor(a, hnr_reduce(a.c.f.order, xr, a.c.D, 1));
+		float ss = a.c.f.order == ALIGN_REDUCE_TORCH ? torch_rowsum(xr.p, 1, &a.c.f.tr, t, 1)
+							     : hnr_reduce(a.c.f.order, xr, a.c.D, 1);
+		float r = rms_factor(a, ss);
 		for (int64_t j = 0; j < a.c.D; j++)
 			a.y[t * a.c.D + j] = rms_elem(a, xr(j), r, a.w[j]);
 	}
@@ -226,5 +230,12 @@ extern "C" int rmsnorm_fwd_cuda(const void *params, const struct align_modes *m,
 	if (T <= 0 || D <= 0)
 		return ALIGN_OK;
 	const rows_op<rms_args> op = {"rmsnorm", T, RMS_DEF_G, RMS_DEF_RPB, rmsnorm_serial_kernel, rms_pick};
+	if (a.c.f.order == ALIGN_REDUCE_TORCH) { /* ATen's threads replayed by one thread a row: the serial kernel */
+		struct align_launch ser = {0, 0, 0, 0};
+		if (launch)
+			ser = *launch;
+		ser.serial = ser.serial < 0 ? ser.serial : 1;
+		return rows_launch(op, &ser, a, stream);
+	}
 	return rows_launch(op, launch, a, stream);
 }

@@ -44,7 +44,7 @@ int rmsnorm_bwd_cfg_init(struct rmsnorm_bwd_cfg *c, const struct rmsnorm_bwd_par
 	ALIGN_TRY(err, op_cfg_tensor(err, op, "input", "dy", &in[2], ALIGN_DT_BF16, 2, xs));
 	ALIGN_TRY(err, op_cfg_tensor(err, op, "output", "dx", &out[0], ALIGN_DT_BF16, 2, xs));
 	ALIGN_TRY(err, op_cfg_tensor(err, op, "output", "dw", &out[1], c->dw_dtype, 1, ws));
-	ALIGN_TRY(err, rmsnorm_factor_cfg_init(&c->f, op, m, device, err));
+	ALIGN_TRY(err, rmsnorm_factor_cfg_init(&c->f, op, m, device, T, D, err));
 	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_RMSNORM_WEIGHT, ALIGN_RMSNORM_WEIGHT_FP32,
 				   ALIGN_RMSNORM_WEIGHT_BF16, &c->wbf16));
 	switch ((enum align_RMSNORM_BWD_FORM_value)(v = m->v[MODE_RMSNORM_BWD_FORM])) {
@@ -106,10 +106,10 @@ int rmsnorm_bwd_fwd_cpu(const struct rmsnorm_bwd_params *p, const struct align_m
 	for (int64_t t = 0; t < T; t++) {
 		for (int64_t j = 0; j < D; j++)
 			x32[j] = ops_ld(&in[0], t * D + j);
-		float r = rmsnorm_factor(x32, D, &c.f);
+		float r = rmsnorm_factor(x32, D, t, &c.f);
 		for (int64_t j = 0; j < D; j++)
 			pr[j] = rmsb_p(&c, ops_ld(&in[2], t * D + j), w[j], x32[j], r);
-		float s = align_reduce(c.f.order, pr, D, 1, 0, 0);
+		float s = rmsnorm_rowsum(&c.f, pr, D, t, 0, 0);
 		for (int64_t j = 0; j < D; j++) {
 			float g = ops_ld(&in[2], t * D + j);
 			ops_st(&out[0], t * D + j, rmsb_dx(&c, g, w[j], x32[j], r, s));

@@ -1,7 +1,8 @@
 /* rmsnorm_bwd.cu: CUDA twin of the RMSNorm backward (contract: rmsnorm_bwd.h; specification:
  * rmsnorm_bwd.c). x[T,D] bf16, w[D] f32, dy[T,D] bf16 -> dx[T,D] bf16, dw[D] f32|bf16, the C twin's bytes
  * in every portable mode: the per-element formulas are the header's (rmsb_p, rmsb_dx, rmsb_q) and every
- * sum is reduce.h's code run by one thread, so the association is the C twin's by construction.
+ * sum is reduce.h's code run by one thread (RMSNORM_REDUCE=torch: torch_order.h's torch_rowsum, ATen's
+ * threads replayed by one), so the association is the C twin's by construction.
  * RMSNORM_RSQRT=cuda (GPU only) takes CUDA's rsqrtf (rows_rsqrt), as the forward twin does.
  *
  * Layout: the device context's scratch holds x as binary32 [T,D], q [T,D], r [T] and s [T]; kernel 1
@@ -37,12 +38,12 @@ __global__ void rmsnorm_bwd_row_kernel(rmsb_args a)
 		float *x32 = a.x32 + t * D, *p = a.q + t * D;
 		for (int64_t j = 0; j < D; j++)
 			x32[j] = align_bf16_to_f32(a.x[t * D + j]);
-		float ss = align_reduce_hn(a.c.f.order, x32, D, 1, 0, 1);
-		float r = rows_rsqrt(a.c.f.rsqrt, hn_add(hn_div(ss, (float)D), a.c.f.eps));
+		float ss = rmsnorm_rowsum(&a.c.f, x32, D, t, 1, 1);
+		float r = rows_rsqrt(a.c.f.rsqrt, hn_add(rmsnorm_mean(&a.c.f, ss, D), a.c.f.eps));
 		for (int64_t j = 0; j < D; j++)
 			p[j] = rmsb_p(&a.c, align_bf16_to_f32(a.dy[t * D + j]), a.w[j], x32[j], r);
 		a.r[t] = r;
-		a.s[t] = align_reduce_hn(a.c.f.order, p, D, 1, 0, 0);
+		a.s[t] = rmsnorm_rowsum(&a.c.f, p, D, t, 0, 1);
 	}
 }
 

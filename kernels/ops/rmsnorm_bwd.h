@@ -8,7 +8,8 @@
  *   1. r = rmsnorm_factor(x)                         (the forward's steps 1-3)
  *   2. dn_j = g_j * w'_j
  *   3. p_j  = dn_j * x_j (autograd) | dn_j * (x_j * r) (te) | (dn_j * x_j) * r (apex);
- *      s = sum of p_j over j in the RMSNORM_REDUCE order (reduce.h, the forward's row order)
+ *      s = sum of p_j over j in the RMSNORM_REDUCE order (reduce.h, the forward's row order; torch:
+ *          torch_rowsum of the [T, D] product, autograd's sum_to of the broadcast r: x.sum(-1), no factor)
  *   4. dx_j per RMSNORM_BWD_FORM, stored R(dx_j):
  *        autograd: dn_j * r + ((((-0.5f * s) * ((r * r) * r)) / D) * (2.0f * x_j))
  *                  (PyTorch autograd of x * rsqrt(x.square().mean(-1) + eps) * w: mul_backward gives

@@ -735,6 +735,20 @@ def torch_rmsnorm_bwd(torch, inp, dev, eps=1e-6):
     return {"dx": x.grad, "dw": w.grad}
 
 
+def torch_rmsnorm(torch, inp, dev, eps=1e-6):  # DS-ref RMSNorm forward: fp32 inside, fp32 weight, bf16 out
+    x = to_torch(torch, inp["x"], dev)
+    w = to_torch(torch, inp["w"], dev)
+    xf = x.float()
+    return {"y": (w * (xf * torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps))).to(torch.bfloat16)}
+
+
+# RMSNORM_REDUCE=torch (torch_order.h torch_rowsum): shapes that cover its plan's branches: scalar rows (D <=
+# 128) and float4 rows, one row (block.x up to 512 lanes, shared tree), 8 rows (64 lanes), >= 16 rows (32),
+# unaligned row starts (D % 4 != 0: the head and tail lanes), the block.y split (16 x 8200, 8 x 8192)
+TORCH_NORM_SHAPES = ((16, 64), (1, 64), (1, 4096), (1, 7168), (8, 4096), (16, 129), (3, 257), (200, 300),
+                     (64, 4096), (8, 8192), (16, 8200), (2, 1000))
+
+
 def torch_qnorm_bwd(torch, inp, dev, eps=1e-6):
     with torch.enable_grad():  # DS-ref q norm: every op on the bf16 tensor
         q = to_torch(torch, inp["q"], dev).requires_grad_()
@@ -1012,6 +1026,14 @@ def cases():
                     modes=["ALIGN_RMSNORM_REDUCE=warp32"], shape="T=%d,D=%d" % (BW_T, BW_D),
                     inputs=norm_bwd_inputs([BW_T, BW_D], True), outputs=["dx", "dw"], ref=("rmsnorm_bwd", {}),
                     informational=True, why="r with torch's mean(-1) order at D=64 (WARP32 there): a hypothesis"))
+    for T, D in TORCH_NORM_SHAPES:  # verdict rows: ATen's row order (and r through it in the backward)
+        out.append(dict(op="rmsnorm[%dx%d]" % (T, D), label="deepseek-ref-cuda+reduce-torch", profile="deepseek-ref-cuda",
+                        modes=["ALIGN_RMSNORM_REDUCE=torch"], shape="T=%d,D=%d" % (T, D),
+                        inputs={k: v for k, v in norm_bwd_inputs([T, D], True).items() if k != "dy"},
+                        outputs=["y"], ref=("rmsnorm", {})))
+        out.append(dict(op="rmsnorm_bwd[%dx%d]" % (T, D), label="deepseek-ref-cuda+reduce-torch",
+                        profile="deepseek-ref-cuda", modes=["ALIGN_RMSNORM_REDUCE=torch"], shape="T=%d,D=%d" % (T, D),
+                        inputs=norm_bwd_inputs([T, D], True), outputs=["dx", "dw"], ref=("rmsnorm_bwd", {})))
     out.append(dict(op="qnorm_bwd", label="deepseek-ref-cuda+informational", profile="deepseek-ref-cuda", modes=[],
                     shape="T=%d,H=%d,D=%d" % (BW_T, BW_H, BW_D), inputs=norm_bwd_inputs([BW_T, BW_H, BW_D], False),
                     outputs=["dq"], ref=("qnorm_bwd", {}), informational=True, why=why))
@@ -1568,6 +1590,8 @@ def compare_run(align, device, workdir, explain_ops=(), only_ops=None, only_prob
                 ref = torch_dsa_indexer(torch, c["inputs"], dev, extra["K"])
             elif kind == "matmul_bwd":
                 ref = torch_matmul_bwd(torch, c["inputs"], dev)
+            elif kind == "rmsnorm":
+                ref = torch_rmsnorm(torch, c["inputs"], dev)
             elif kind == "rmsnorm_bwd":
                 ref = torch_rmsnorm_bwd(torch, c["inputs"], dev)
             elif kind == "qnorm_bwd":

@@ -1,6 +1,7 @@
 /* test-op-cfg.c: every op's config builder (X_cfg_init through op->impl->cfg_check) handles every value
  * of every switch the op reads, on both devices, as the registry says: a value runs on a device unless
- * modes.def marks it GPU_ONLY (refused on the CPU) or CPU_ONLY (refused on CUDA), and a refusal is
+ * modes.def marks it GPU_ONLY (refused on the CPU) or CPU_ONLY (refused on CUDA) or the op lists it in its
+ * refuses (both devices: RMSNORM_REDUCE=torch outside the whole-tensor norms), and a refusal is
  * ALIGN_ERR_UNSUPPORTED with a message. A value the builder does not handle (a row added to modes.def
  * without its case in X_cfg_init) returns ALIGN_ERR_INTERNAL and fails here, on a machine without a GPU,
  * before any CUDA twin runs it. Each case starts from the defaults and changes one switch; the
@@ -35,7 +36,7 @@ static void check_one(const struct align_op *op, const void *params, const struc
 {
 	struct align_err err = {0};
 	int rc = op->impl->cfg_check(params, m, d, device, &err);
-	int refused = modes_value_refused_on(id, v, device);
+	int refused = modes_value_refused_on(id, v, device) || ops_op_refuses(op, id, v);
 	int want = refused ? ALIGN_ERR_UNSUPPORTED : ALIGN_OK;
 	cases++;
 	if (rc == want && (rc == ALIGN_OK || err.msg[0]))

@@ -768,7 +768,7 @@ static int check_op(const struct ref_entry *e)
 				m.v[ids[q]] = rest % modes_value_count(ids[q]);
 				rest /= modes_value_count(ids[q]);
 			}
-			if (modes_gpu_only_in(&m, NULL) >= 0)
+			if (modes_gpu_only_in(&m, NULL) >= 0 || ops_refused_in(op, &m))
 				continue;
 			struct align_tensor in[8], out[8];
 			if (run(op, params, &d, &m, in, out) != ALIGN_OK) {

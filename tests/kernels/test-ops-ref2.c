@@ -517,7 +517,7 @@ static int check_op(const struct ref_entry *re)
 					m.v[ids[q]] = rest % modes_value_count(ids[q]);
 					rest /= modes_value_count(ids[q]);
 				}
-				if (modes_gpu_only_in(&m, NULL) >= 0)
+				if (modes_gpu_only_in(&m, NULL) >= 0 || ops_refused_in(op, &m))
 					continue; /* GPU-only values: the C twin refuses them */
 				struct align_tensor in[8], out[8];
 				for (int i = 0; i < im->n_in; i++)
