@@ -52,15 +52,29 @@ static int is_busy(int code)
 	return code == SQLITE_BUSY || code == SQLITE_LOCKED;
 }
 
-static int check_foreign(sqlite3 *db, const char *path, int version, struct align_err *e)
+/* The schema version and the table counts in one statement, so from one snapshot: read one by one, a
+ * process that created the schema between the reads made a fresh database look foreign ("6 tables and no
+ * align schema": two ingests creating one database at once, 4 of 150 trials). 0, or -1 (sqlite3_errcode). */
+static int read_header(sqlite3 *db, int *version, int *tables, int *ours)
 {
-	int tables = 0, ours = 0;
-	if (query_int(db, "SELECT count(*) FROM sqlite_schema WHERE type='table'", &tables) ||
-	    query_int(db,
-		      "SELECT count(*) FROM sqlite_schema WHERE type='table' AND name IN "
-		      "('run','source','record')",
-		      &ours))
-		return fail_input(e, "'%s' is not a database: %s", path, sqlite3_errmsg(db));
+	sqlite3_stmt *st;
+	const char *sql = "SELECT (SELECT user_version FROM pragma_user_version), "
+			  "(SELECT count(*) FROM sqlite_schema WHERE type='table'), "
+			  "(SELECT count(*) FROM sqlite_schema WHERE type='table' AND name IN ('run','source','record'))";
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*version = sqlite3_column_int(st, 0);
+		*tables = sqlite3_column_int(st, 1);
+		*ours = sqlite3_column_int(st, 2);
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_ROW ? 0 : -1;
+}
+
+static int check_foreign(const char *path, int version, int tables, int ours, struct align_err *e)
+{
 	if (version == 0 && tables > 0)
 		return fail_input(e, "'%s' is not an align database (it has %d tables and no align schema)", path,
 				  tables);
@@ -129,8 +143,8 @@ int store_open_err(const char *path, enum store_mode mode, int busy_ms, sqlite3 
 		sqlite3_close(db);
 		return fail_input(e, "cannot write database '%s': the file is read-only", path);
 	}
-	int version = 0, rc;
-	if (query_int(db, "PRAGMA user_version", &version)) {
+	int version = 0, tables = 0, ours = 0, rc;
+	if (read_header(db, &version, &tables, &ours)) {
 		int code = sqlite3_errcode(db);
 		rc = is_busy(code) ? fail_input(e, "database '%s' is locked by another process (waited %d ms)", path,
 						busy_ms < 0 ? 0 : busy_ms)
@@ -138,7 +152,7 @@ int store_open_err(const char *path, enum store_mode mode, int busy_ms, sqlite3 
 		sqlite3_close(db);
 		return rc;
 	}
-	if ((rc = check_foreign(db, path, version, e))) {
+	if ((rc = check_foreign(path, version, tables, ours, e))) {
 		sqlite3_close(db);
 		return rc;
 	}
