@@ -116,6 +116,12 @@ static int list_ops(FILE *out)
 			op->impl->dims);
 		for (const int *p = op->impl->modes; *p >= 0; p++)
 			fprintf(out, " %s", modes_info(*p)->env);
+		int refusals = 0; /* values of its switches the op refuses by design (ops_op_refuses) */
+		for (const int *p = op->impl->modes; *p >= 0; p++)
+			for (int v = 0; v < modes_value_count(*p); v++)
+				if (ops_op_refuses(op, *p, v))
+					fprintf(out, "%s %s=%s", refusals++ ? "" : "\n  refuses:", modes_info(*p)->env,
+						modes_value_name(*p, v));
 		fprintf(out, "\n  outputs:");
 		for (int k = 0; k < op->impl->n_out; k++)
 			fprintf(out, " %s[%s]", op->impl->out[k].name, op->impl->out[k].shape);

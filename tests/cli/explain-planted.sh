@@ -67,13 +67,15 @@ solo = {"compressor"}
 # assignments since ROPE_YARN_FREQ and ROPE_ARITH grew to 3 and 4 values, over explain's exhaustive
 # limit (200,000); fixing ROPE_ARITH (explained exhaustively on the rope op) leaves 73,728
 op_fix = {"compressor": ["ALIGN_ROPE_ARITH"]}
-ops, switches, cur = [], {}, None
+ops, switches, refused, cur = [], {}, {}, None
 for line in open("list.txt"):  # a block's lines (mhc, model: their own switches line) belong to no op
     if line[0].isalpha():
         cur = None if ": block of" in line else line.split(":")[0]
         ops += [cur] if cur else []
     elif line.strip().startswith("switches:") and cur:
         switches[cur] = line.split()[1:]
+    elif line.strip().startswith("refuses:") and cur:  # values the op refuses by design: never planted
+        refused[cur] = set(line.split()[1:])
 values = {}
 for line in open("modes.txt").readlines()[1:]:
     f = line.split()
@@ -98,7 +100,7 @@ for i, op in enumerate(ops):
         print(f"op {op}: composed layer, explained through its sub-ops"); continue
     if op not in dims:
         print(f"op {op}: no fast dims in explain-planted.sh"); bad += 1; continue
-    sw_all = {e: values[e] for e in switches[op]}
+    sw_all = {e: [v for v in values[e] if f"{e}={v}" not in refused.get(op, ())] for e in switches[op]}
     for k in range(op_draws.get(op, draws)):
         plant = {e: rng.choice(v) for e, v in sw_all.items()}
         fix = {e: plant[e] for e in op_fix.get(op, [])}

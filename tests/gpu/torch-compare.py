@@ -1011,29 +1011,26 @@ def cases():
                     shape="T=%d,D=%d,F=%d,S=%d" % (BW_T, BW_D, BW_F, BW_T), inputs=matmul_bwd_inputs(BW_T, BW_D, BW_F),
                     outputs=["da", "db"], ref=("matmul_bwd", {}), informational=True, cpu_ok=True,
                     why="cuBLAS's dgrad/wgrad kernels vs the portable order"))  # reads no GPU-only switch
-    # informational: dx was equal on the H100 and the H200, dw (RMSNORM_BWD_DW_ORDER=torch) differed in 12 of
-    # 64 (up to 128 ulp) on the H200, 2026-12-02, while probe_cols found x.sum(0)'s order right at this shape:
-    # the terms dy * n differ (r's mean order at D=64?), judged again once a GPU run settles it
+    # informational: the profile's own RMSNORM_REDUCE=pairwise, for contrast with the reduce-torch rows below:
+    # dx equal, dw 12 of 64 differing (up to 128 ulp) on the H200 (2026-12-02, -03): r's mean order, which
+    # ALIGN_RMSNORM_REDUCE=torch reproduces (the warp32 row that showed it at D = 64 is retired)
     out.append(dict(op="rmsnorm_bwd", label="deepseek-ref-cuda+informational", profile="deepseek-ref-cuda", modes=[],
                     shape="T=%d,D=%d" % (BW_T, BW_D), inputs=norm_bwd_inputs([BW_T, BW_D], True),
                     outputs=["dx", "dw"], ref=("rmsnorm_bwd", {}), informational=True,
-                    why="dw: 12 of 64 differed on the H200 with the sum order right: the terms dy * n differ"))
-    # the suspect: r. deepseek-ref-cuda keeps RMSNORM_REDUCE=pairwise, but torch's x.square().mean(-1) over
-    # D=64 < 128 is torch_sum_lastdim's order (32 lanes, lane l: x[l] + x[l+32], then shfl_down 16..1),
-    # which is exactly WARP32's at D <= 64 (lanes start at +0, squares are >= 0); probe_orders prints the
-    # mean's order per D. If this row is equal and the one above is not, r was the difference.
-    out.append(dict(op="rmsnorm_bwd", label="deepseek-ref-cuda+warp32-informational", profile="deepseek-ref-cuda",
-                    modes=["ALIGN_RMSNORM_REDUCE=warp32"], shape="T=%d,D=%d" % (BW_T, BW_D),
-                    inputs=norm_bwd_inputs([BW_T, BW_D], True), outputs=["dx", "dw"], ref=("rmsnorm_bwd", {}),
-                    informational=True, why="r with torch's mean(-1) order at D=64 (WARP32 there): a hypothesis"))
+                    why="RMSNORM_REDUCE=pairwise, not torch's mean order: see the reduce-torch rows"))
     for T, D in TORCH_NORM_SHAPES:  # verdict rows: ATen's row order (and r through it in the backward)
         out.append(dict(op="rmsnorm[%dx%d]" % (T, D), label="deepseek-ref-cuda+reduce-torch", profile="deepseek-ref-cuda",
                         modes=["ALIGN_RMSNORM_REDUCE=torch"], shape="T=%d,D=%d" % (T, D),
                         inputs={k: v for k, v in norm_bwd_inputs([T, D], True).items() if k != "dy"},
                         outputs=["y"], ref=("rmsnorm", {})))
+        # dw's x.sum(0) model (RMSNORM_BWD_DW_ORDER=torch) stops at D = 4096 (torch_order.h torch_sum_cols_step):
+        # the wider shapes check dx (r and the row sum s, ys > 1 here) with dw in another order, not compared
+        wide = D > 4096
         out.append(dict(op="rmsnorm_bwd[%dx%d]" % (T, D), label="deepseek-ref-cuda+reduce-torch",
-                        profile="deepseek-ref-cuda", modes=["ALIGN_RMSNORM_REDUCE=torch"], shape="T=%d,D=%d" % (T, D),
-                        inputs=norm_bwd_inputs([T, D], True), outputs=["dx", "dw"], ref=("rmsnorm_bwd", {})))
+                        profile="deepseek-ref-cuda",
+                        modes=["ALIGN_RMSNORM_REDUCE=torch"] + (["ALIGN_RMSNORM_BWD_DW_ORDER=seq"] if wide else []),
+                        shape="T=%d,D=%d" % (T, D), inputs=norm_bwd_inputs([T, D], True),
+                        outputs=["dx"] if wide else ["dx", "dw"], ref=("rmsnorm_bwd", {})))
     out.append(dict(op="qnorm_bwd", label="deepseek-ref-cuda+informational", profile="deepseek-ref-cuda", modes=[],
                     shape="T=%d,H=%d,D=%d" % (BW_T, BW_H, BW_D), inputs=norm_bwd_inputs([BW_T, BW_H, BW_D], False),
                     outputs=["dq"], ref=("qnorm_bwd", {}), informational=True, why=why))
@@ -1313,6 +1310,9 @@ def probe_cols(torch, dev):
     shapes = [(T, 64) for T in (2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 48, 63, 64)]
     shapes += [(BW_T, BW_D), (32, 256), (100, 64), (127, 64), (128, 64), (129, 64), (200, 64), (256, 64),
                (1000, 64), (2047, 64), (16, 6), (300, 6), (33, 63), (600, 63), (16, 1), (100, 1), (64, 512)]
+    # rmsnorm_bwd[8x8192] and [16x8200]'s dw differed on the H200 (2026-12-03: 3182 of 8192, 1967 of 8200)
+    # while [8x4096], [64x4096] and [2x1000] were equal: the wide shapes, plain x.sum(0) and autograd's
+    shapes += [(8, 4096), (8, 6144), (8, 8192), (16, 8200), (8, 16384), (64, 8192)]
     allok = {"torch_sum_cols": True, "4acc-one-thread": True, "split-increasing-tree": True}
     for (T, D) in shapes:
         rows = [[f32(r.uniform(-1, 1) * 2.0 ** r.randint(-12, 12)) for _ in range(D)] for _ in range(T)]
@@ -1336,18 +1336,24 @@ def probe_cols(torch, dev):
                 allok[k] = False
         print("sum(0) T=%-4d D=%-3d step=%-3s %s" % (T, D, step if step >= 0 else "n/m",
                                                    "  ".join("%s: %d/%d" % (k, v, D) for k, v in res.items())))
-    # the autograd path itself at the test shape: w.grad of (w * n).backward(g) against the model on g * n
-    T, D = BW_T, BW_D
-    with torch.enable_grad():
-        n = torch.tensor([[f32(r.uniform(-2, 2)) for _ in range(D)] for _ in range(T)], device=dev)
-        g = torch.tensor([[f32(r.uniform(-0.05, 0.05)) for _ in range(D)] for _ in range(T)], device=dev)
-        w = torch.ones(D, device=dev, requires_grad=True)
-        (w * n).backward(g)
-    q = (g * n).tolist()
-    got = [bits_f32(b & 0xFFFFFFFF) for b in w.grad.view(torch.int32).tolist()]
-    ok = sum(1 for j in range(D) if f32_bits(model_sum_cols([f32(q[i][j]) for i in range(T)], cols_step(T, D)))
-             == f32_bits(got[j]))
-    print("autograd (w * n).backward(g), w.grad T=%d D=%d: torch_sum_cols %d/%d" % (T, D, ok, D))
+    # the autograd path itself: w.grad of (w * n).backward(g) against the model on g * n, and against
+    # (g * n).sum(0) computed by torch itself (1: autograd reduces as x.sum(0) does)
+    for T, D in ((BW_T, BW_D), (8, 4096), (8, 8192), (16, 8200)):
+        with torch.enable_grad():
+            n = torch.tensor([[f32(r.uniform(-2, 2)) for _ in range(D)] for _ in range(T)], device=dev)
+            g = torch.tensor([[f32(r.uniform(-0.05, 0.05)) for _ in range(D)] for _ in range(T)], device=dev)
+            w = torch.ones(D, device=dev, requires_grad=True)
+            (w * n).backward(g)
+        qt = g * n
+        q = qt.tolist()
+        got = [bits_f32(b & 0xFFFFFFFF) for b in w.grad.view(torch.int32).tolist()]
+        direct = [bits_f32(b & 0xFFFFFFFF) for b in qt.sum(0).view(torch.int32).tolist()]
+        step = cols_step(T, D)
+        ok = sum(1 for j in range(D) if step >= 0 and f32_bits(model_sum_cols([f32(q[i][j]) for i in range(T)], step))
+                 == f32_bits(got[j]))
+        same = sum(1 for a, b in zip(got, direct) if f32_bits(a) == f32_bits(b))
+        print("autograd (w * n).backward(g), w.grad T=%d D=%d: torch_sum_cols %d/%d, equal to (g * n).sum(0) %d/%d"
+              % (T, D, ok, D, same, D))
     print("probe verdict: %s" % ", ".join("%s %s" % (k, "matches every shape" if v else "fails somewhere")
                                           for k, v in allok.items()))
     print()
