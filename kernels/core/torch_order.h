@@ -35,8 +35,8 @@
  *                   tree (offsets bh/2, ..., 1: y += y + off). torch_sum_cols_step gives the step, or -1
  *                   where ATen would add a cross-CTA global_reduce (ceil(n / bh) >= 256: its split
  *                   depends on the SM count; not modelled), where the iterator drops the column dim
- *                   (m == 1, n > 1: a contiguous reduction, not modelled) and for m > 4096 (torch's
- *                   order differed there on an H200: T=8 m=8192, T=16 m=8200; not modelled yet).
+ *                   (m == 1, n > 1: a contiguous reduction, not modelled). Checked on an H200 up to
+ *                   m = 16384 (torch-compare --probe, 2026-12-03: x.sum(0) and autograd's w.grad).
  *   torch_rowsum    x.sum(-1) / x.mean(-1) of a contiguous [rows, n] binary32 tensor in a fresh (16-byte
  *                   aligned) allocation, one row (Reduce.cuh setReduceConfig, input_vectorized_thread_reduce_impl
  *                   / thread_reduce_impl, block_y_reduce, block_x_reduce; MeanOps). torch_rowsum_plan(rows, n)
@@ -53,9 +53,14 @@
  *                   (offsets ys/2 .. 1), then block.x's: shared tree bw/2 .. 32 when bw > 32, then shfl_down
  *                   with decreasing offsets (16 or bw/2) .. 1 (CUDA's order since PyTorch 2.9, "to match
  *                   Triton"). mean = sum * fl(fl(rows) / fl(rows n)) (MeanOps' factor, a multiply). Refused
- *                   (plan.ok = 0): a row left with >= 256 values a thread after the split (ATen may add a
- *                   cross-CTA global reduce sized by the SM count) and tensors past 2^31 bytes (ATen splits
- *                   the iterator for 32-bit indexing).
+ *                   (plan.ok = 0): tensors past 2^31 bytes (ATen splits the iterator for 32-bit indexing)
+ *                   and rows that ATen splits over block.y (ys > 1: D > ~8160 from 16 rows, >= 8192 at 8).
+ *                   The split is planned and replayed as written above, but not confirmed: on an H200
+ *                   (2026-12-03) y and dx (bf16) were equal to torch at 8 x 8192 and 16 x 8200 while the fp32
+ *                   weight gradient, whose x.sum(0) order the probe confirmed there, differed in 3182 of
+ *                   8192 and 1967 of 8200 columns: a last-bit r difference on some rows is the explanation
+ *                   the bf16 outputs cannot rule out (and past the split, >= 256 values a thread, ATen may
+ *                   add a cross-CTA global reduce sized by the SM count).
  *   torch_softmax_sum  the denominator of torch.softmax(x, -1) for n <= 1024 (PersistentSoftmax.cuh):
  *                   W = min(next_pow2(n), 32) lanes, lane l sums e[l], e[l + W], ... from 0.0f (padded
  *                   lanes hold exp(-inf) = +0), then an xor butterfly with offsets W/2, ..., 1.
@@ -245,9 +250,6 @@ ALIGN_HD static inline int64_t torch_sum_cols_step(int64_t n, int64_t m)
 		return n == 1 ? 1 : -1;
 	if (n == 1)
 		return 1;
-	if (m > 4096) /* differed from torch on an H200, 2026-12-03: T=8 D=8192 3182 of 8192 columns, T=16 D=8200
-		       * 1967 of 8200 (D = 4096 and below equal): refused until torch-compare's probe settles it */
-		return -1;
 	int64_t v = m % 4 == 0 ? 4 : m % 2 == 0 ? 2 : 1, mnt = 512 / v, dim0 = m / v;
 	int64_t d0 = dim0 < mnt ? torch_last_pow2(dim0) : mnt, d1 = n < mnt ? torch_last_pow2(n) : mnt;
 	int64_t bw = d0 < 32 ? d0 : 32;
@@ -319,9 +321,10 @@ ALIGN_HD static inline struct torch_rowsum torch_rowsum_plan(int64_t rows, int64
 	bw = p0 < mnt / bh ? p0 : mnt / bh;
 	int64_t vpt = (n + bw - 1) / bw, thr = 16 * bh < 256 ? 16 * bh : 256;
 	p.bw = (int)bw;
-	if (vpt >= thr) {
+	if (vpt >= thr) { /* the block.y split: planned, refused where it has more than one row of threads or
+			   * would leave >= 256 values a thread (see the header) */
 		p.ys = (int)bh;
-		if ((n + bw * bh - 1) / (bw * bh) >= 256)
+		if (bh > 1 || (n + bw * bh - 1) / (bw * bh) >= 256)
 			p.ok = 0;
 	}
 	p.mean = (float)rows / (float)(rows * n);
