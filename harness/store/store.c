@@ -58,9 +58,10 @@ static int is_busy(int code)
 static int read_header(sqlite3 *db, int *version, int *tables, int *ours)
 {
 	sqlite3_stmt *st;
-	const char *sql = "SELECT (SELECT user_version FROM pragma_user_version), "
-			  "(SELECT count(*) FROM sqlite_schema WHERE type='table'), "
-			  "(SELECT count(*) FROM sqlite_schema WHERE type='table' AND name IN ('run','source','record'))";
+	const char *sql =
+		"SELECT (SELECT user_version FROM pragma_user_version), "
+		"(SELECT count(*) FROM sqlite_schema WHERE type='table'), "
+		"(SELECT count(*) FROM sqlite_schema WHERE type='table' AND name IN ('run','source','record'))";
 	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
 		return -1;
 	int rc = sqlite3_step(st);

@@ -65,10 +65,10 @@ static const struct {
 	const char *op;
 	int mode, value;
 } refusals[] = {
-    {"qnorm", MODE_RMSNORM_REDUCE, ALIGN_RMSNORM_REDUCE_TORCH},
-    {"qnorm_bwd", MODE_RMSNORM_REDUCE, ALIGN_RMSNORM_REDUCE_TORCH},
-    {"compressor", MODE_RMSNORM_REDUCE, ALIGN_RMSNORM_REDUCE_TORCH},
-    {"attn", MODE_RMSNORM_REDUCE, ALIGN_RMSNORM_REDUCE_TORCH},
+	{"qnorm", MODE_RMSNORM_REDUCE, ALIGN_RMSNORM_REDUCE_TORCH},
+	{"qnorm_bwd", MODE_RMSNORM_REDUCE, ALIGN_RMSNORM_REDUCE_TORCH},
+	{"compressor", MODE_RMSNORM_REDUCE, ALIGN_RMSNORM_REDUCE_TORCH},
+	{"attn", MODE_RMSNORM_REDUCE, ALIGN_RMSNORM_REDUCE_TORCH},
 };
 
 int ops_op_refuses(const struct align_op *op, int mode_id, int value)

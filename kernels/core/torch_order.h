@@ -300,11 +300,11 @@ ALIGN_HD static inline float torch_softmax_sum(const float *e, int64_t es, int64
 
 struct torch_rowsum {
 	int64_t rows, n;
-	int vec;   /* float4 loads (n > 128) */
-	int bw;	   /* block.x: lanes over a row */
-	int ys;	   /* block.y threads splitting a row (1: a warp or block row per output) */
+	int vec;    /* float4 loads (n > 128) */
+	int bw;	    /* block.x: lanes over a row */
+	int ys;	    /* block.y threads splitting a row (1: a warp or block row per output) */
 	float mean; /* MeanOps' factor fl(fl(rows) / fl(rows n)) */
-	int ok;	   /* 0: a shape ATen reduces in a way not modelled here (see above) */
+	int ok;	    /* 0: a shape ATen reduces in a way not modelled here (see above) */
 };
 
 ALIGN_HD static inline struct torch_rowsum torch_rowsum_plan(int64_t rows, int64_t n)

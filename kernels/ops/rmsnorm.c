@@ -42,11 +42,12 @@ int rmsnorm_factor_cfg_init(struct rmsnorm_factor_cfg *f, const char *op, const 
 		f->order = ALIGN_REDUCE_TORCH;
 		f->tr = torch_rowsum_plan(rows, n);
 		if (!f->tr.ok)
-			return align_fail(err, ALIGN_ERR_UNSUPPORTED,
-					  "%s: ALIGN_RMSNORM_REDUCE=torch: rows of %" PRId64 " values at %" PRId64
-					  " rows are not modelled (ATen splits such rows over block.y, not confirmed against "
-					  "torch, or over CTAs, or splits a tensor past 2^31 bytes)",
-					  op, n, rows);
+			return align_fail(
+				err, ALIGN_ERR_UNSUPPORTED,
+				"%s: ALIGN_RMSNORM_REDUCE=torch: rows of %" PRId64 " values at %" PRId64
+				" rows are not modelled (ATen splits such rows over block.y, not confirmed against "
+				"torch, or over CTAs, or splits a tensor past 2^31 bytes)",
+				op, n, rows);
 		break;
 	default:
 		return op_cfg_unhandled(err, op, MODE_RMSNORM_REDUCE, v, fn);

@@ -74,8 +74,8 @@ ALIGN_HD static inline float rmsnorm_rsqrt(int v, float x)
 
 /* the row sum of x[0..n) (squared when square) of row `row` in the RMSNORM_REDUCE order; hn: nan_host.h's
  * operators (the device's NaN bits as the host's; the torch order always uses them) */
-ALIGN_HD static inline float rmsnorm_rowsum(const struct rmsnorm_factor_cfg *f, const float *x, int64_t n,
-					    int64_t row, int square, int hn)
+ALIGN_HD static inline float rmsnorm_rowsum(const struct rmsnorm_factor_cfg *f, const float *x, int64_t n, int64_t row,
+					    int square, int hn)
 {
 	if (f->order == ALIGN_REDUCE_TORCH)
 		return torch_rowsum(x, 0, &f->tr, row, square);

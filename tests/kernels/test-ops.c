@@ -254,12 +254,13 @@ static void check_op(const struct align_op *op)
 	}
 	for (const int *p = im->modes; *p >= 0; p++)
 		for (int v = 0; v < modes_value_count(*p); v++)
-			if (v != def.v[*p] && !seen[*p][v] && !modes_value_gpu_only(*p, v) && !ops_op_refuses(op, *p, v) &&
-			    !rarely_visible(op->name, *p))
+			if (v != def.v[*p] && !seen[*p][v] && !modes_value_gpu_only(*p, v) &&
+			    !ops_op_refuses(op, *p, v) && !rarely_visible(op->name, *p))
 				seen[*p][v] = search_effect(op, params, &d, *p, v);
 	for (const int *p = im->modes; *p >= 0; p++)
 		for (int v = 0; v < modes_value_count(*p); v++)
-			if (v != def.v[*p] && !seen[*p][v] && !modes_value_gpu_only(*p, v) && !ops_op_refuses(op, *p, v)) {
+			if (v != def.v[*p] && !seen[*p][v] && !modes_value_gpu_only(*p, v) &&
+			    !ops_op_refuses(op, *p, v)) {
 				if (rarely_visible(op->name, *p)) {
 					printf("note %s: %s=%s left the bytes unchanged (documented as rarely "
 					       "visible)\n",

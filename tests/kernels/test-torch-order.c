@@ -23,8 +23,8 @@ static void expect_plan(int64_t rows, int64_t n, int vec, int bw, int ys, int ok
 {
 	struct torch_rowsum p = torch_rowsum_plan(rows, n);
 	if (p.vec != vec || p.bw != bw || p.ys != ys || p.ok != ok) {
-		printf("FAIL plan rows=%" PRId64 " n=%" PRId64 ": vec %d bw %d ys %d ok %d, want %d %d %d %d\n", rows, n,
-		       p.vec, p.bw, p.ys, p.ok, vec, bw, ys, ok);
+		printf("FAIL plan rows=%" PRId64 " n=%" PRId64 ": vec %d bw %d ys %d ok %d, want %d %d %d %d\n", rows,
+		       n, p.vec, p.bw, p.ys, p.ok, vec, bw, ys, ok);
 		fails++;
 	}
 }
@@ -130,10 +130,10 @@ static float ref_rowsum(const float *x, int64_t n, int64_t rows, int64_t row)
 static void random_rows(void)
 {
 	static const int64_t shapes[][2] = {
-	    {1, 1},	{1, 5},	   {1, 64},   {1, 127},	 {1, 128},  {1, 129},  {1, 132},  {1, 300},
-	    {1, 1024},	{1, 4096}, {1, 7168}, {1, 8192}, {1, 9000}, {2, 129},  {3, 257},  {8, 64},
-	    {8, 129},	{8, 256},  {8, 4096}, {8, 8192}, {16, 96},  {16, 130}, {16, 4096}, {16, 8200},
-	    {200, 127}, {200, 129}, {200, 300}, {200, 7168}, {600, 8195}, {4096, 513},
+		{1, 1},	    {1, 5},	{1, 64},    {1, 127},	 {1, 128},    {1, 129},	   {1, 132},   {1, 300},
+		{1, 1024},  {1, 4096},	{1, 7168},  {1, 8192},	 {1, 9000},   {2, 129},	   {3, 257},   {8, 64},
+		{8, 129},   {8, 256},	{8, 4096},  {8, 8192},	 {16, 96},    {16, 130},   {16, 4096}, {16, 8200},
+		{200, 127}, {200, 129}, {200, 300}, {200, 7168}, {600, 8195}, {4096, 513},
 	};
 	uint64_t k = 0;
 	static float x[MAXN];
@@ -146,8 +146,10 @@ static void random_rows(void)
 			fails++;
 			continue;
 		}
-		for (int trial = 0; trial < 5; trial++) { /* rows 0..3 (every head shift where n % 4 != 0), one random */
-			int64_t row = trial < 4 ? trial % rows : (int64_t)(align_rng_u64(SEED, 1, k++) % (uint64_t)rows);
+		for (int trial = 0; trial < 5;
+		     trial++) { /* rows 0..3 (every head shift where n % 4 != 0), one random */
+			int64_t row =
+				trial < 4 ? trial % rows : (int64_t)(align_rng_u64(SEED, 1, k++) % (uint64_t)rows);
 			for (int64_t i = 0; i < n; i++) /* magnitudes 2^-6 .. 2^6: most associations differ */
 				x[i] = (float)(align_rng_uniform(SEED, 2, k++) * 4.0 - 2.0) *
 				       (float)(1 << ((i * 5) % 13)) * 0x1p-6f;
@@ -161,15 +163,17 @@ static void random_rows(void)
 			static float sq[MAXN];
 			for (int64_t i = 0; i < n; i++)
 				sq[i] = x[i] * x[i];
-			if (align_f32_bits(torch_rowsum(x, 0, &p, row, 1)) != align_f32_bits(torch_rowsum(sq, 0, &p, row, 0))) {
-				printf("FAIL rowsum rows=%" PRId64 " n=%" PRId64 ": square != sum of squares\n", rows, n);
+			if (align_f32_bits(torch_rowsum(x, 0, &p, row, 1)) !=
+			    align_f32_bits(torch_rowsum(sq, 0, &p, row, 0))) {
+				printf("FAIL rowsum rows=%" PRId64 " n=%" PRId64 ": square != sum of squares\n", rows,
+				       n);
 				fails++;
 			}
 			if (rows >= 16 && n < 128) {
 				float lastdim = torch_sum_lastdim(x, 1, n);
 				if (align_f32_bits(got) != align_f32_bits(lastdim)) {
-					printf("FAIL rows=%" PRId64 " n=%" PRId64 ": %a, torch_sum_lastdim %a\n", rows, n,
-					       got, lastdim);
+					printf("FAIL rows=%" PRId64 " n=%" PRId64 ": %a, torch_sum_lastdim %a\n", rows,
+					       n, got, lastdim);
 					fails++;
 				}
 			}
@@ -189,8 +193,10 @@ static void effects(void)
 		for (int64_t i = 0; i < 4096; i++)
 			x[i] = (float)(align_rng_uniform(SEED, 2, k++) * 2.0 - 1.0);
 		/* rows 0 and 1 of n = 129: offsets 0 and 129 (mod 4: 1) */
-		head |= align_f32_bits(torch_rowsum(x, 0, &p129, 0, 0)) != align_f32_bits(torch_rowsum(x, 0, &p129, 1, 0));
-		count |= align_f32_bits(torch_rowsum(x, 0, &p1, 0, 0)) != align_f32_bits(torch_rowsum(x, 0, &p200, 0, 0));
+		head |= align_f32_bits(torch_rowsum(x, 0, &p129, 0, 0)) !=
+			align_f32_bits(torch_rowsum(x, 0, &p129, 1, 0));
+		count |= align_f32_bits(torch_rowsum(x, 0, &p1, 0, 0)) !=
+			 align_f32_bits(torch_rowsum(x, 0, &p200, 0, 0));
 	}
 	if (!head || !count) {
 		printf("FAIL effects: unaligned head %s, row count %s\n", head ? "seen" : "never seen",
