@@ -1399,7 +1399,7 @@ def probe_mean_aten(torch, dev):
     fl(rows / (rows n)) ('mul', MeanOps' factor) or divided by n ('div'). Prints the models matching every row."""
     print("## probe: x.square().mean(-1) against ATen Reduce.cuh models (rows, n: the models matching all rows)")
     g = torch.Generator().manual_seed(5)
-    for rows in (1, 8, 16, 200):  # 8 x 8192, 16 x 8200: the block.y split the models here do not replay
+    for rows in (1, 8, 16, 200):  # 8 x 8192, 16 x 8200: torch_rowsum's block.y split ('ysN' models)
         for n in (64, 127, 128, 129, 132, 256, 300, 512, 1024, 2048, 4096, 7168, 8192, 8200):
           common = None
           for trial in range(max(1, 200 // rows)):  # a model must match every row of every trial
@@ -1449,6 +1449,35 @@ def probe_mean_aten(torch, dev):
                             ok = int((r.view(torch.int32) == got).sum())
                             if ok == rows:
                                 hits.append("vec%d bw%d %s %s" % (vec, bw, dirn, proj))
+            if n % 4 == 0 and n > 128:  # the block.y split (torch_rowsum with ys > 1): vector v to thread
+                for bw, ys in ((32, 16), (64, 8), (32, 8), (64, 4), (128, 4), (256, 2)):  # v % (bw ys)
+                    step = bw * ys
+                    acc = torch.zeros(rows, step, 4, dtype=torch.float32)
+                    nv = n // 4
+                    for c in range(0, nv, step):
+                        blk = sq[:, 4 * c:4 * min(c + step, nv)]
+                        k = blk.shape[1] // 4
+                        acc[:, :k, :] = acc[:, :k, :] + blk.reshape(rows, k, 4)
+                    v = ((acc[:, :, 0] + acc[:, :, 1]) + acc[:, :, 2]) + acc[:, :, 3]  # [rows, y * bw + x]
+                    v = v.reshape(rows, ys, bw)
+                    off = ys // 2
+                    while off >= 1:  # block_y_reduce
+                        v = torch.cat([v[:, :off] + v[:, off:2 * off], v[:, off:]], 1)
+                        off //= 2
+                    lane = v[:, 0, :]
+                    off = bw // 2
+                    while off >= 32:  # block_x_reduce's shared tree
+                        lane = torch.cat([lane[:, :off] + lane[:, off:2 * off], lane[:, off:]], 1)
+                        off //= 2
+                    w = lane[:, :32].clone()
+                    for o in (16, 8, 4, 2, 1):
+                        sh = w.clone()
+                        sh[:, :32 - o] = w[:, o:]
+                        w = w + sh
+                    fac = torch.tensor(float(rows), dtype=torch.float32) / torch.tensor(float(rows * n),
+                                                                                     dtype=torch.float32)
+                    if int(((w[:, 0] * fac).view(torch.int32) == got).sum()) == rows:
+                        hits.append("vec4 bw%d ys%d dec mul" % (bw, ys))
             common = hits if common is None else [h for h in common if h in hits]
           hits = common
           print("mean(-1) rows=%-3d n=%-5d matching: %s" % (rows, n, ", ".join(hits) if hits else "none"))
