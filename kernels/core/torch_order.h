@@ -61,9 +61,15 @@
  *                   8192 and 1967 of 8200 columns: a last-bit r difference on some rows is the explanation
  *                   the bf16 outputs cannot rule out (and past the split, >= 256 values a thread, ATen may
  *                   add a cross-CTA global reduce sized by the SM count).
+ *                   torch_rowdot_bf16 is the same reduction of a materialised product of two bf16 rows
+ *                   (autograd's sum_to of grad * other for a factor broadcast over the last dim).
  *   torch_softmax_sum  the denominator of torch.softmax(x, -1) for n <= 1024 (PersistentSoftmax.cuh):
  *                   W = min(next_pow2(n), 32) lanes, lane l sums e[l], e[l + W], ... from 0.0f (padded
  *                   lanes hold exp(-inf) = +0), then an xor butterfly with offsets W/2, ..., 1.
+ *   torch_softmax_bwd  torch.softmax's backward on CUDA for n <= 1024 (SoftMax.cu softmax_backward_cuda_out:
+ *                   tmp = grad * output as its own kernel, then PersistentSoftmax.cuh softmax_warp_backward):
+ *                   s = tmp summed as torch_softmax_sum sums, gI = tmp - output * s, which nvcc (ATen is
+ *                   built with its default --fmad=true) contracts to fmaf(-output, s, tmp).
  * Every add is a binary32 '+' through hn_add (nan_host.h: the plain operator on the host, the host's
  * NaN bits on the device), so both twins give the same bytes; callers compile without contraction
  * (-ffp-contract=off / nvcc --fmad=false).
@@ -294,6 +300,17 @@ ALIGN_HD static inline float torch_softmax_sum(const float *e, int64_t es, int64
 	return torch_lane_tree(lane, w); /* xor butterfly: lane 0 sees this tree, every lane the same value */
 }
 
+/* torch.softmax(x, -1) backward on one slice: g the output gradient, y the softmax output (stride 1,
+ * 1 <= n <= 1024); gi may alias g. tmp is kept in gi. */
+ALIGN_HD static inline void torch_softmax_bwd(const float *g, const float *y, int64_t n, float *gi)
+{
+	for (int64_t i = 0; i < n; i++)
+		gi[i] = hn_mul(g[i], y[i]);
+	float s = torch_softmax_sum(gi, 1, n);
+	for (int64_t i = 0; i < n; i++)
+		gi[i] = hn_fmaf(-y[i], s, gi[i]);
+}
+
 /* ---- x.sum(-1) / x.mean(-1) of a contiguous [rows, n] binary32 tensor (torch_rowsum) ---- */
 
 #define TORCH_ROWSUM_MAX_THREADS 512
@@ -331,16 +348,19 @@ ALIGN_HD static inline struct torch_rowsum torch_rowsum_plan(int64_t rows, int64
 	return p;
 }
 
-/* element i of the row: binary32 (bf16 = 0) or bf16 bits (bf16 = 1), squared (binary32) when square */
-ALIGN_HD static inline float torch__rs_elt(const void *x, int bf16, int64_t i, int square)
+/* element i of the row: binary32 (bf16 = 0) or bf16 bits (bf16 = 1), squared (binary32) when square; with
+ * y (bf16 bits, bf16 = 1) the product F(x[i]) * F(y[i]) instead */
+ALIGN_HD static inline float torch__rs_elt(const void *x, const align_bf16 *y, int bf16, int64_t i, int square)
 {
 	float v = bf16 ? align_bf16_to_f32(((const align_bf16 *)x)[i]) : ((const float *)x)[i];
+	if (y)
+		return hn_mul(v, align_bf16_to_f32(y[i]));
 	return square ? hn_mul(v, v) : v;
 }
 
 /* one thread's value: its 4 accumulators combined */
-ALIGN_HD static inline float torch__rs_thread(const void *x, int bf16, const struct torch_rowsum *p, int64_t h, int xl,
-					      int y, int square)
+ALIGN_HD static inline float torch__rs_thread(const void *x, const align_bf16 *x2, int bf16,
+					      const struct torch_rowsum *p, int64_t h, int xl, int y, int square)
 {
 	float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 	const int64_t n = p->n, step = (int64_t)p->bw * p->ys;
@@ -348,34 +368,34 @@ ALIGN_HD static inline float torch__rs_thread(const void *x, int bf16, const str
 		int64_t start = 0, end = n;
 		if (h > 0) { /* the unaligned head: lanes h..3 of y = 0 */
 			if (y == 0 && xl >= h && xl < 4)
-				a[0] = hn_add(a[0], torch__rs_elt(x, bf16, xl - h, square));
+				a[0] = hn_add(a[0], torch__rs_elt(x, x2, bf16, xl - h, square));
 			start = 4 - h;
 			end = n + h - 4;
 		}
 		for (int64_t v = xl + (int64_t)y * p->bw; v * 4 + 3 < end; v += step)
 			for (int i = 0; i < 4; i++)
-				a[i] = hn_add(a[i], torch__rs_elt(x, bf16, start + v * 4 + i, square));
+				a[i] = hn_add(a[i], torch__rs_elt(x, x2, bf16, start + v * 4 + i, square));
 		int64_t tail = end - end % 4 + xl;
 		if (y == 0 && tail < end)
-			a[0] = hn_add(a[0], torch__rs_elt(x, bf16, start + tail, square));
+			a[0] = hn_add(a[0], torch__rs_elt(x, x2, bf16, start + tail, square));
 	} else {
 		int64_t k = 0;
 		for (int64_t i = xl + (int64_t)y * p->bw; i < n; i += step, k++)
-			a[k % 4] = hn_add(a[k % 4], torch__rs_elt(x, bf16, i, square));
+			a[k % 4] = hn_add(a[k % 4], torch__rs_elt(x, x2, bf16, i, square));
 	}
 	return hn_add(hn_add(hn_add(a[0], a[1]), a[2]), a[3]);
 }
 
-/* x.sum(-1) of row `row` (elements x[0..n), binary32 or bf16 bits, squared when square) under plan p (p->ok) */
-ALIGN_HD static inline float torch_rowsum(const void *x, int bf16, const struct torch_rowsum *p, int64_t row,
-					  int square)
+/* the row sum of torch_rowsum / torch_rowdot_bf16 (x2: the second factor, or NULL) */
+ALIGN_HD static inline float torch__rowsum(const void *x, const align_bf16 *x2, int bf16, const struct torch_rowsum *p,
+					   int64_t row, int square)
 {
 	float v[TORCH_ROWSUM_MAX_THREADS];
 	const int bw = p->bw, ys = p->ys;
 	const int64_t h = p->vec ? (row * p->n) % 4 : 0;
 	for (int y = 0; y < ys; y++)
 		for (int xl = 0; xl < bw; xl++)
-			v[xl + y * bw] = torch__rs_thread(x, bf16, p, h, xl, y, square);
+			v[xl + y * bw] = torch__rs_thread(x, x2, bf16, p, h, xl, y, square);
 	for (int off = ys / 2; off > 0; off /= 2) /* block_y_reduce */
 		for (int y = 0; y < off; y++)
 			for (int xl = 0; xl < bw; xl++)
@@ -388,6 +408,22 @@ ALIGN_HD static inline float torch_rowsum(const void *x, int bf16, const struct 
 		dim = 32;
 	}
 	return torch_lane_tree(v, dim); /* shfl_down, offsets dim/2 .. 1 */
+}
+
+/* x.sum(-1) of row `row` (elements x[0..n), binary32 or bf16 bits, squared when square) under plan p (p->ok) */
+ALIGN_HD static inline float torch_rowsum(const void *x, int bf16, const struct torch_rowsum *p, int64_t row,
+					  int square)
+{
+	return torch__rowsum(x, NULL, bf16, p, row, square);
+}
+
+/* (F(a) * F(b)).sum(-1) of row `row` of a materialised [rows, n] product of two bf16 rows a[0..n), b[0..n)
+ * (autograd's sum_to of a broadcast factor's gradient, grad * other; the products are exact in binary32)
+ * under plan p (p->ok) */
+ALIGN_HD static inline float torch_rowdot_bf16(const align_bf16 *a, const align_bf16 *b, const struct torch_rowsum *p,
+					       int64_t row)
+{
+	return torch__rowsum(a, b, 1, p, row, 0);
 }
 
 #endif /* ALIGN_TORCH_ORDER_H */

@@ -29,9 +29,12 @@ struct mhc_bwd_cfg {
 	int torch_sums;	     /* MHC_SUM_ORDER=torch (pre) */
 	int hpre_eps;	     /* MHC_HPRE_EPS=on (pre; head always adds it) */
 	int hpost_eps;	     /* MHC_HPOST_EPS=on (pre) */
-	int implicit;	     /* MHC_BWD_SINKHORN=implicit (pre) */
+	int bwd_sinkhorn;    /* ALIGN_MHC_BWD_SINKHORN_* (pre) */
 	int dsum_split;	     /* MHC_BWD_DSUM=split16 */
+	int dsum_torch;	     /* MHC_BWD_DSUM=torch: dpre as torch_rowdot_bf16 under dplan */
+	struct torch_rowsum dplan; /* the [T*N, D] product's row reduction (dsum_torch) */
 	int tsum_split;	     /* MHC_BWD_TSUM=split16 */
+	int64_t tsum_step;   /* MHC_BWD_TSUM=torch: torch_sum_cols_step(T, R) for dbase (>= 0); -1 otherwise */
 };
 
 /* hc_pre / hc_head backward config (mhc_pre_bwd.c): checks the tensors of op ("mhc_pre_bwd" or
@@ -110,6 +113,15 @@ ALIGN_HD static inline float mhc_bwd_tsum(const float *v, int64_t stride, int64_
 	return total;
 }
 
+/* dbase[r]: the token sum of dh[t, r] (dh [T, R]; MHC_BWD_TSUM=torch: autograd's sum_to over the expanded
+ * base, x.sum(0) of [T, R]) */
+ALIGN_HD static inline float mhc_bwd_dbase(const struct mhc_bwd_cfg *c, const float *dh, int64_t r)
+{
+	if (c->tsum_step >= 0)
+		return c->T ? torch_sum_cols(dh + r, c->R, c->T, c->tsum_step) : 0.0f;
+	return mhc_bwd_tsum(dh + r, c->R, c->T, c->tsum_split);
+}
+
 /* dfn[r, i]: the token sum of dmix[t, r] * F(x[t, i]) (dmix [T, R], x [T, K]) */
 ALIGN_HD static inline float mhc_bwd_dfn(const struct mhc_bwd_cfg *c, const float *dmix, const align_bf16 *x, int64_t r,
 					 int64_t i)
@@ -129,7 +141,17 @@ ALIGN_HD static inline float mhc_bwd_dfn(const struct mhc_bwd_cfg *c, const floa
 	return total;
 }
 
-/* ---- Sinkhorn (hc_pre step 5) with its states, and its two backwards ---- */
+/* dpre_j of token t: the D sum of F(dy[t, d]) * F(x[t, j, d]) (MHC_BWD_DSUM; torch: row t*N + j of the
+ * [T*N, D] product) */
+ALIGN_HD static inline float mhc_bwd_dpre(const struct mhc_bwd_cfg *c, const align_bf16 *gy, const align_bf16 *xj,
+					  int64_t row)
+{
+	if (!c->D)
+		return 0.0f;
+	return c->dsum_torch ? torch_rowdot_bf16(gy, xj, &c->dplan, row) : mhc_bwd_dsum(gy, xj, c->D, c->dsum_split);
+}
+
+/* ---- Sinkhorn (hc_pre step 5) with its states, and its three backwards ---- */
 
 /* row sum / column sum of M (n x n) as mhc_pre.c sums them (MHC_SUM_ORDER) */
 ALIGN_HD static inline float mhc_bwd_rowsum(const float *M, int n, int j, int torch)
@@ -226,6 +248,66 @@ ALIGN_HD static inline void mhc_bwd_sinkhorn_unrolled(const struct mhc_bwd_cfg *
 		dM0[i] = contract == ALIGN_MHC_SINKHORN_C1 ? G[i] : hn_mul(G[i], St[i]);
 }
 
+/* Autograd backward (MHC_BWD_SINKHORN=autograd): the unrolled backward term by term as PyTorch's autograd
+ * evaluates the unfused torch loop (torch_mhc_pre_bwd in tests/gpu/torch-compare.py). A row (column) step
+ * y = m / d, d = sum + eps (DivBackward0: grad / other, and -(grad * ((self / other) / other)) reduced to
+ * d's shape by sum_to): dm_i = G_i / d + S, S = the sum over the step's line of -(G_l * ((m_l / d) / d))
+ * (MHC_SUM_ORDER: seq left to right, or torch's x.sum(-1) lane tree for rows, x.sum(-2) chain for
+ * columns); G_i / d only where c0 clamped d (clamp_min passes no gradient to the sum). c1's softmax step
+ * (y = p + eps): dM0 = torch_softmax_bwd(G, p) (tmp = G * p; fmaf(-p, s, tmp), s the butterfly (torch)
+ * or left-to-right (seq) sum of tmp). c0 / c0p: dM0 = G * E, the row max held constant (as unrolled).
+ * G is overwritten. */
+ALIGN_HD static inline void mhc_bwd_sinkhorn_autograd(const struct mhc_bwd_cfg *c, const float *St, const float *Dv,
+						      const unsigned char *Cl, float *G, int n, float *dM0)
+{
+	const int contract = c->sinkhorn, steps = 2 * c->p.sinkhorn_iters, torch = c->torch_sums;
+	for (int s = steps - 1; s >= 0; s--) {
+		const float *in = St + s * n * n;
+		if (s == 0 && contract == ALIGN_MHC_SINKHORN_C1) {
+			for (int a = 0; a < n; a++) {
+				float p[MHC_MAX_N], tmp[MHC_MAX_N], d = Dv[a];
+				for (int b = 0; b < n; b++)
+					p[b] = hn_div(in[a * n + b], d);
+				if (torch) {
+					torch_softmax_bwd(G + a * n, p, n, tmp);
+				} else {
+					float sum = 0.0f;
+					for (int b = 0; b < n; b++) {
+						tmp[b] = hn_mul(G[a * n + b], p[b]);
+						sum = b ? hn_add(sum, tmp[b]) : tmp[b];
+					}
+					for (int b = 0; b < n; b++)
+						tmp[b] = hn_fmaf(-p[b], sum, tmp[b]);
+				}
+				for (int b = 0; b < n; b++)
+					G[a * n + b] = tmp[b];
+			}
+			continue;
+		}
+		for (int a = 0; a < n; a++) {
+			float d = Dv[s * n + a], q[MHC_MAX_N];
+			for (int b = 0; b < n; b++) {
+				int i = s % 2 == 0 ? a * n + b : b * n + a;
+				q[b] = hn_neg(hn_mul(G[i], hn_div(hn_div(in[i], d), d)));
+			}
+			float S;
+			if (torch)
+				S = s % 2 == 0 ? torch_sum_lastdim(q, 1, n) : torch_sum_strided(q, 1, n);
+			else {
+				S = q[0];
+				for (int b = 1; b < n; b++)
+					S = hn_add(S, q[b]);
+			}
+			for (int b = 0; b < n; b++) {
+				int i = s % 2 == 0 ? a * n + b : b * n + a;
+				G[i] = Cl[s * n + a] ? hn_div(G[i], d) : hn_add(hn_div(G[i], d), S);
+			}
+		}
+	}
+	for (int i = 0; i < n * n; i++) /* c1: G is now d(logits); c0, c0p: d(E), times E */
+		dM0[i] = contract == ALIGN_MHC_SINKHORN_C1 ? G[i] : hn_mul(G[i], St[i]);
+}
+
 /* Implicit (fixed-point) backward: P = diag(u') E diag(v') taken as the exact balanced limit with row
  * sums a_j = sum_k P_jk and column sums b_k (as P has them): dM0 = P * (G - u_j - v_k), where
  * [diag(a) P; P^T diag(b)] [u; v] = [r; q], r_j = sum_k P_jk G_jk, q_k = sum_j P_jk G_jk; v_{n-1} = 0 fixes
@@ -284,6 +366,18 @@ ALIGN_HD static inline void mhc_bwd_sinkhorn_implicit(const float *P, const floa
 	for (int j = 0; j < n; j++)
 		for (int k = 0; k < n; k++)
 			dM0[j * n + k] = hn_mul(P[j * n + k], hn_sub(hn_sub(G[j * n + k], u[j]), v[k]));
+}
+
+/* the Sinkhorn backward MHC_BWD_SINKHORN selects: G = d(P) (overwritten) -> dM0 */
+ALIGN_HD static inline void mhc_bwd_sinkhorn(const struct mhc_bwd_cfg *c, const float *St, const float *Dv,
+					     const unsigned char *Cl, const float *P, float *G, int n, float *dM0)
+{
+	if (c->bwd_sinkhorn == ALIGN_MHC_BWD_SINKHORN_IMPLICIT)
+		mhc_bwd_sinkhorn_implicit(P, G, n, dM0);
+	else if (c->bwd_sinkhorn == ALIGN_MHC_BWD_SINKHORN_AUTOGRAD)
+		mhc_bwd_sinkhorn_autograd(c, St, Dv, Cl, G, n, dM0);
+	else
+		mhc_bwd_sinkhorn_unrolled(c, St, Dv, Cl, G, n, dM0);
 }
 
 #ifdef __cplusplus

@@ -51,7 +51,7 @@ static __global__ void mhc_bwd_token_kernel(const struct mhc_bwd_args a)
 		for (long long j = 0; j < N; j++) {
 			float pre = c->head || c->hpre_eps ? hn_add(s[j], c->p.hc_eps) : s[j];
 			yc[j] = c->mm.coef_bf16 ? align_round_bf16(pre) : pre;
-			float dpre = D ? mhc_bwd_dsum(gy, xt + j * D, D, c->dsum_split) : 0.0f;
+			float dpre = mhc_bwd_dpre(c, gy, xt + j * D, t * N + j);
 			dht[j] = mhc_bwd_sig(dpre, s[j]);
 		}
 		if (!c->head) {
@@ -71,10 +71,7 @@ static __global__ void mhc_bwd_token_kernel(const struct mhc_bwd_args a)
 			mhc_bwd_sinkhorn_fwd(c, E, n, St, Dv, Cl, P);
 			for (int i = 0; i < n * n; i++)
 				G[i] = a.dcomb[t * N * N + i];
-			if (c->implicit)
-				mhc_bwd_sinkhorn_implicit(P, G, n, dht + 2 * N);
-			else
-				mhc_bwd_sinkhorn_unrolled(c, St, Dv, Cl, G, n, dht + 2 * N);
+			mhc_bwd_sinkhorn(c, St, Dv, Cl, P, G, n, dht + 2 * N);
 		}
 		mhc_bwd_tail(c, scale, ss, rs, mix, dht, xt, a.fn, gy, yc, a.dx + t * K, a.dmix + t * R, a.ps + 3 * t);
 	}
@@ -89,7 +86,7 @@ static __global__ void mhc_bwd_param_kernel(const struct mhc_bwd_args a)
 		if (q < R * K)
 			a.dfn[q] = mhc_bwd_dfn(c, a.dmix, a.x, q / K, q % K);
 		else if (q < R * K + R)
-			a.dbase[q - R * K] = mhc_bwd_tsum(a.dh + (q - R * K), R, c->T, c->tsum_split);
+			a.dbase[q - R * K] = mhc_bwd_dbase(c, a.dh, q - R * K);
 		else
 			a.dscale[q - R * K - R] = mhc_bwd_tsum(a.ps + (q - R * K - R), 3, c->T, c->tsum_split);
 	}

@@ -2,6 +2,8 @@
  * which the CUDA twin (mhc_post_bwd.cu) calls too. */
 #include "mhc_post_bwd.h"
 
+#include <inttypes.h>
+
 #include "op_cfg.h"
 #include "ops.h"
 
@@ -18,6 +20,34 @@ static const struct align_tensor_spec out_specs[] = {
 	{"dpost", ALIGN_DT_F32, "T,N", {ALIGN_FILL_NORMAL, 0, 0, 0}, "gradient of post"},
 	{"dcomb", ALIGN_DT_F32, "T,N,N", {ALIGN_FILL_NORMAL, 0, 0, 0}, "gradient of comb"},
 };
+
+int mhc_bwd_dsum_cfg(struct align_err *err, const char *op, const struct align_modes *m, int64_t rows, int64_t D,
+		     int *split, int *torch, struct torch_rowsum *plan)
+{
+	int v;
+	*split = *torch = 0;
+	switch ((enum align_MHC_BWD_DSUM_value)(v = m->v[MODE_MHC_BWD_DSUM])) {
+	case ALIGN_MHC_BWD_DSUM_SEQ:
+		break;
+	case ALIGN_MHC_BWD_DSUM_SPLIT16:
+		*split = 1;
+		break;
+	case ALIGN_MHC_BWD_DSUM_TORCH:
+		*torch = 1;
+		*plan = torch_rowsum_plan(rows, D);
+		if (rows > 0 && D > 0 && !plan->ok)
+			return align_fail(err, ALIGN_ERR_UNSUPPORTED,
+					  "%s: ALIGN_MHC_BWD_DSUM=torch: the [%" PRId64 ", %" PRId64
+					  "] product's row reduction is not modelled (ATen splits such rows over "
+					  "block.y, not confirmed against torch, or over CTAs, or splits a tensor past "
+					  "2^31 bytes)",
+					  op, rows, D);
+		break;
+	default:
+		return op_cfg_unhandled(err, op, MODE_MHC_BWD_DSUM, v, "mhc_bwd_dsum_cfg");
+	}
+	return ALIGN_OK;
+}
 
 int mhc_post_bwd_cfg_init(struct mhc_post_bwd_cfg *c, const struct mhc_params *p, const struct align_modes *m,
 			  const struct align_tensor *in, int n_in, const struct align_tensor *out, int n_out,
@@ -46,8 +76,7 @@ int mhc_post_bwd_cfg_init(struct mhc_post_bwd_cfg *c, const struct mhc_params *p
 		  op_cfg_flag(err, op, fn, m, MODE_MHC_COEF, ALIGN_MHC_COEF_FP32, ALIGN_MHC_COEF_BF16, &coef_bf16));
 	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_MHC_BWD_STREAM_SUM, ALIGN_MHC_BWD_STREAM_SUM_SEQ,
 				   ALIGN_MHC_BWD_STREAM_SUM_PAIRWISE, &c->pair_ssum));
-	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_MHC_BWD_DSUM, ALIGN_MHC_BWD_DSUM_SEQ,
-				   ALIGN_MHC_BWD_DSUM_SPLIT16, &c->dsum_split));
+	ALIGN_TRY(err, mhc_bwd_dsum_cfg(err, op, m, T * N, D, &c->dsum_split, &c->dsum_torch, &c->dplan));
 	c->coef_bf16 = c->dbl || coef_bf16;
 	c->T = T;
 	c->N = (int)N;

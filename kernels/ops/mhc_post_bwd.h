@@ -22,7 +22,9 @@
  *      the order of a tree/butterfly reduction. PyTorch's x.sum(-2) over N = 4 (torch_sum_strided) is
  *      the seq order; a bmm's inner N-sum is the library's (not modelled).
  *   dsum (sum over d = 0..D-1, MHC_BWD_DSUM): seq = left to right; split16 = the MATMUL_ACCUM=split16
- *      order (16 contiguous splits of ceil(D/16), each left to right, partials left to right).
+ *      order (16 contiguous splits of ceil(D/16), each left to right, partials left to right); torch =
+ *      dpost only (autograd's sum_to of grad * f over D: torch_order.h torch_rowdot_bf16, row t*N + k of
+ *      the [T*N, D] product, refused where torch_rowsum_plan is not ok), dH stays seq (a bmm's sum).
  * Error bound vs fp64 of the same formula (same coefficient rounding), u = 2^-24, S = sum |terms|:
  *   dx, df: 1 bf16 ulp + N u S (double df: + 2^-8 S); dpost, dcomb: seq D u S, split16
  *   (ceil(D/16) + 16) u S, double + 1 bf16 ulp. Tokens are independent (batch invariance). N <= MHC_MAX_N.
@@ -36,6 +38,7 @@
 
 #include "mhc_pre.h"
 #include "nan_host.h"
+#include "torch_order.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -51,7 +54,14 @@ struct mhc_post_bwd_cfg {
 	int coef_bf16;	/* MHC_COEF=bf16 or double */
 	int pair_ssum;	/* MHC_BWD_STREAM_SUM=pairwise */
 	int dsum_split; /* MHC_BWD_DSUM=split16 */
+	int dsum_torch; /* MHC_BWD_DSUM=torch: dpost as torch_rowdot_bf16 under dplan */
+	struct torch_rowsum dplan; /* the [T*N, D] product's row reduction */
 };
+
+/* MHC_BWD_DSUM of op: split16 / torch flags and, for torch, the plan of the [rows, D] product (refused
+ * where torch_rowsum_plan does not model it) */
+int mhc_bwd_dsum_cfg(struct align_err *err, const char *op, const struct align_modes *m, int64_t rows, int64_t D,
+		     int *split, int *torch, struct torch_rowsum *plan);
 
 int mhc_post_bwd_cfg_init(struct mhc_post_bwd_cfg *c, const struct mhc_params *p, const struct align_modes *m,
 			  const struct align_tensor *in, int n_in, const struct align_tensor *out, int n_out,
@@ -149,7 +159,9 @@ ALIGN_HD static inline void mhc_post_bwd_red(const struct mhc_post_bwd_cfg *c, c
 		return;
 	}
 	if (r < N) {
-		float s = mhc_bwd_dsum(dy + (t * N + r) * D, f + t * D, D, c->dsum_split);
+		const align_bf16 *g = dy + (t * N + r) * D;
+		float s = c->dsum_torch ? torch_rowdot_bf16(g, f + t * D, &c->dplan, t * N + r)
+					: mhc_bwd_dsum(g, f + t * D, D, c->dsum_split);
 		dpost[t * N + r] = c->dbl ? align_round_bf16(s) : s;
 		return;
 	}

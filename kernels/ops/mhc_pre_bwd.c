@@ -5,6 +5,7 @@
 
 #include "mhc_pre_bwd.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,13 +44,29 @@ int mhc_bwd_cfg_init(struct mhc_bwd_cfg *c, const char *op, const struct mhc_par
 	c->T = T, c->N = N, c->D = D, c->K = K, c->R = R, c->head = head;
 	c->p = *p;
 	ALIGN_TRY(err, mhc_modes_init(&c->mm, op, m, device, err));
-	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_MHC_BWD_DSUM, ALIGN_MHC_BWD_DSUM_SEQ,
-				   ALIGN_MHC_BWD_DSUM_SPLIT16, &c->dsum_split));
-	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_MHC_BWD_TSUM, ALIGN_MHC_BWD_TSUM_SEQ,
-				   ALIGN_MHC_BWD_TSUM_SPLIT16, &c->tsum_split));
+	ALIGN_TRY(err, mhc_bwd_dsum_cfg(err, op, m, T * N, D, &c->dsum_split, &c->dsum_torch, &c->dplan));
+	int v;
+	c->tsum_step = -1;
+	switch ((enum align_MHC_BWD_TSUM_value)(v = m->v[MODE_MHC_BWD_TSUM])) {
+	case ALIGN_MHC_BWD_TSUM_SEQ:
+		break;
+	case ALIGN_MHC_BWD_TSUM_SPLIT16:
+		c->tsum_split = 1;
+		break;
+	case ALIGN_MHC_BWD_TSUM_TORCH:
+		c->tsum_step = torch_sum_cols_step(T, R);
+		if (c->tsum_step < 0 || c->tsum_step > TORCH_COLS_MAX_STEP)
+			return align_fail(err, ALIGN_ERR_UNSUPPORTED,
+					  "%s: ALIGN_MHC_BWD_TSUM=torch: x.sum(0) of the [%" PRId64 ", %" PRId64
+					  "] base gradient is not modelled at this token count (ATen adds a cross-CTA "
+					  "reduction sized by the SM count)",
+					  op, T, R);
+		break;
+	default:
+		return op_cfg_unhandled(err, op, MODE_MHC_BWD_TSUM, v, fn);
+	}
 	if (head)
 		return ALIGN_OK;
-	int v;
 	switch ((enum align_MHC_SINKHORN_value)(v = m->v[MODE_MHC_SINKHORN])) {
 	case ALIGN_MHC_SINKHORN_C1:
 	case ALIGN_MHC_SINKHORN_C0:
@@ -65,8 +82,15 @@ int mhc_bwd_cfg_init(struct mhc_bwd_cfg *c, const char *op, const struct mhc_par
 				   &c->hpre_eps));
 	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_MHC_HPOST_EPS, ALIGN_MHC_HPOST_EPS_OFF, ALIGN_MHC_HPOST_EPS_ON,
 				   &c->hpost_eps));
-	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_MHC_BWD_SINKHORN, ALIGN_MHC_BWD_SINKHORN_UNROLLED,
-				   ALIGN_MHC_BWD_SINKHORN_IMPLICIT, &c->implicit));
+	switch ((enum align_MHC_BWD_SINKHORN_value)(v = m->v[MODE_MHC_BWD_SINKHORN])) {
+	case ALIGN_MHC_BWD_SINKHORN_UNROLLED:
+	case ALIGN_MHC_BWD_SINKHORN_AUTOGRAD:
+	case ALIGN_MHC_BWD_SINKHORN_IMPLICIT:
+		c->bwd_sinkhorn = v;
+		break;
+	default:
+		return op_cfg_unhandled(err, op, MODE_MHC_BWD_SINKHORN, v, fn);
+	}
 	return ALIGN_OK;
 }
 
@@ -118,7 +142,7 @@ int mhc_bwd_fwd_cpu(const char *op, const struct mhc_params *p, const struct ali
 		for (int64_t j = 0; j < N; j++) {
 			float pre = c.head || c.hpre_eps ? hn_add(s[j], c.p.hc_eps) : s[j];
 			yc[j] = mm->coef_bf16 ? align_round_bf16(pre) : pre;
-			float dpre = D ? mhc_bwd_dsum(gy, xt + j * D, D, c.dsum_split) : 0.0f;
+			float dpre = mhc_bwd_dpre(&c, gy, xt + j * D, t * N + j);
 			dht[j] = mhc_bwd_sig(dpre, s[j]);
 		}
 		if (!c.head) {
@@ -137,10 +161,7 @@ int mhc_bwd_fwd_cpu(const char *op, const struct mhc_params *p, const struct ali
 			mhc_bwd_sinkhorn_fwd(&c, E, n, St, Dv, cl, P);
 			for (int i = 0; i < n * n; i++)
 				G[i] = dcomb[t * N * N + i];
-			if (c.implicit)
-				mhc_bwd_sinkhorn_implicit(P, G, n, dht + 2 * N);
-			else
-				mhc_bwd_sinkhorn_unrolled(&c, St, Dv, cl, G, n, dht + 2 * N);
+			mhc_bwd_sinkhorn(&c, St, Dv, cl, P, G, n, dht + 2 * N);
 		}
 		mhc_bwd_tail(&c, scale, ss, rs, mix, dht, xt, fn_in, gy, yc, (align_bf16 *)out[0].data + t * K,
 			     dmix + t * R, ps + 3 * t);
@@ -149,7 +170,7 @@ int mhc_bwd_fwd_cpu(const char *op, const struct mhc_params *p, const struct ali
 	for (int64_t r = 0; r < R; r++) {
 		for (int64_t i = 0; i < K; i++)
 			dfn[r * K + i] = mhc_bwd_dfn(&c, dmix, x, r, i);
-		dbase[r] = mhc_bwd_tsum(dh + r, R, T, c.tsum_split);
+		dbase[r] = mhc_bwd_dbase(&c, dh, r);
 	}
 	for (int g = 0; g < (c.head ? 1 : 3); g++)
 		dscale[g] = mhc_bwd_tsum(ps + g, 3, T, c.tsum_split);

@@ -10,7 +10,8 @@
  * (MHC_PARAM, MHC_COEF) pass the gradient straight through.
  * Operation order per token (CPU twin = specification; every operation binary32, unfused):
  *   B1. dh_r per row group, g_d = F(dy[t,d]), s_r = sg(h_r):
- *       pre rows:  dpre_j = dsum_d (g_d * x32[j*D+d]) (exact products); dh_j = (dpre_j * (1 - s_j)) * s_j
+ *       pre rows:  dpre_j = dsum_d (g_d * x32[j*D+d]) (exact products; MHC_BWD_DSUM=torch: row t*N + j of
+ *                  the [T*N, D] product, torch_rowdot_bf16); dh_j = (dpre_j * (1 - s_j)) * s_j
  *                  (ATen sigmoid_backward: grad * (1 - y) * y);
  *       post rows: dh_{N+i} = ((2 * dpost_i) * (1 - s)) * s (the eps of MHC_HPOST_EPS is a constant);
  *       comb rows: dh_{2N+jN+k} = dM0[j][k], the Sinkhorn backward of G = dcomb[t] (MHC_BWD_SINKHORN):
@@ -18,6 +19,9 @@
  *           mhc_bwd_sinkhorn_unrolled: row/column step y = m/d: dm = (G - sum_l G_l y_l) / d, or G / d
  *           where c0 clamped d to eps; c1's softmax step: p * (G - sum_l G_l p_l); c0/c0p: times E; the
  *           row max is a constant), the exact gradient of the computed iterations;
+ *         autograd: the same steps term by term as PyTorch autograd evaluates the unfused torch loop
+ *           (mhc_bwd_sinkhorn_autograd): dm = G / d + sum_l -(G_l * ((m_l / d) / d)), the sums in
+ *           MHC_SUM_ORDER; softmax step torch_softmax_bwd (fmaf(-p, s, G * p));
  *         implicit: the fixed-point form (mhc_bwd_sinkhorn_implicit): P taken as the balanced limit,
  *           dM0 = P * (G - u_j - v_k) with [diag(a) P; P^T diag(b)][u; v] = [(P*G)1; (P*G)^T 1], v_{N-1} = 0,
  *           a 2N-1 linear solve per token (no states kept); it ignores the eps terms and the finite
@@ -30,8 +34,10 @@
  *       stored: MHC_PROJ_GEMM's split16/tf32 order of the forward is not mirrored in backward).
  *   C.  over tokens (MHC_BWD_TSUM: seq = t ascending; split16 = 16 contiguous token splits, each
  *       ascending, partials left to right): dfn[r,i] = tsum (dmix_{t,r} * x32_t[i]); dbase[r] =
- *       tsum dh_{t,r}; dscale[c] = tsum ps_{t,c}.
- *   dsum (MHC_BWD_DSUM): as mhc_post_bwd.h (seq, or the split16 GEMM order).
+ *       tsum dh_{t,r}; dscale[c] = tsum ps_{t,c}. MHC_BWD_TSUM=torch: dbase as x.sum(0) of the [T, R]
+ *       dh (torch_sum_cols, autograd's sum_to of the expanded base; refused past torch_sum_cols_step's
+ *       model), dfn and dscale as seq (their torch forms are GEMMs).
+ *   dsum (MHC_BWD_DSUM): as mhc_post_bwd.h (seq, the split16 GEMM order, or torch's row reduction).
  * Error bound vs fp64 of the same formula (tests/kernels/test-ops-ref-bwd3.c): each output within
  * 1 bf16 ulp (dx) + 2^-12 M, M = the sum of the absolute values of the terms of its last reduction,
  * evaluated in fp64 (dx: |pre g| + sum |dmix fn| + |2 x dss|; dfn: sum_t |dmix x|; dbase: sum_t |dh|;

@@ -49,10 +49,11 @@ Cases (contracts in kernels/ops/swiglu.h, router.h, mhc_pre.h):
            part of the verdict) until a GPU run: torch reduces the H broadcast of kv_g before its
            index_put_ scatter and sums the sink's grad in its own tree order, which align's fixed orders
            (kernels/ops/sparse_attn_bwd.h) do not model yet.
-  mhc_post_bwd, mhc_pre_bwd  deepseek-ref-cuda, informational: autograd of x_new = R(post f + comb^T x) (fp32,
-           the comb^T x by torch.matmul), and of the mhc_pre reference above (fn = 0, the Sinkhorn loop
-           unrolled by autograd: ALIGN_MHC_BWD_SINKHORN=unrolled); torch's division and sum backwards
-           are not align's (G - dot) / d form, so these show how far the orders are, not a verdict.
+  mhc_post_bwd, mhc_pre_bwd  deepseek-ref-cuda with autograd's orders (MHC_BWD_DSUM=torch; pre also
+           MHC_BWD_SINKHORN=autograd, MHC_BWD_TSUM=torch): autograd of x_new = R(post f + comb^T x)
+           (fp32, the comb^T x by torch.matmul), and of the mhc_pre reference above (fn = 0, the Sinkhorn
+           loop unrolled by autograd: DivBackward0's g / d and -(g * ((m / d) / d)) summed by sum_to,
+           softmax's backward kernel, the base's expand summed over the tokens).
   rope     x[T,H,D] bf16, pos[T] i32 (0, 1, 65535, 1048575 and random positions; signed zeros, bf16
            extremes that keep every sum finite). Frequencies as the frameworks compute them on the GPU:
            base ** (arange(0, 64, 2) / 64) (powf), YaRN ramp from the binary64 correction range;
@@ -1031,18 +1032,24 @@ def cases():
     out.append(dict(op="qnorm_bwd", label="deepseek-ref-cuda+informational", profile="deepseek-ref-cuda", modes=[],
                     shape="T=%d,H=%d,D=%d" % (BW_T, BW_H, BW_D), inputs=norm_bwd_inputs([BW_T, BW_H, BW_D], False),
                     outputs=["dq"], ref=("qnorm_bwd", {}), informational=True, why=why))
-    mpb = mhc_post_bwd_inputs(M_T, M_N, 64)
-    out.append(dict(op="mhc_post_bwd", label="deepseek-ref-cuda+informational", profile="deepseek-ref-cuda", modes=[],
-                    shape="T=%d,N=%d,D=64" % (M_T, M_N), inputs=mpb, outputs=["dx", "df", "dpost", "dcomb"],
-                    ref=("mhc_post_bwd", {}), informational=True,
-                    cpu_ok=True))  # mhc_post_bwd reads no GPU-only switch
+    # autograd's orders (2026-12-03): dpost as sum_to of the [T, N, D] product (MHC_BWD_DSUM=torch; seq
+    # differed in 3 of 8 on the H200), D = 64 (scalar lanes) and 256 (float4 loads, unaligned rows)
+    for T, D in ((M_T, 64), (3, 257)):
+        out.append(dict(op="mhc_post_bwd[%dx%d]" % (T, D), label="deepseek-ref-cuda+autograd", profile="deepseek-ref-cuda",
+                        modes=["ALIGN_MHC_BWD_DSUM=torch"], shape="T=%d,N=%d,D=%d" % (T, M_N, D),
+                        inputs=mhc_post_bwd_inputs(T, M_N, D), outputs=["dx", "df", "dpost", "dcomb"],
+                        ref=("mhc_post_bwd", {}), cpu_ok=True))  # mhc_post_bwd reads no GPU-only switch
+    # the Sinkhorn loop through autograd term by term (MHC_BWD_SINKHORN=autograd), dpre and dbase in
+    # autograd's sum_to orders (the analytic unrolled form differed in 9 and 12 of 24 dbase on the H200)
+    bwd_modes = ["ALIGN_MHC_BWD_SINKHORN=autograd", "ALIGN_MHC_BWD_DSUM=torch", "ALIGN_MHC_BWD_TSUM=torch"]
     for name, base in mhc_bases(M_N).items():
         if name not in ("random", "ties"):
             continue
-        out.append(dict(op="mhc_pre_bwd[%s]" % name, label="deepseek-ref-cuda+informational",
-                        profile="deepseek-ref-cuda", modes=["ALIGN_MHC_BWD_SINKHORN=unrolled"],
-                        shape="T=%d,N=%d,D=%d" % (M_T, M_N, M_D), inputs=mhc_pre_bwd_inputs(M_T, M_N, M_D, base),
-                        outputs=["dx", "dbase"], ref=("mhc_pre_bwd", {}), informational=True))
+        for T, D in ((M_T, M_D), (64, 256)) if name == "random" else ((M_T, M_D),):
+            out.append(dict(op="mhc_pre_bwd[%s,%dx%d]" % (name, T, D), label="deepseek-ref-cuda+autograd",
+                            profile="deepseek-ref-cuda", modes=bwd_modes, shape="T=%d,N=%d,D=%d" % (T, M_N, D),
+                            inputs=mhc_pre_bwd_inputs(T, M_N, D, base), outputs=["dx", "dbase"],
+                            ref=("mhc_pre_bwd", {})))
     sab = sparse_attn_bwd_inputs(SA_T, SA_H, SA_D, SA_S, SA_N)
     out.append(dict(op="sparse_attn_bwd", label="megatron-cuda+informational", profile="megatron-cuda",
                     modes=["ALIGN_CSA_BWD_SOFTMAX=full", "ALIGN_CSA_BWD_P=fp32", "ALIGN_CSA_BWD_DELTA=p"],
@@ -1564,6 +1571,50 @@ def probe_rope(torch, dev):
     print()
 
 
+def probe_softmax_bwd(torch, dev):
+    """issue 18: torch.softmax's backward on the GPU (SoftMax.cu: tmp = grad * out, then the persistent warp
+    kernel's tmp - out * s): is the last step contracted to fmaf(-out, s, tmp)? (torch_order.h
+    torch_softmax_bwd, MHC_BWD_SINKHORN=autograd assume it)"""
+    r = random.Random(18)
+    print("## probe: torch.softmax backward on %s: fmaf(-y, s, g*y) or g*y - y*s (issue 18)" % dev)
+    for n in (4, 24, 100):
+        rows = 64
+        with torch.enable_grad():
+            x = torch.tensor([[f32(r.uniform(-4, 4)) for _ in range(n)] for _ in range(rows)], dtype=torch.float32,
+                             device=dev, requires_grad=True)
+            y = torch.softmax(x, dim=-1)
+            g = torch.tensor([[f32(r.uniform(-1, 1)) for _ in range(n)] for _ in range(rows)], dtype=torch.float32,
+                             device=dev)
+            y.backward(g)
+        yv = [[bits_f32(b & 0xFFFFFFFF) for b in row] for row in y.detach().view(torch.int32).tolist()]
+        gv = [[bits_f32(b & 0xFFFFFFFF) for b in row] for row in g.view(torch.int32).tolist()]
+        got = [[f32_bits(bits_f32(b & 0xFFFFFFFF)) for b in row] for row in x.grad.view(torch.int32).tolist()]
+        w = 1
+        while w < n and w < 32:
+            w *= 2
+        hits = {"fmaf(-y, s, g*y)": 0, "g*y - y*s": 0, "y * (g - s)": 0}
+        for i in range(rows):
+            tmp = [f32(gv[i][k] * yv[i][k]) for k in range(n)]
+            lane = []
+            for l in range(w):
+                acc = 0.0
+                for k in range(l, n, w):
+                    acc = f32(acc + tmp[k])
+                lane.append(acc)
+            o = w // 2
+            while o > 0:
+                lane = [f32(lane[l] + lane[l + o]) if l + o < w else lane[l] for l in range(w)]
+                o //= 2
+            sm = lane[0]
+            hits["fmaf(-y, s, g*y)"] += sum(1 for k in range(n) if f32_bits(fma32(-yv[i][k], sm, tmp[k])) == got[i][k])
+            hits["g*y - y*s"] += sum(1 for k in range(n) if f32_bits(f32(tmp[k] - f32(yv[i][k] * sm))) == got[i][k])
+            hits["y * (g - s)"] += sum(1 for k in range(n)
+                                       if f32_bits(f32(yv[i][k] * f32(gv[i][k] - sm))) == got[i][k])
+        print("n = %3d: " % n + ", ".join("%s %d/%d%s" % (k, v, rows * n, " <- matches" if v == rows * n else "")
+                                          for k, v in hits.items()))
+    print()
+
+
 def compare_run(align, device, workdir, explain_ops=(), only_ops=None, only_probe=False):
     try:
         import torch
@@ -1584,6 +1635,7 @@ def compare_run(align, device, workdir, explain_ops=(), only_ops=None, only_prob
         print("probe_mean_aten failed: %r" % e)
     probe_cols(torch, dev)
     probe_rope(torch, dev)
+    probe_softmax_bwd(torch, dev)
     if only_probe:
         return 0
     rows, explained = [], []
