@@ -39,7 +39,7 @@
  *                   m = 16384 (torch-compare --probe, 2026-12-03: x.sum(0) and autograd's w.grad).
  *   torch_rowsum    x.sum(-1) / x.mean(-1) of a contiguous [rows, n] binary32 tensor in a fresh (16-byte
  *                   aligned) allocation, one row (Reduce.cuh setReduceConfig, input_vectorized_thread_reduce_impl
- *                   / thread_reduce_impl, block_y_reduce, block_x_reduce; MeanOps). torch_rowsum_plan(rows, n)
+ *                   / thread_reduce_impl, block_x_reduce, block_y_reduce; MeanOps). torch_rowsum_plan(rows, n)
  *                   fixes the block shape from both dims, so the order of a row depends on the row count:
  *                   vec = n > 128 (float4 loads); dim0 = vec ? n / 4 : n; set_block_dimension(dim0, rows) with
  *                   512 threads: bw = min(p0, 32), bh = min(p1, 512 / bw), bw = min(p0, 512 / bh) (p0, p1 the
@@ -49,18 +49,15 @@
  *                   y = 0 the head elements x - h into acc 0; then vectors v = x + y bw, + bw ys, ... of the
  *                   aligned part (elements 4 v + i into acc i) while complete; then the tail elements into acc 0
  *                   of lanes 0.. of y = 0; scalar: elements x + y bw + k bw ys, the k-th into acc k mod 4. The
- *                   thread value is ((a0 + a1) + a2) + a3; block.y's values meet in a shared-memory tree
- *                   (offsets ys/2 .. 1), then block.x's: shared tree bw/2 .. 32 when bw > 32, then shfl_down
- *                   with decreasing offsets (16 or bw/2) .. 1 (CUDA's order since PyTorch 2.9, "to match
- *                   Triton"). mean = sum * fl(fl(rows) / fl(rows n)) (MeanOps' factor, a multiply). Refused
- *                   (plan.ok = 0): tensors past 2^31 bytes (ATen splits the iterator for 32-bit indexing)
- *                   and rows that ATen splits over block.y (ys > 1: D > ~8160 from 16 rows, >= 8192 at 8).
- *                   The split is planned and replayed as written above, but not confirmed: on an H200
- *                   (2026-12-03) y and dx (bf16) were equal to torch at 8 x 8192 and 16 x 8200 while the fp32
- *                   weight gradient, whose x.sum(0) order the probe confirmed there, differed in 3182 of
- *                   8192 and 1967 of 8200 columns: a last-bit r difference on some rows is the explanation
- *                   the bf16 outputs cannot rule out (and past the split, >= 256 values a thread, ATen may
- *                   add a cross-CTA global reduce sized by the SM count).
+ *                   thread value is ((a0 + a1) + a2) + a3; block_x_reduce first, per row of threads (shared
+ *                   tree bw/2 .. 32 when bw > 32, then shfl_down with decreasing offsets (16 or bw/2) .. 1:
+ *                   CUDA's order since PyTorch 2.9, "to match Triton"), then block_y_reduce of the ys row
+ *                   sums in a shared-memory tree (offsets ys/2 .. 1). mean = sum * fl(fl(rows) / fl(rows n))
+ *                   (MeanOps' factor, a multiply). Refused (plan.ok = 0): tensors past 2^31 bytes (ATen
+ *                   splits the iterator for 32-bit indexing) and splits leaving >= 256 values a thread
+ *                   (ATen adds a cross-CTA global reduce sized by the SM count). The y-first order failed
+ *                   at the split (ys > 1) on an H200 (2026-12-03: 8 x 8192, 16 x 8200, through the fp32
+ *                   weight gradient); ATen's ReduceOp::run calls block_x_reduce before block_y_reduce.
  *                   torch_rowdot_bf16 is the same reduction of a materialised product of two bf16 rows
  *                   (autograd's sum_to of grad * other for a factor broadcast over the last dim).
  *   torch_softmax_sum  the denominator of torch.softmax(x, -1) for n <= 1024 (PersistentSoftmax.cuh):
@@ -244,11 +241,14 @@ ALIGN_HD static inline int64_t torch_last_pow2(int64_t n)
 	return p;
 }
 
-/* x.sum(0) of a contiguous [n, m] tensor: the token step (block.y split; 1: one thread per column), -1 where
+/* A reduction over a non-innermost dim of n values into m outputs whose innermost (contiguous, output-
+ * vectorised) dim has `inner` elements, e.g. x.sum(1) of a contiguous [A, n, inner] tensor: m = A * inner
+ * (torch_sum_cols_step below is x.sum(0) of [n, m], inner = m). Returns the token step (block.y split; 1:
+ * one thread per output), -1 where
  * not modelled: m == 1 with n > 1 too (the iterator drops the column dim and reduces contiguously; the
  * candidate torch_sum_lastdim, step 0, reproduced torch at no probed length on an H200, 2026-12-02: T=100
  * failed) */
-ALIGN_HD static inline int64_t torch_sum_cols_step(int64_t n, int64_t m)
+ALIGN_HD static inline int64_t torch_sum_cols_step_v(int64_t n, int64_t m, int64_t inner)
 {
 	if (n < 1 || m < 1)
 		return 1;
@@ -256,7 +256,7 @@ ALIGN_HD static inline int64_t torch_sum_cols_step(int64_t n, int64_t m)
 		return n == 1 ? 1 : -1;
 	if (n == 1)
 		return 1;
-	int64_t v = m % 4 == 0 ? 4 : m % 2 == 0 ? 2 : 1, mnt = 512 / v, dim0 = m / v;
+	int64_t v = inner % 4 == 0 ? 4 : inner % 2 == 0 ? 2 : 1, mnt = 512 / v, dim0 = m / v;
 	int64_t d0 = dim0 < mnt ? torch_last_pow2(dim0) : mnt, d1 = n < mnt ? torch_last_pow2(n) : mnt;
 	int64_t bw = d0 < 32 ? d0 : 32;
 	int64_t bh = d1 < mnt / bw ? d1 : mnt / bw;
@@ -268,12 +268,17 @@ ALIGN_HD static inline int64_t torch_sum_cols_step(int64_t n, int64_t m)
 	return bh;
 }
 
+ALIGN_HD static inline int64_t torch_sum_cols_step(int64_t n, int64_t m)
+{
+	return torch_sum_cols_step_v(n, m, m);
+}
+
 /* one column of x.sum(0): x[0..n) (stride xs), step from torch_sum_cols_step (>= 0) */
 ALIGN_HD static inline float torch_sum_cols(const float *x, int64_t xs, int64_t n, int64_t step)
 {
 	if (step == 0)
 		return torch_sum_lastdim(x, xs, n);
-	if (step == 1)
+	if (step <= 1 || step > TORCH_COLS_MAX_STEP) /* 1; callers pass no other value outside 2..MAX */
 		return n > 0 ? torch_sum_strided(x, xs, n) : 0.0f;
 	float lane[TORCH_COLS_MAX_STEP];
 	for (int64_t y = 0; y < step; y++)
@@ -338,10 +343,10 @@ ALIGN_HD static inline struct torch_rowsum torch_rowsum_plan(int64_t rows, int64
 	bw = p0 < mnt / bh ? p0 : mnt / bh;
 	int64_t vpt = (n + bw - 1) / bw, thr = 16 * bh < 256 ? 16 * bh : 256;
 	p.bw = (int)bw;
-	if (vpt >= thr) { /* the block.y split: planned, refused where it has more than one row of threads or
-			   * would leave >= 256 values a thread (see the header) */
+	if (vpt >= thr) { /* the block.y split; refused where it would leave >= 256 values a thread (ATen
+			   * splits the row over CTAs then, sized by the SM count) */
 		p.ys = (int)bh;
-		if (bh > 1 || (n + bw * bh - 1) / (bw * bh) >= 256)
+		if ((n + bw * bh - 1) / (bw * bh) >= 256)
 			p.ok = 0;
 	}
 	p.mean = (float)rows / (float)(rows * n);
@@ -396,18 +401,22 @@ ALIGN_HD static inline float torch__rowsum(const void *x, const align_bf16 *x2, 
 	for (int y = 0; y < ys; y++)
 		for (int xl = 0; xl < bw; xl++)
 			v[xl + y * bw] = torch__rs_thread(x, x2, bf16, p, h, xl, y, square);
-	for (int off = ys / 2; off > 0; off /= 2) /* block_y_reduce */
-		for (int y = 0; y < off; y++)
-			for (int xl = 0; xl < bw; xl++)
-				v[xl + y * bw] = hn_add(v[xl + y * bw], v[xl + (y + off) * bw]);
-	int dim = bw;
-	if (dim > 32) { /* block_x_reduce: the shared-memory tree down to a warp */
-		for (int off = dim / 2; off >= 32; off /= 2)
-			for (int xl = 0; xl < off; xl++)
-				v[xl] = hn_add(v[xl], v[xl + off]);
-		dim = 32;
+	float yv[TORCH_ROWSUM_MAX_THREADS];
+	for (int y = 0; y < ys; y++) { /* block_x_reduce of each row of threads first */
+		float *w = v + y * bw;
+		int dim = bw;
+		if (dim > 32) { /* the shared-memory tree down to a warp */
+			for (int off = dim / 2; off >= 32; off /= 2)
+				for (int xl = 0; xl < off; xl++)
+					w[xl] = hn_add(w[xl], w[xl + off]);
+			dim = 32;
+		}
+		yv[y] = torch_lane_tree(w, dim); /* shfl_down, offsets dim/2 .. 1 */
 	}
-	return torch_lane_tree(v, dim); /* shfl_down, offsets dim/2 .. 1 */
+	for (int off = ys / 2; off > 0; off /= 2) /* then block_y_reduce of the row sums */
+		for (int y = 0; y < off; y++)
+			yv[y] = hn_add(yv[y], yv[y + off]);
+	return yv[0];
 }
 
 /* x.sum(-1) of row `row` (elements x[0..n), binary32 or bf16 bits, squared when square) under plan p (p->ok) */

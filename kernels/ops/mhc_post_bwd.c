@@ -38,9 +38,8 @@ int mhc_bwd_dsum_cfg(struct align_err *err, const char *op, const struct align_m
 		if (rows > 0 && D > 0 && !plan->ok)
 			return align_fail(err, ALIGN_ERR_UNSUPPORTED,
 					  "%s: ALIGN_MHC_BWD_DSUM=torch: the [%" PRId64 ", %" PRId64
-					  "] product's row reduction is not modelled (ATen splits such rows over "
-					  "block.y, not confirmed against torch, or over CTAs, or splits a tensor past "
-					  "2^31 bytes)",
+					  "] product's row reduction is not modelled (ATen splits such rows over CTAs, "
+					  "sized by the SM count, or splits a tensor past 2^31 bytes)",
 					  op, rows, D);
 		break;
 	default:

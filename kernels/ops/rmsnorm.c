@@ -45,8 +45,8 @@ int rmsnorm_factor_cfg_init(struct rmsnorm_factor_cfg *f, const char *op, const 
 			return align_fail(
 				err, ALIGN_ERR_UNSUPPORTED,
 				"%s: ALIGN_RMSNORM_REDUCE=torch: rows of %" PRId64 " values at %" PRId64
-				" rows are not modelled (ATen splits such rows over block.y, not confirmed against "
-				"torch, or over CTAs, or splits a tensor past 2^31 bytes)",
+				" rows are not modelled (ATen splits such rows over CTAs, sized by the SM count, or "
+				"splits a tensor past 2^31 bytes)",
 				op, n, rows);
 		break;
 	default:

@@ -2,6 +2,7 @@
  * configuration, which the CUDA twin (sparse_attn_bwd.cu) calls too. */
 #include "sparse_attn_bwd.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -25,6 +26,35 @@ static const struct align_tensor_spec out_specs[] = {
 	{"dsink", ALIGN_DT_F32, "H", {ALIGN_FILL_NORMAL, 0, 0, 0}, "gradient of sink (summed over queries)"},
 };
 
+/* CSA_BWD_SOFTMAX=autograd: the unfused fp32 graph's forward switches and its plans (sparse_attn_bwd_ag.h) */
+static int sab_ag_cfg(struct sparse_attn_bwd_cfg *b, const char *op, struct align_err *err)
+{
+	const struct sparse_attn_cfg *c = &b->f;
+	if (c->H > SAB_AG_MAX_H)
+		return align_fail(err, ALIGN_ERR_UNSUPPORTED,
+				  "%s: ALIGN_CSA_BWD_SOFTMAX=autograd: H = %" PRId64 " is above %d", op, c->H, SAB_AG_MAX_H);
+	struct sab_ag_plan *pl = &b->ag;
+	pl->g = *c; /* the torch graph: natural exp, fp32 products and P, the physical slot order */
+	pl->g.exp2 = pl->g.qk_tc = pl->g.p_bf16 = pl->g.comp_first = pl->g.online = pl->g.empty_zero = 0;
+	pl->g.c = b->scale;
+	pl->dp = torch_rowsum_plan(c->T * c->H * c->N, c->D);
+	pl->nr = torch_rowsum_plan(c->T * c->H, c->N);
+	pl->dq_step = torch_sum_cols_step_v(c->N, c->T * c->H * c->D, c->D);
+	pl->kv_step = torch_sum_cols_step_v(c->H, c->T * c->N * c->D, c->N * c->D);
+	pl->sink_step = torch_sum_cols_step(c->T, c->H);
+	const int64_t steps[3] = {pl->dq_step, pl->kv_step, pl->sink_step};
+	int ok = pl->dp.ok && pl->nr.ok;
+	for (int i = 0; i < 3; i++)
+		ok = ok && steps[i] >= 0 && steps[i] <= TORCH_COLS_MAX_STEP;
+	if (!ok && c->T * c->H * c->N * c->D > 0)
+		return align_fail(err, ALIGN_ERR_UNSUPPORTED,
+				  "%s: ALIGN_CSA_BWD_SOFTMAX=autograd: ATen's reductions at T=%" PRId64 ", H=%" PRId64
+				  ", N=%" PRId64 ", D=%" PRId64
+				  " are not modelled (a row split over CTAs, H = 1, or a tensor past 2^31 bytes)",
+				  op, c->T, c->H, c->N, c->D);
+	return ALIGN_OK;
+}
+
 int sparse_attn_bwd_cfg_init(struct sparse_attn_bwd_cfg *c, const struct sparse_attn_params *p,
 			     const struct align_modes *m, const struct align_tensor *in, int n_in,
 			     const struct align_tensor *out, int n_out, int device, struct align_err *err)
@@ -46,12 +76,50 @@ int sparse_attn_bwd_cfg_init(struct sparse_attn_bwd_cfg *c, const struct sparse_
 	o.data = NULL;
 	ALIGN_TRY(err, sparse_attn_cfg_init(&c->f, p, m, in, 4, &o, 1, device, err));
 	c->scale = p->scale;
-	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_CSA_BWD_SOFTMAX, ALIGN_CSA_BWD_SOFTMAX_FULL,
-				   ALIGN_CSA_BWD_SOFTMAX_ONLINE64, &c->online));
+	int v;
+	c->online = c->autograd = 0;
+	switch ((enum align_CSA_BWD_SOFTMAX_value)(v = m->v[MODE_CSA_BWD_SOFTMAX])) {
+	case ALIGN_CSA_BWD_SOFTMAX_ONLINE64:
+		c->online = 1;
+		break;
+	case ALIGN_CSA_BWD_SOFTMAX_FULL:
+		break;
+	case ALIGN_CSA_BWD_SOFTMAX_AUTOGRAD:
+		c->autograd = 1;
+		ALIGN_TRY(err, sab_ag_cfg(c, op, err));
+		break;
+	default:
+		return op_cfg_unhandled(err, op, MODE_CSA_BWD_SOFTMAX, v, fn);
+	}
 	ALIGN_TRY(err,
 		  op_cfg_flag(err, op, fn, m, MODE_CSA_BWD_P, ALIGN_CSA_BWD_P_FP32, ALIGN_CSA_BWD_P_BF16, &c->p_bf16));
 	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_CSA_BWD_DELTA, ALIGN_CSA_BWD_DELTA_P, ALIGN_CSA_BWD_DELTA_O,
 				   &c->delta_o));
+	return ALIGN_OK;
+}
+
+/* CSA_BWD_SOFTMAX=autograd on the CPU: buf holds G, P [T*H*N], gse, gb [T*H] and 3 N floats; frees buf */
+static int sab_ag_cpu(const struct sparse_attn_bwd_cfg *b, const struct align_tensor *in, struct align_tensor *out,
+		      float *buf)
+{
+	const struct sparse_attn_cfg *c = &b->f;
+	const int64_t T = c->T, H = c->H, D = c->D, S = c->S, N = c->N, rows = T * H;
+	float *G = buf, *P = G + rows * N, *gse = P + rows * N, *gb = gse + rows, *wk = gb + rows;
+	const align_bf16 *q = in[0].data, *kv = in[1].data, *dO = in[4].data;
+	const int32_t *idx = in[2].data;
+	const float *sink = in[3].data;
+	for (int64_t t = 0; t < T; t++)
+		for (int64_t h = 0; h < H; h++) {
+			int64_t r = t * H + h;
+			sab_ag_row(&b->ag, q + r * D, kv, idx + t * N, sink[h], dO + r * D, t, h,
+				   (align_bf16 *)out[0].data + r * D, G + r * N, P + r * N, gse + r, gb + r, wk);
+		}
+	float *dkv = out[1].data, *dsink = out[2].data;
+	for (int64_t i = 0; i < S * D; i++)
+		dkv[i] = sab_ag_dkv(&b->ag, q, idx, dO, G, P, i / D, i % D);
+	for (int64_t h = 0; h < H; h++)
+		dsink[h] = sab_ag_dsink(&b->ag, gse, gb, h);
+	free(buf);
 	return ALIGN_OK;
 }
 
@@ -64,7 +132,8 @@ int sparse_attn_bwd_fwd_cpu(const struct sparse_attn_params *p, const struct ali
 	const struct sparse_attn_cfg *c = &b.f;
 	const int64_t T = c->T, H = c->H, D = c->D, S = c->S, N = c->N;
 	int64_t na = (D > N ? D : N) + 1, rows = T * H;
-	float *buf = malloc(sizeof(float) * (size_t)(2 * rows * N + rows + na + 1));
+	/* dS (G), P, ds (autograd: gse, gb) and tmp (autograd: 3 N) */
+	float *buf = malloc(sizeof(float) * (size_t)(2 * rows * N + 2 * rows + na + 3 * N + 1));
 	align_bf16 *o = malloc(sizeof(align_bf16) * (size_t)(rows * D + 1));
 	if (!buf || !o) {
 		free(buf);
@@ -72,6 +141,10 @@ int sparse_attn_bwd_fwd_cpu(const struct sparse_attn_params *p, const struct ali
 		return align_fail(NULL, ALIGN_ERR_INTERNAL, "sparse_attn_bwd: out of memory");
 	}
 	float *dS = buf, *P = dS + rows * N, *ds = P + rows * N, *tmp = ds + rows;
+	if (b.autograd) {
+		free(o);
+		return sab_ag_cpu(&b, in, out, buf);
+	}
 	struct align_tensor ot = out[0];
 	ot.data = o;
 	int rc = sparse_attn_fwd_cpu(p, m, in, 4, &ot, 1); /* O as the forward stores it */

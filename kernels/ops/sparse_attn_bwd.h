@@ -7,6 +7,8 @@
  * (sa_dot, sa_logit: CSA_QK, CSA_SUM_ORDER, CSA_EXP, CSA_INDEX_ORDER) and the sink s (CSA_SINK) as the
  * forward computes them. Rounding of the sink to bf16 passes the gradient straight through.
  * Per (t, h), slots k in visiting order (CPU twin = specification; binary32, unfused):
+ *   CSA_BWD_SOFTMAX=autograd replaces steps 1-6 and the sums over the queries below with PyTorch autograd's
+ *   evaluation of the unfused torch graph (sparse_attn_bwd_ag.h; O is not needed there).
  *   1. statistics (CSA_BWD_SOFTMAX): full: m = max(s if CSA_SINK_IN_MAX, z_k...), l = sum_k E(z_k - m)
  *      (k ascending; CSA_SUM_ORDER=torch: torch_sum_lastdim) + E(s - m); online64: the forward's 64-slot
  *      block recurrence (m' = max(m, block), l = l * E(m - m') + block sum), then l = l + E(s - m).
@@ -32,6 +34,7 @@
 #define ALIGN_SPARSE_ATTN_BWD_H
 
 #include "sparse_attn.h"
+#include "sparse_attn_bwd_ag.h"
 #include "sparse_attn_row.h"
 
 #ifdef __cplusplus
@@ -44,6 +47,8 @@ struct sparse_attn_bwd_cfg {
 	int online;		  /* CSA_BWD_SOFTMAX=online64 */
 	int p_bf16;		  /* CSA_BWD_P=bf16 */
 	int delta_o;		  /* CSA_BWD_DELTA=o */
+	int autograd;		  /* CSA_BWD_SOFTMAX=autograd (sparse_attn_bwd_ag.h) */
+	struct sab_ag_plan ag;	  /* its reduction plans */
 };
 
 int sparse_attn_bwd_cfg_init(struct sparse_attn_bwd_cfg *c, const struct sparse_attn_params *p,

@@ -37,11 +37,12 @@ run_align 2 run compressor --mode ALIGN_RMSNORM_REDUCE=torch --outputs c.st &&
 run_align 2 run rmsnorm --shape T=1,D=131072 --mode ALIGN_RMSNORM_REDUCE=torch --outputs big.st &&
 	expect_err "rmsnorm: ALIGN_RMSNORM_REDUCE=torch: rows of 131072 values at 1 rows are not modelled"
 [ ! -e big.st ] || fail "a refused run wrote big.st"
-# the block.y split (8 rows of 8192, 16 of 8200): planned, not confirmed against torch
-run_align 2 run rmsnorm_bwd --shape T=8,D=8192 --mode ALIGN_RMSNORM_REDUCE=torch --outputs wide.st &&
-	expect_err "rows of 8192 values at 8 rows are not modelled \(ATen splits such rows over block.y"
-[ ! -e wide.st ] || fail "a refused run wrote wide.st"
-run_align 2 run rmsnorm --shape T=16,D=8200 --mode ALIGN_RMSNORM_REDUCE=torch --outputs wide.st
+run_align 2 run rmsnorm --shape T=16,D=131072 --mode ALIGN_RMSNORM_REDUCE=torch --outputs big.st &&
+	expect_err "rows of 131072 values at 16 rows are not modelled \(ATen splits such rows over CTAs"
+[ ! -e big.st ] || fail "a refused run wrote big.st"
+# the block.y split (8 rows of 8192, 16 of 8200): block.x's tree, then block.y's
+run_align 0 run rmsnorm_bwd --shape T=8,D=8192 --mode ALIGN_RMSNORM_REDUCE=torch --outputs wide.st
+run_align 0 run rmsnorm --shape T=16,D=8200 --mode ALIGN_RMSNORM_REDUCE=torch --outputs wide2.st
 run_align 0 run rmsnorm_bwd --shape T=8,D=8192 --mode ALIGN_RMSNORM_BWD_DW_ORDER=torch --outputs w.st
 run_align 0 run rmsnorm --shape T=1,D=9000 --mode ALIGN_RMSNORM_REDUCE=torch --outputs one.st
 

@@ -43,12 +43,10 @@ Cases (contracts in kernels/ops/swiglu.h, router.h, mhc_pre.h):
            e = exp(S - m), p = e / (e.sum(-1) + exp(sink - m)), o = R((p * kv_g).sum(-2)), the sink in the
            max, fp32 throughout; kv_g = kv[idx] with invalid rows 0. Inputs with tied slots (repeated
            indices), all -1 rows, huge logits (exp underflow), tiny logits (uniform weights).
-  sparse_attn_bwd  megatron-cuda with the unfused backward's switches (CSA_BWD_SOFTMAX=full, CSA_BWD_P=fp32,
-           CSA_BWD_DELTA=p): autograd of the sparse_attn reference above with q a bf16 leaf (dq = its
-           bf16 grad), kv an fp32 leaf (dkv fp32), sink an fp32 leaf; o.backward(do). Informational (not
-           part of the verdict) until a GPU run: torch reduces the H broadcast of kv_g before its
-           index_put_ scatter and sums the sink's grad in its own tree order, which align's fixed orders
-           (kernels/ops/sparse_attn_bwd.h) do not model yet.
+  sparse_attn_bwd  megatron-cuda with CSA_BWD_SOFTMAX=autograd (kernels/ops/sparse_attn_bwd_ag.h): autograd
+           of the sparse_attn reference above with q a bf16 leaf (dq = its bf16 grad), kv an fp32 leaf
+           (dkv fp32), sink an fp32 leaf; o.backward(do): the max's gradient (amax, maximum with the
+           sink), DivBackward0, the H sums of kv_g's gradient before index_put_'s sorted scatter.
   mhc_post_bwd, mhc_pre_bwd  deepseek-ref-cuda with autograd's orders (MHC_BWD_DSUM=torch; pre also
            MHC_BWD_SINKHORN=autograd, MHC_BWD_TSUM=torch): autograd of x_new = R(post f + comb^T x)
            (fp32, the comb^T x by torch.matmul), and of the mhc_pre reference above (fn = 0, the Sinkhorn
@@ -1051,10 +1049,12 @@ def cases():
                             inputs=mhc_pre_bwd_inputs(T, M_N, D, base), outputs=["dx", "dbase"],
                             ref=("mhc_pre_bwd", {})))
     sab = sparse_attn_bwd_inputs(SA_T, SA_H, SA_D, SA_S, SA_N)
-    out.append(dict(op="sparse_attn_bwd", label="megatron-cuda+informational", profile="megatron-cuda",
-                    modes=["ALIGN_CSA_BWD_SOFTMAX=full", "ALIGN_CSA_BWD_P=fp32", "ALIGN_CSA_BWD_DELTA=p"],
+    # the hand-written full backward (dS = P (dP - delta)): dq 15/2048, dkv 2021/2560, dsink 4/4 differing on
+    # the H200 (2026-12-03); CSA_BWD_SOFTMAX=autograd evaluates torch's graph term by term
+    out.append(dict(op="sparse_attn_bwd", label="megatron-cuda+autograd", profile="megatron-cuda",
+                    modes=["ALIGN_CSA_BWD_SOFTMAX=autograd"],
                     shape="T=%d,H=%d,D=%d,S=%d,N=%d" % (SA_T, SA_H, SA_D, SA_S, SA_N), inputs=sab,
-                    outputs=["dq", "dkv", "dsink"], ref=("sparse_attn_bwd", {}), informational=True))
+                    outputs=["dq", "dkv", "dsink"], ref=("sparse_attn_bwd", {})))
     return out
 
 
@@ -1467,6 +1467,27 @@ def probe_mean_aten(torch, dev):
                         acc[:, :k, :] = acc[:, :k, :] + blk.reshape(rows, k, 4)
                     v = ((acc[:, :, 0] + acc[:, :, 1]) + acc[:, :, 2]) + acc[:, :, 3]  # [rows, y * bw + x]
                     v = v.reshape(rows, ys, bw)
+                    fac = torch.tensor(float(rows), dtype=torch.float32) / torch.tensor(float(rows * n),
+                                                                                     dtype=torch.float32)
+                    # x first (block_x_reduce, then block_y_reduce over the per-y sums: torch_rowsum since
+                    # 2026-12-03), then the older y-first order for contrast
+                    xl = v.clone()
+                    off = bw // 2
+                    while off >= 32:
+                        xl = torch.cat([xl[:, :, :off] + xl[:, :, off:2 * off], xl[:, :, off:]], 2)
+                        off //= 2
+                    wx = xl[:, :, :32].clone()
+                    for o in (16, 8, 4, 2, 1):
+                        sh = wx.clone()
+                        sh[:, :, :32 - o] = wx[:, :, o:]
+                        wx = wx + sh
+                    yv = wx[:, :, 0]
+                    off = ys // 2
+                    while off >= 1:
+                        yv = torch.cat([yv[:, :off] + yv[:, off:2 * off], yv[:, off:]], 1)
+                        off //= 2
+                    if int(((yv[:, 0] * fac).view(torch.int32) == got).sum()) == rows:
+                        hits.append("vec4 bw%d ys%d xfirst dec mul" % (bw, ys))
                     off = ys // 2
                     while off >= 1:  # block_y_reduce
                         v = torch.cat([v[:, :off] + v[:, off:2 * off], v[:, off:]], 1)
@@ -1481,8 +1502,6 @@ def probe_mean_aten(torch, dev):
                         sh = w.clone()
                         sh[:, :32 - o] = w[:, o:]
                         w = w + sh
-                    fac = torch.tensor(float(rows), dtype=torch.float32) / torch.tensor(float(rows * n),
-                                                                                     dtype=torch.float32)
                     if int(((w[:, 0] * fac).view(torch.int32) == got).sum()) == rows:
                         hits.append("vec4 bw%d ys%d dec mul" % (bw, ys))
             common = hits if common is None else [h for h in common if h in hits]
