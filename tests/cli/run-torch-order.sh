@@ -56,4 +56,22 @@ expect_eq "16x64 torch = warp32 (y)" "$(tbytes n64-torch.st y)" "$(tbytes n64-wa
 expect_eq "16x64 torch = warp32 (dx)" "$(tbytes b64-torch.st dx)" "$(tbytes b64-warp32.st dx)"
 [ "$(tbytes n4096-torch.st y)" != "$(tbytes n4096-warp32.st y)" ] || fail "64x4096: torch gave warp32's bytes"
 [ "$(tbytes n4096-torch.st y)" != "$(tbytes n4096-pairwise.st y)" ] || fail "64x4096: torch gave pairwise's bytes"
+# --- the backward's autograd forms: deepseek-ref-cuda sets the mHC ones (H200-checked, 2026-12-03) --------
+"$ALIGN" modes --profile deepseek-ref-cuda > prof.txt || fail "align modes --profile deepseek-ref-cuda"
+for kv in "ALIGN_MHC_BWD_SINKHORN autograd" "ALIGN_MHC_BWD_DSUM torch" "ALIGN_MHC_BWD_TSUM torch"; do
+	set -- $kv
+	expect_eq "deepseek-ref-cuda $1" "$(awk -v k="$1" '$1 == k {print $2, $3}' prof.txt)" "$2 profile"
+done
+for v in unrolled autograd; do
+	run_align 0 run mhc_pre_bwd --shape T=64,N=4,D=256 --mode ALIGN_MHC_SUM_ORDER=torch \
+		--mode ALIGN_MHC_BWD_SINKHORN=$v --outputs m-$v.st
+done
+[ "$(tbytes m-unrolled.st dbase)" != "$(tbytes m-autograd.st dbase)" ] ||
+	fail "mhc_pre_bwd: the autograd Sinkhorn backward gave unrolled's dbase"
+for v in full autograd; do
+	run_align 0 run sparse_attn_bwd --profile megatron --mode ALIGN_CSA_SUM_ORDER=torch --mode ALIGN_CSA_BWD_P=fp32 \
+		--mode ALIGN_CSA_BWD_DELTA=p --mode ALIGN_CSA_BWD_SOFTMAX=$v --outputs s-$v.st
+done
+[ "$(tbytes s-full.st dsink)" != "$(tbytes s-autograd.st dsink)" ] ||
+	fail "sparse_attn_bwd: autograd gave the hand-written full backward's dsink"
 finish

@@ -6,8 +6,10 @@
  * element to its thread and accumulator first (element-major, where torch_rowsum is thread-major) and folds
  * the trees recursively; (3) rows >= 16 with n < 128 against torch_sum_lastdim, the x.sum(-1) model that
  * tests/gpu/torch-compare.py checked on the GPU; (4) the alignment head of rows that do not start on 16
- * bytes changes the bits, and the row count changes them below 16 rows. Exit status 0 = pass. */
+ * bytes changes the bits, and the row count changes them below 16 rows; (5) torch_rowdot_bf16 against
+ * torch_rowsum of the materialised product, torch_softmax_bwd against fmaf(-y, s, g y). Exit status 0 = pass. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,6 +219,54 @@ static void effects(void)
 	}
 }
 
+/* torch_rowdot_bf16 is torch_rowsum of the materialised product; torch_softmax_bwd is tmp = g y, s the
+ * butterfly sum of tmp (torch_softmax_sum), fmaf(-y, s, tmp), and differs from the unfused tmp - y s */
+static void rowdot_softmax(void)
+{
+	uint64_t k = 1u << 31;
+	static align_bf16 a[MAXN], b[MAXN];
+	static float pr[MAXN];
+	const int64_t shapes[][2] = {{1, 64}, {8, 257}, {12, 8192}, {200, 300}, {3, 129}};
+	for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+		int64_t rows = shapes[s][0], n = shapes[s][1];
+		struct torch_rowsum p = torch_rowsum_plan(rows, n);
+		for (int64_t i = 0; i < n; i++) {
+			a[i] = align_f32_to_bf16((float)(align_rng_uniform(SEED, 3, k++) * 4.0 - 2.0));
+			b[i] = align_f32_to_bf16((float)(align_rng_uniform(SEED, 3, k++) * 4.0 - 2.0));
+			pr[i] = align_bf16_to_f32(a[i]) * align_bf16_to_f32(b[i]);
+		}
+		int64_t row = rows - 1;
+		if (align_f32_bits(torch_rowdot_bf16(a, b, &p, row)) != align_f32_bits(torch_rowsum(pr, 0, &p, row, 0))) {
+			printf("FAIL rowdot rows=%" PRId64 " n=%" PRId64 "\n", rows, n);
+			fails++;
+		}
+	}
+	int fused_differs = 0;
+	for (int trial = 0; trial < 200; trial++) {
+		float g[24], y[24], gi[24], tmp[24];
+		int n = trial % 2 ? 4 : 24;
+		for (int i = 0; i < n; i++) {
+			g[i] = (float)(align_rng_uniform(SEED, 4, k++) * 2.0 - 1.0);
+			y[i] = (float)align_rng_uniform(SEED, 4, k++);
+			tmp[i] = g[i] * y[i];
+		}
+		float sm = torch_softmax_sum(tmp, 1, n);
+		torch_softmax_bwd(g, y, n, gi);
+		for (int i = 0; i < n; i++) {
+			float want = fmaf(-y[i], sm, tmp[i]);
+			if (align_f32_bits(gi[i]) != align_f32_bits(want)) {
+				printf("FAIL softmax_bwd n=%d i=%d: %a, want %a\n", n, i, gi[i], want);
+				fails++;
+			}
+			fused_differs |= align_f32_bits(gi[i]) != align_f32_bits(tmp[i] - y[i] * sm);
+		}
+	}
+	if (!fused_differs) {
+		printf("FAIL softmax_bwd: the fmaf never differed from tmp - y s\n");
+		fails++;
+	}
+}
+
 int main(void)
 {
 	/* measured lanes a row (H200, PyTorch 2.11): 200 rows 32, 8 rows 64, one row the power of two at or
@@ -242,6 +292,7 @@ int main(void)
 	expect_plan(1 << 20, 1024, 1, 1, 1, 0);
 	random_rows();
 	effects();
+	rowdot_softmax();
 	printf("test-torch-order: %s\n", fails ? "FAILED" : "ok");
 	return fails ? 1 : 0;
 }
