@@ -24,17 +24,17 @@ struct mhc_bwd_cfg {
 	int64_t T, N, D, K, R; /* x[T,N,D], K = N*D; R mapping rows (head: N; pre: (2+N)*N) */
 	int head;	       /* 1: hc_head (R = N, scale[1]) */
 	struct mhc_params p;
-	struct mhc_modes mm; /* the forward's shared switches */
-	int sinkhorn;	     /* ALIGN_MHC_SINKHORN_* (pre) */
-	int torch_sums;	     /* MHC_SUM_ORDER=torch (pre) */
-	int hpre_eps;	     /* MHC_HPRE_EPS=on (pre; head always adds it) */
-	int hpost_eps;	     /* MHC_HPOST_EPS=on (pre) */
-	int bwd_sinkhorn;    /* ALIGN_MHC_BWD_SINKHORN_* (pre) */
-	int dsum_split;	     /* MHC_BWD_DSUM=split16 */
-	int dsum_torch;	     /* MHC_BWD_DSUM=torch: dpre as torch_rowdot_bf16 under dplan */
+	struct mhc_modes mm;	   /* the forward's shared switches */
+	int sinkhorn;		   /* ALIGN_MHC_SINKHORN_* (pre) */
+	int torch_sums;		   /* MHC_SUM_ORDER=torch (pre) */
+	int hpre_eps;		   /* MHC_HPRE_EPS=on (pre; head always adds it) */
+	int hpost_eps;		   /* MHC_HPOST_EPS=on (pre) */
+	int bwd_sinkhorn;	   /* ALIGN_MHC_BWD_SINKHORN_* (pre) */
+	int dsum_split;		   /* MHC_BWD_DSUM=split16 */
+	int dsum_torch;		   /* MHC_BWD_DSUM=torch: dpre as torch_rowdot_bf16 under dplan */
 	struct torch_rowsum dplan; /* the [T*N, D] product's row reduction (dsum_torch) */
-	int tsum_split;	     /* MHC_BWD_TSUM=split16 */
-	int64_t tsum_step;   /* MHC_BWD_TSUM=torch: torch_sum_cols_step(T, R) for dbase (>= 0); -1 otherwise */
+	int tsum_split;		   /* MHC_BWD_TSUM=split16 */
+	int64_t tsum_step;	   /* MHC_BWD_TSUM=torch: torch_sum_cols_step(T, R) for dbase (>= 0); -1 otherwise */
 };
 
 /* hc_pre / hc_head backward config (mhc_pre_bwd.c): checks the tensors of op ("mhc_pre_bwd" or

@@ -49,12 +49,12 @@ struct align_err;
 struct mhc_post_bwd_cfg {
 	int64_t T, D;
 	int N;
-	int transpose;	/* MHC_HRES_TRANSPOSE=on */
-	int dbl;	/* MHC_POST_ROUND=double */
-	int coef_bf16;	/* MHC_COEF=bf16 or double */
-	int pair_ssum;	/* MHC_BWD_STREAM_SUM=pairwise */
-	int dsum_split; /* MHC_BWD_DSUM=split16 */
-	int dsum_torch; /* MHC_BWD_DSUM=torch: dpost as torch_rowdot_bf16 under dplan */
+	int transpose;		   /* MHC_HRES_TRANSPOSE=on */
+	int dbl;		   /* MHC_POST_ROUND=double */
+	int coef_bf16;		   /* MHC_COEF=bf16 or double */
+	int pair_ssum;		   /* MHC_BWD_STREAM_SUM=pairwise */
+	int dsum_split;		   /* MHC_BWD_DSUM=split16 */
+	int dsum_torch;		   /* MHC_BWD_DSUM=torch: dpost as torch_rowdot_bf16 under dplan */
 	struct torch_rowsum dplan; /* the [T*N, D] product's row reduction */
 };
 

@@ -32,7 +32,8 @@ static int sab_ag_cfg(struct sparse_attn_bwd_cfg *b, const char *op, struct alig
 	const struct sparse_attn_cfg *c = &b->f;
 	if (c->H > SAB_AG_MAX_H)
 		return align_fail(err, ALIGN_ERR_UNSUPPORTED,
-				  "%s: ALIGN_CSA_BWD_SOFTMAX=autograd: H = %" PRId64 " is above %d", op, c->H, SAB_AG_MAX_H);
+				  "%s: ALIGN_CSA_BWD_SOFTMAX=autograd: H = %" PRId64 " is above %d", op, c->H,
+				  SAB_AG_MAX_H);
 	struct sab_ag_plan *pl = &b->ag;
 	pl->g = *c; /* the torch graph: natural exp, fp32 products and P, the physical slot order */
 	pl->g.exp2 = pl->g.qk_tc = pl->g.p_bf16 = pl->g.comp_first = pl->g.online = pl->g.empty_zero = 0;

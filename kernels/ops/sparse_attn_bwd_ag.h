@@ -52,11 +52,11 @@ extern "C" {
 #define SAB_AG_MAX_H 256
 
 struct sab_ag_plan {
-	struct torch_rowsum dp; /* [T*H*N, D] */
-	struct torch_rowsum nr; /* [T*H, N] */
-	int64_t dq_step;	/* N-sum of dq */
-	int64_t kv_step;	/* H-sum of kvg's gradient */
-	int64_t sink_step;	/* T-sum of dsink */
+	struct torch_rowsum dp;	  /* [T*H*N, D] */
+	struct torch_rowsum nr;	  /* [T*H, N] */
+	int64_t dq_step;	  /* N-sum of dq */
+	int64_t kv_step;	  /* H-sum of kvg's gradient */
+	int64_t sink_step;	  /* T-sum of dsink */
 	struct sparse_attn_cfg g; /* the forward's switches as the torch graph has them (see above) */
 };
 
@@ -68,9 +68,9 @@ ALIGN_HD static inline float sab_ag_kvg(const struct sparse_attn_cfg *c, const a
 
 /* Steps 1-7 for row (t, h): q, dO the row's D values, idx the token's N slots; writes dq (D bf16), G and P
  * (N each: the dkv terms) and the sink's two terms gse, gb; wk: 3 N floats. */
-ALIGN_HD static inline void sab_ag_row(const struct sab_ag_plan *pl, const align_bf16 *q, const align_bf16 *kv, const int32_t *idx, float sink,
-				       const align_bf16 *dO, int64_t t, int64_t h, align_bf16 *dq, float *G, float *P,
-				       float *gse, float *gb, float *wk)
+ALIGN_HD static inline void sab_ag_row(const struct sab_ag_plan *pl, const align_bf16 *q, const align_bf16 *kv,
+				       const int32_t *idx, float sink, const align_bf16 *dO, int64_t t, int64_t h,
+				       align_bf16 *dq, float *G, float *P, float *gse, float *gb, float *wk)
 {
 	const struct sparse_attn_cfg *c = &pl->g;
 	const int64_t N = c->N, D = c->D, H = c->H, row = t * H + h;
@@ -138,8 +138,8 @@ ALIGN_HD static inline void sab_ag_row(const struct sab_ag_plan *pl, const align
 }
 
 /* Step 8: dkv[j, d] from the rows' G and P ([T, H, N]) */
-ALIGN_HD static inline float sab_ag_dkv(const struct sab_ag_plan *pl, const align_bf16 *q, const int32_t *idx, const align_bf16 *dO, const float *G,
-					const float *P, int64_t j, int64_t d)
+ALIGN_HD static inline float sab_ag_dkv(const struct sab_ag_plan *pl, const align_bf16 *q, const int32_t *idx,
+					const align_bf16 *dO, const float *G, const float *P, int64_t j, int64_t d)
 {
 	const struct sparse_attn_cfg *c = &pl->g;
 	const int64_t T = c->T, H = c->H, N = c->N, D = c->D, S = c->S;
@@ -170,7 +170,8 @@ ALIGN_HD static inline float sab_ag_dsink(const struct sab_ag_plan *pl, const fl
 	const struct sparse_attn_cfg *c = &pl->g;
 	if (c->T == 0)
 		return 0.0f;
-	return hn_add(torch_sum_cols(gse + h, c->H, c->T, pl->sink_step), torch_sum_cols(gb + h, c->H, c->T, pl->sink_step));
+	return hn_add(torch_sum_cols(gse + h, c->H, c->T, pl->sink_step),
+		      torch_sum_cols(gb + h, c->H, c->T, pl->sink_step));
 }
 
 #ifdef __cplusplus

@@ -236,7 +236,8 @@ static void rowdot_softmax(void)
 			pr[i] = align_bf16_to_f32(a[i]) * align_bf16_to_f32(b[i]);
 		}
 		int64_t row = rows - 1;
-		if (align_f32_bits(torch_rowdot_bf16(a, b, &p, row)) != align_f32_bits(torch_rowsum(pr, 0, &p, row, 0))) {
+		if (align_f32_bits(torch_rowdot_bf16(a, b, &p, row)) !=
+		    align_f32_bits(torch_rowsum(pr, 0, &p, row, 0))) {
 			printf("FAIL rowdot rows=%" PRId64 " n=%" PRId64 "\n", rows, n);
 			fails++;
 		}
