@@ -313,7 +313,7 @@ ALIGN_HD static inline void torch_softmax_bwd(const float *g, const float *y, in
 		gi[i] = hn_mul(g[i], y[i]);
 	float s = torch_softmax_sum(gi, 1, n);
 	for (int64_t i = 0; i < n; i++)
-		gi[i] = hn_fmaf(-y[i], s, gi[i]);
+		gi[i] = hn_fmaf(hn_neg(y[i]), s, gi[i]); /* hn_neg: a device neg.f32 of a NaN is unspecified */
 }
 
 /* ---- x.sum(-1) / x.mean(-1) of a contiguous [rows, n] binary32 tensor (torch_rowsum) ---- */

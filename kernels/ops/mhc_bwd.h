@@ -277,7 +277,7 @@ ALIGN_HD static inline void mhc_bwd_sinkhorn_autograd(const struct mhc_bwd_cfg *
 						sum = b ? hn_add(sum, tmp[b]) : tmp[b];
 					}
 					for (int b = 0; b < n; b++)
-						tmp[b] = hn_fmaf(-p[b], sum, tmp[b]);
+						tmp[b] = hn_fmaf(hn_neg(p[b]), sum, tmp[b]);
 				}
 				for (int b = 0; b < n; b++)
 					G[a * n + b] = tmp[b];
