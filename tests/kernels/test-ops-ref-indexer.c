@@ -1,5 +1,5 @@
 /* test-ops-ref-indexer.c: fp64 reference checks (as test-ops-ref.c) of the attention index-side ops:
- * rope and indexer (compressor and dsa_indexer as they land). Every result, under every combination of the
+ * rope, rope_bwd and indexer (compressor and dsa_indexer as they land). Every result, under every combination of the
  * switches the op reads (MATH_IMPL: portable and libm), every parameter variant and the three fill sets of
  * test-ops.c, is compared with a long double evaluation of the same contract written independently here,
  * against the bound the op's header states (operand roundings that are inputs of the contract, such as the
@@ -15,6 +15,7 @@
 #include "indexer.h"
 #include "ops.h"
 #include "rope.h"
+#include "rope_bwd.h"
 
 #define SEED 0x1d7e5eedull
 #define NSETS 3
@@ -93,6 +94,68 @@ static void ref_rope(struct ctx *c)
 			if (((const align_bf16 *)c->in[0].data)[e] != ((const align_bf16 *)c->out[0].data)[e])
 				judge(c, e, 1, 0, 0);
 		}
+}
+
+/* rope_bwd: (1) the conjugate rotation of dy within rope's bound (ref_rope under the flipped parameters);
+ * (2) bit for bit rope's C twin under the flipped parameters (rope_bwd.h); (3) the adjoint identity that
+ * makes it the gradient: <dy, rope(x)> = <rope_bwd(dy), x> for x = dy with its rows rotated by one (a
+ * different vector), in long double, within 2^-6 sum |dy| |x| (the bf16 roundings are 2^-8 relative) */
+static void ref_rope_bwd(struct ctx *c)
+{
+	struct rope_params q = rope_bwd_params(c->params);
+	struct ctx d = *c;
+	d.params = &q;
+	ref_rope(&d);
+	c->worst = d.worst;
+	c->worst_i = d.worst_i;
+	const struct align_op *rope = ops_find("rope");
+	struct align_dims dims;
+	ops_dims_default(rope, &dims);
+	const int64_t T = c->in[0].shape[0], H = c->in[0].shape[1], D = c->in[0].shape[2], n = T * H * D;
+	dims.v[ALIGN_DIM_T] = T, dims.v[ALIGN_DIM_H] = H, dims.v[ALIGN_DIM_D] = D;
+	struct align_tensor in[2], out[1];
+	ops_tensor_alloc(rope, 0, 0, &dims, c->m, &in[0]);
+	ops_tensor_alloc(rope, 0, 1, &dims, c->m, &in[1]);
+	ops_tensor_alloc(rope, 1, 0, &dims, c->m, &out[0]);
+	memcpy(in[0].data, c->in[0].data, (size_t)n * sizeof(align_bf16));
+	memcpy(in[1].data, c->in[1].data, (size_t)T * sizeof(int32_t));
+	if (rope->impl->fwd_cpu(&q, c->m, in, 2, out, 1) != ALIGN_OK ||
+	    memcmp(out[0].data, c->out[0].data, (size_t)n * sizeof(align_bf16)))
+		judge(c, -2, 1, 0, 0); /* not rope's bytes under the flipped parameters */
+	/* x = dy rows rotated by one, y = rope(x) under the op's own parameters */
+	const align_bf16 *dy = c->in[0].data, *dx = c->out[0].data;
+	align_bf16 *x = in[0].data;
+	for (int64_t e = 0; e < n; e++)
+		x[e] = dy[(e + D) % n];
+	if (rope->impl->fwd_cpu(c->params, c->m, in, 2, out, 1) != ALIGN_OK) {
+		judge(c, -3, 1, 0, 0);
+	} else {
+		const align_bf16 *y = out[0].data;
+		ld A = 0, B = 0, M = 0;
+		struct rope_cfg rc;
+		int64_t lo = 0, hi = D; /* the rotated dims (the copied ones are checked bit for bit above) */
+		if (rope_cfg_modes(&rc, c->params, D, c->m, ALIGN_DEVICE_CPU, NULL) == ALIGN_OK)
+			lo = rc.first ? 0 : D - rc.rd, hi = rc.first ? rc.rd : D;
+		for (int64_t r = 0; r < T * H; r++) { /* the identity holds row by row: skip rows with an inf/NaN */
+			ld a = 0, b = 0, mm = 0;
+			int finite = 1;
+			for (int64_t e = r * D + lo; e < r * D + hi; e++) {
+				ld g = align_bf16_to_f32(dy[e]), xv = align_bf16_to_f32(x[e]);
+				ld yv = align_bf16_to_f32(y[e]), dv = align_bf16_to_f32(dx[e]);
+				finite &= isfinite(g) && isfinite(xv) && isfinite(yv) && isfinite(dv);
+				a += g * yv;
+				b += dv * xv;
+				mm += fabsl(g) * fabsl(xv);
+			}
+			if (finite)
+				A += a, B += b, M += mm;
+		}
+		if (fabsl(A - B) > 0x1p-6L * M + 0x1p-120L)
+			judge(c, -4, 1, 0, 0); /* not the transpose of rope's rotation */
+	}
+	ops_tensor_free(&in[0]);
+	ops_tensor_free(&in[1]);
+	ops_tensor_free(&out[0]);
 }
 
 /* indexer: scores against the exact weighted relu sum (wb as the contract rounds it), masked entries -inf;
@@ -180,6 +243,7 @@ struct ref_entry {
 
 static const struct ref_entry refs[] = {
 	{"rope", ref_rope},
+	{"rope_bwd", ref_rope_bwd},
 	{"indexer", ref_indexer},
 };
 
