@@ -42,16 +42,17 @@ static int sab_ag_cfg(struct sparse_attn_bwd_cfg *b, const char *op, struct alig
 	pl->nr = torch_rowsum_plan(c->T * c->H, c->N);
 	pl->dq_step = torch_sum_cols_step_v(c->N, c->T * c->H * c->D, c->D);
 	pl->kv_step = torch_sum_cols_step_v(c->H, c->T * c->N * c->D, c->N * c->D);
-	pl->sink_step = torch_sum_cols_step(c->T, c->H);
+	pl->sink_step = c->H == 1 ? 1 : torch_sum_cols_step(c->T, c->H);
+	pl->sink1 = torch_rowsum_plan(1, c->T);
 	const int64_t steps[3] = {pl->dq_step, pl->kv_step, pl->sink_step};
-	int ok = pl->dp.ok && pl->nr.ok;
+	int ok = pl->dp.ok && pl->nr.ok && (c->H != 1 || pl->sink1.ok);
 	for (int i = 0; i < 3; i++)
 		ok = ok && steps[i] >= 0 && steps[i] <= TORCH_COLS_MAX_STEP;
 	if (!ok && c->T * c->H * c->N * c->D > 0)
 		return align_fail(err, ALIGN_ERR_UNSUPPORTED,
 				  "%s: ALIGN_CSA_BWD_SOFTMAX=autograd: ATen's reductions at T=%" PRId64 ", H=%" PRId64
 				  ", N=%" PRId64 ", D=%" PRId64
-				  " are not modelled (a row split over CTAs, H = 1, or a tensor past 2^31 bytes)",
+				  " are not modelled (a row split over CTAs, or a tensor past 2^31 bytes)",
 				  op, c->T, c->H, c->N, c->D);
 	return ALIGN_OK;
 }

@@ -29,7 +29,8 @@
  *      by the clamped index (a stable radix sort), each row j summed from +0 in ascending position order,
  *      the invalid positions (clamped to 0 or S-1) adding their +0.
  *   9. dsink[h] = sum_t g_se + sum_t gb: each the sum_to over T of a [T,H] gradient (torch_sum_cols,
- *      step torch_sum_cols_step(T, H)), then the two added.
+ *      step torch_sum_cols_step(T, H); H = 1: a contiguous sum of T values, torch_rowsum of one row, which
+ *      the GPU has confirmed for x.sum(-1) of one row but not for this sum_to), then the two added.
  * The graph is the unfused fp32 one: natural exp (MATH_IMPL's), fp32 q.kv products (CSA_SUM_ORDER's sum),
  * fp32 P, the physical slot order; CSA_SINK_IN_MAX and CSA_SINK (the bf16 rounding of the sink, which
  * passes the gradient straight through) are read. Not read under this value: CSA_EXP, CSA_QK, CSA_P,
@@ -52,12 +53,13 @@ extern "C" {
 #define SAB_AG_MAX_H 256
 
 struct sab_ag_plan {
-	struct torch_rowsum dp;	  /* [T*H*N, D] */
-	struct torch_rowsum nr;	  /* [T*H, N] */
-	int64_t dq_step;	  /* N-sum of dq */
-	int64_t kv_step;	  /* H-sum of kvg's gradient */
-	int64_t sink_step;	  /* T-sum of dsink */
-	struct sparse_attn_cfg g; /* the forward's switches as the torch graph has them (see above) */
+	struct torch_rowsum dp;	   /* [T*H*N, D] */
+	struct torch_rowsum nr;	   /* [T*H, N] */
+	int64_t dq_step;	   /* N-sum of dq */
+	int64_t kv_step;	   /* H-sum of kvg's gradient */
+	int64_t sink_step;	   /* T-sum of dsink (H > 1) */
+	struct torch_rowsum sink1; /* H = 1: the [T, 1] gradient's sum is a contiguous one (torch_rowsum, 1 row) */
+	struct sparse_attn_cfg g;  /* the forward's switches as the torch graph has them (see above) */
 };
 
 /* the kv row of slot value j as torch gathers it: F(kv[j, d]), 0 for an invalid slot */
@@ -170,6 +172,8 @@ ALIGN_HD static inline float sab_ag_dsink(const struct sab_ag_plan *pl, const fl
 	const struct sparse_attn_cfg *c = &pl->g;
 	if (c->T == 0)
 		return 0.0f;
+	if (c->H == 1) /* the iterator drops the size-1 dims: one contiguous row of T values */
+		return hn_add(torch_rowsum(gse, 0, &pl->sink1, 0, 0), torch_rowsum(gb, 0, &pl->sink1, 0, 0));
 	return hn_add(torch_sum_cols(gse + h, c->H, c->T, pl->sink_step),
 		      torch_sum_cols(gb + h, c->H, c->T, pl->sink_step));
 }
