@@ -17,6 +17,10 @@
  *   ROPE_COSSIN=bf16: the rounded cos/sin of the forward (rounding commutes with the sign).
  * So rope_bwd(dy) is bitwise rope(dy) with `inverse` flipped, in every mode (tests/kernels check it
  * against rope itself; the error bound is rope's).
+ * Signed zeros (not modelled): a -0 gradient element stays -0 here (as with a split / cat-based rope,
+ * whose backward concatenates). A rope written with slices (x[..., -64:], t[..., 0::2], rotate_half's
+ * chunks; Megatron's unfused path, tests/gpu/torch-compare.py's reference) gets its gradient as the sum of
+ * the slices' zero-filled gradients, so PyTorch turns every -0 of dx into +0 there.
  */
 #ifndef ALIGN_ROPE_BWD_H
 #define ALIGN_ROPE_BWD_H
