@@ -6,12 +6,13 @@
 # (and as safetensors); both traces are ingested; explain_e2e.py finds the first divergent record with
 # `align report --first-diff`, explains every op with `--runs torch,paddle` and per side with
 # `--inputs/--output`, replays every description with `align run` (bytes compared) and checks the
-# verdicts measured on this project's CPU (AVX-512; on a CPU without AVX-512, AVX2 and FMA they are notes). Then
+# verdicts measured on this CPU's class (cpu_class.py: an AMD EPYC or an AMX Xeon; elsewhere notes). Then
 # explain_diag.py shows why no mode reproduces the bf16 router (both sides) and torch's act: models of the
 # CPU libraries (cpu_models.c: SIMD GEMM K-lanes, the vectorised exp; numpy: sum orders, the reciprocal,
-# bf16 roundings) reproduce the frameworks' bits and name what no mode models (checked on such CPUs,
-# printed elsewhere). README's explain-e2e block must be the first divergent op's real explanation:
-# exactly on such a CPU, elsewhere with the numbers of the "elements differ" and "first at" lines masked.
+# bf16 roundings) reproduce the frameworks' bits and name what no mode models (checked on a measured
+# class, printed elsewhere). README's explain-e2e block must be the first divergent op's real explanation:
+# exactly on the class it was taken on (intel-amx), elsewhere with the numbers of the "elements differ"
+# and "first at" lines masked.
 # Skips (77) only when the frameworks cannot be installed (venv.sh).
 . "$SRCROOT/tests/cli/lib.sh"
 . "$SRCROOT/tests/probe/lib.sh"
@@ -30,16 +31,16 @@ for dt in bf16 fp32; do
 	"$PY" "$SRCROOT/tests/probe/explain_e2e.py" "$ALIGN" $dt $dt.db $dt-torch $dt-paddle ||
 		fail "$dt: explain_e2e.py"
 done
-isa=1 # the ISA the verdicts, the models' matches and README's figures were measured with
-for f in avx512f avx2 fma; do grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | grep -qw $f || isa=0; done
+cls=$("$PY" "$SRCROOT/tests/probe/cpu_class.py") || cls=none # the class the verdicts were measured on
+echo "CPU class: $cls ($(grep -m1 '^model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2-))"
 cc=${CC:-cc}
 if $cc -O1 -ffp-contract=off -shared -fPIC -o cpu_models.so "$SRCROOT/tests/probe/cpu_models.c" -lm 2>cc.txt; then
 	expect=
-	[ $isa = 1 ] && expect=--expect
+	[ "$cls" != none ] && expect=--expect
 	"$PY" "$SRCROOT/tests/probe/explain_diag.py" ./cpu_models.so bf16-torch bf16-paddle $expect >diag.txt ||
 		fail "explain_diag.py: $(grep FAIL diag.txt)"
 	cat diag.txt
-	[ -n "$expect" ] || echo "note: this CPU lacks AVX-512, AVX2 or FMA: the models' matches above are not checked"
+	[ -n "$expect" ] || echo "note: this CPU is of no measured class: the models' matches above are not checked"
 else
 	fail "cc cpu_models.c: $(cat cc.txt)"
 fi
@@ -56,12 +57,12 @@ sed '1,2d;$d' block.txt >readme.txt
 mask() { sed -E '/(elements differ|differ, max|first at)/s/[0-9]+(\.[0-9]+)?/N/g' "$1"; }
 if [ ! -s first-bf16.txt ]; then
 	fail "README's explain-e2e command printed nothing: $(cat err.txt)"
-elif [ $isa = 1 ]; then
+elif [ "$cls" = intel-amx ]; then
 	diff readme.txt first-bf16.txt >readme.diff && ok "README explain-e2e block is the real output" ||
 		fail "README explain-e2e block differs from the real output: $(head -20 readme.diff)"
 else
 	diff <(mask readme.txt) <(mask first-bf16.txt) >readme.diff &&
-		ok "README explain-e2e block is the real output (figures masked: this CPU's paths differ)" ||
+		ok "README explain-e2e block is the real output (figures masked: CPU class $cls, README's is intel-amx)" ||
 		fail "README explain-e2e block differs from the real output: $(head -20 readme.diff)"
 fi
 [ "$FAILS" = 0 ]
