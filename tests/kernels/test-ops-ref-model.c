@@ -1,5 +1,5 @@
 /* test-ops-ref-model.c: fp64 reference checks (as test-ops-ref.c) of the model-level ops: embedding,
- * lm_head and xent (mtp as it lands). Every result, under every combination of the switches the op reads
+ * lm_head, xent and xent_bwd (with finite differences of the loss). Every result, under every combination of the switches the op reads
  * that the C twin runs, every parameter variant and the three fill sets of test-ops.c, is compared with a
  * long double evaluation of the op's contract written independently here, against the bound the op's
  * header states. Exit status 0 = pass; prints seed, op, modes and the worst element on failure. */
@@ -12,7 +12,7 @@
 
 #include "embedding.h"
 #include "ops.h"
-#include "xent.h"
+#include "xent_bwd.h"
 
 #define SEED 0x30de15eedull
 #define NSETS 3
@@ -132,6 +132,52 @@ static void ref_xent(struct ctx *c)
 	judge(c, 2 * T, ((const float *)c->out[2].data)[0], ref, count ? (T + 1) * U * mabs / count : 0);
 }
 
+/* xent_bwd: per row, p_v = exp(x_v - m) / sum exactly, g_v = (p_v - [v = y]) * d, ignored rows 0 (every form:
+ * the lsm forms' gO - p * sum(gO) is the same real number), NaN for the rows xent calls bad (an ignored bad
+ * row: 0 under XENT_BWD_FORM=scale, NaN in the lsm forms); against xent_bwd.h's bound */
+static void ref_xent_bwd(struct ctx *c)
+{
+	int64_t T = c->in[0].shape[0], V = c->in[0].shape[1];
+	const int32_t *labels = c->in[1].data;
+	const float *dloss = c->in[2].data;
+	int bf16 = c->out[0].dtype == ALIGN_DT_BF16, scale = c->m->v[MODE_XENT_BWD_FORM] == ALIGN_XENT_BWD_FORM_SCALE;
+	int div = c->m->v[MODE_XENT_BWD_PROB] == ALIGN_XENT_BWD_PROB_DIV;
+	ld k = c->m->v[MODE_MATH_IMPL] == ALIGN_MATH_IMPL_LIBM ? 2 : 1;
+	for (int64_t t = 0; t < T; t++) {
+		ld m = -INFINITY, d = dloss[t];
+		int bad = 0;
+		for (int64_t v = 0; v < V; v++) {
+			ld x = ops_ld(&c->in[0], t * V + v);
+			bad |= isnan(x) != 0;
+			m = x > m ? x : m;
+		}
+		bad |= !isfinite(m);
+		ld s = 0;
+		for (int64_t v = 0; v < V && !bad; v++)
+			s += expl((ld)ops_ld(&c->in[0], t * V + v) - m);
+		ld l = bad ? 0 : logl(s);
+		for (int64_t v = 0; v < V; v++) {
+			int64_t i = t * V + v;
+			ld got = ops_ld(&c->out[0], i);
+			if (labels[t] < 0 && (scale || !bad)) {
+				judge(c, i, got, 0, 0);
+				continue;
+			}
+			if (bad) {
+				judge(c, i, got, NAN, 0);
+				continue;
+			}
+			ld z = (ld)ops_ld(&c->in[0], i) - m, p = expl(z) / s;
+			ld ref = (p - (v == labels[t] ? 1 : 0)) * d;
+			ld eps = div ? (V + 3) * U + U * fabsl(z) : (V + 4) * U + 2 * U * fabsl(z) + 2 * U * fabsl(l);
+			ld tol = (k * eps + 3 * U) * p * fabsl(d) + 2 * U * fabsl(d) + 0x1p-149L;
+			if (bf16)
+				tol += ulp_bf16(fabsl(ref) + tol) / 2;
+			judge(c, i, got, ref, tol);
+		}
+	}
+}
+
 struct ref_entry {
 	const char *op;
 	void (*fn)(struct ctx *);
@@ -141,6 +187,7 @@ static const struct ref_entry refs[] = {
 	{"embedding", ref_embedding},
 	{"lm_head", ref_lm_head},
 	{"xent", ref_xent},
+	{"xent_bwd", ref_xent_bwd},
 };
 
 static int fill(const struct align_op *op, struct align_tensor *t, int i, int set)
@@ -240,9 +287,89 @@ static int check_xent_orders(void)
 	return fails;
 }
 
+/* xent_bwd against central differences (h = 2^-10) of the long double loss L = sum_t dloss_t * loss_t
+ * (loss_t = log sum_v exp(x_tv) - x_ty; ignored tokens contribute 0), every XENT_BWD_FORM and PROB (T = 3,
+ * V = 7, f32 logits in (-4, 4)): |op - fd| <= 2^-16 |fd| + 2^-18 (binary32 + O(h^2)) */
+static ld xent_fd_loss(const ld *x, const int32_t *y, const ld *d, int T, int V)
+{
+	ld L = 0;
+	for (int t = 0; t < T; t++) {
+		if (y[t] < 0)
+			continue;
+		ld s = 0;
+		for (int v = 0; v < V; v++)
+			s += expl(x[t * V + v]);
+		L += d[t] * (logl(s) - x[t * V + y[t]]);
+	}
+	return L;
+}
+
+static int check_xent_bwd_fd(void)
+{
+	const struct align_op *op = ops_find("xent_bwd");
+	enum { T = 3, V = 7 };
+	struct align_dims d;
+	ops_dims_parse("T=3,V=7", &d, NULL, 0);
+	int fails = 0;
+	for (int form = 0; form < modes_value_count(MODE_XENT_BWD_FORM); form++)
+		for (int prob = 0; prob < modes_value_count(MODE_XENT_BWD_PROB); prob++) {
+			struct align_modes m;
+			modes_init_default(&m);
+			m.v[MODE_LMHEAD_LOGITS] = ALIGN_LMHEAD_LOGITS_FP32;
+			m.v[MODE_XENT_BWD_FORM] = form;
+			m.v[MODE_XENT_BWD_PROB] = prob;
+			struct align_tensor in[3], out[1];
+			for (int i = 0; i < 3; i++)
+				ops_tensor_alloc(op, 0, i, &d, &m, &in[i]);
+			ops_tensor_alloc(op, 1, 0, &d, &m, &out[0]);
+			ld x[T * V], dl[T] = {0.5L, 0.3L, -1.25L};
+			int32_t *y = in[1].data;
+			y[0] = 2, y[1] = -1, y[2] = 6;
+			uint64_t st = 777;
+			for (int i = 0; i < T * V; i++) {
+				st = st * 6364136223846793005ull + 1442695040888963407ull;
+				x[i] = ((float *)in[0].data)[i] = (float)((int)(st >> 40) % 8000 - 4000) / 1000.0f;
+			}
+			for (int t = 0; t < T; t++)
+				((float *)in[2].data)[t] = (float)dl[t];
+			struct xent_params prm = {0};
+			if (op->impl->fwd_cpu(&prm, &m, in, 3, out, 1)) {
+				printf("FAIL xent_bwd finite differences: run failed\n");
+				fails++;
+			}
+			const ld h = 0x1p-10L;
+			ld worst = 0;
+			for (int i = 0; i < T * V && !fails; i++) {
+				ld keep = x[i];
+				x[i] = keep + h;
+				ld lp = xent_fd_loss(x, y, dl, T, V);
+				x[i] = keep - h;
+				ld lm = xent_fd_loss(x, y, dl, T, V);
+				x[i] = keep;
+				ld fd = (lp - lm) / (2 * h), got = ((float *)out[0].data)[i];
+				ld q = fabsl(got - fd) / (0x1p-16L * fabsl(fd) + 0x1p-18L);
+				worst = q > worst ? q : worst;
+				if (q > 1) {
+					printf("FAIL xent_bwd finite difference (form %d, prob %d): logit %d: op "
+					       "%.9Lg, "
+					       "central difference %.9Lg\n",
+					       form, prob, i, got, fd);
+					fails++;
+				}
+			}
+			printf("xent_bwd     finite differences (form %d, prob %d, %d logits): worst %.3Lf of the "
+			       "bound\n",
+			       form, prob, T * V, worst);
+			for (int i = 0; i < 3; i++)
+				ops_tensor_free(&in[i]);
+			ops_tensor_free(&out[0]);
+		}
+	return fails;
+}
+
 int main(void)
 {
-	int fails = check_xent_orders();
+	int fails = check_xent_orders() + check_xent_bwd_fd();
 	for (size_t k = 0; k < sizeof refs / sizeof refs[0]; k++)
 		fails += check_op(ops_find(refs[k].op), refs[k].fn);
 	printf("test-ops-ref-model: %s\n", fails ? "FAILED" : "ok");
