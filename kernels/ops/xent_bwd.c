@@ -141,8 +141,8 @@ static int cfg_check(const void *params, const struct align_modes *m, const stru
 	return xent_bwd_cfg_init(&c, params, m, in, 3, out, 1, device, err);
 }
 
-static const int modes_read[] = {MODE_MATH_IMPL,     MODE_LMHEAD_LOGITS, MODE_XENT_SUM, MODE_XENT_BWD_PROB,
-				 MODE_XENT_BWD_FORM, -1};
+static const int modes_read[] = {MODE_MATH_IMPL,     MODE_LMHEAD_LOGITS, MODE_XENT_SUM,
+				 MODE_XENT_BWD_PROB, MODE_XENT_BWD_FORM, -1};
 
 const struct align_op_impl xent_bwd_impl = {
 	3,

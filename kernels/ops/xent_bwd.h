@@ -97,7 +97,7 @@ ALIGN_HD static inline void xent_bwd_row(const struct xent_bwd_cfg *c, const voi
 		  : f->sum == ALIGN_XENT_SUM_TORCH  ? torch_softmax_sum(e, 1, V)
 						    : align_reduce_seq(e, V, 1, 0);
 	float l = xent_logf(f->math, s);
-	float gy = label < 0 ? 0.0f : hn_neg(d);     /* nll_loss's gradient at the label (lsm forms) */
+	float gy = label < 0 ? 0.0f : hn_neg(d);	   /* nll_loss's gradient at the label (lsm forms) */
 	float sigma = label < 0 ? 0.0f : hn_add(gy, 0.0f); /* the row sum of gO */
 	for (int64_t v = 0; v < V; v++) {
 		float p = c->prob == ALIGN_XENT_BWD_PROB_DIV
