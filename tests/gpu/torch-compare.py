@@ -78,6 +78,11 @@ Cases (contracts in kernels/ops/swiglu.h, router.h, mhc_pre.h):
            and f32 under deepseek-ref; rows with ties, a constant row, a row of large logits, and
            ignored labels (-1) including one whole sequence. lse is not compared (torch.logsumexp
            sums in another kernel).
+  xent_bwd autograd of the xent case's F.cross_entropy(logits.float(), labels, ignore_index=-1): reduction
+           'none' backward from a dloss with zeros of both signs, tiny and huge values, and 'mean' backward
+           from 1 (align's dloss: R32(1 / count), nll_loss's grad / total_weight); the *-cuda profiles'
+           XENT_BWD_PROB=explsm, XENT_BWD_FORM=lsm_fma (exp of the saved log_softmax, gO - exp(out) * sum
+           as nvcc's fmaf). Output dlogits (bf16 under megatron: the .float() backward's rounding).
   lm_head  informational only, as matmul: MATMUL_IMPL=cublas against F.linear(x, w.bfloat16()) (megatron,
            bf16 logits) or x.float() @ w.t() without TF32 (deepseek-ref, fp32 logits).
   dsa_indexer (megatron profiles only: the unfused fp32 DSAIndexer; the FP8 path is TileLang, not torch) q, k
@@ -914,6 +919,35 @@ def torch_xent(torch, F, inp, dev):
             "mean": F.cross_entropy(lg, y, ignore_index=-1, reduction="mean").reshape(1)}
 
 
+def xent_bwd_inputs(T, V, bf16, mean):
+    """xent's inputs and dloss: the mean's gradient R32(1 / count) on every token (ignored ones too: the op
+    and torch both ignore it there), or per-token values with zeros of both signs, tiny and large ones"""
+    inp = dict(xent_inputs(T, V, bf16))
+    labels = [b - (1 << 32) if b >= 1 << 31 else b for b in inp["labels"][2]]
+    if mean:
+        d = [f32_round_exact(Fraction(1, sum(1 for y in labels if y >= 0)))] * T
+    else:
+        r = random.Random(31 + V)
+        d = [f32(r.uniform(-2, 2)) for _ in range(T)]
+        d[0], d[1], d[4], d[6], d[9] = 0.0, -0.0, 1e-30, 3e30, 1.0 / 64
+    inp["dloss"] = tensor("F32", [T], [f32_bits(v) for v in d])
+    return inp
+
+
+def torch_xent_bwd(torch, F, inp, dev, mean):
+    """autograd of F.cross_entropy(logits.float(), labels, ignore_index=-1): reduction 'mean' backward from
+    1, or 'none' backward from dloss; dlogits is the logits leaf's gradient (bf16: ToCopyBackward's rounding)"""
+    with torch.enable_grad():
+        leaf = to_torch(torch, inp["logits"], dev).detach().requires_grad_()
+        y = to_torch(torch, inp["labels"], dev).long()
+        if mean:
+            F.cross_entropy(leaf.float(), y, ignore_index=-1, reduction="mean").backward()
+        else:
+            F.cross_entropy(leaf.float(), y, ignore_index=-1, reduction="none").backward(
+                to_torch(torch, inp["dloss"], dev))
+    return {"dlogits": leaf.grad}
+
+
 def torch_lm_head(torch, F, inp, profile, dev):
     x = to_torch(torch, inp["x"], dev)
     w = to_torch(torch, inp["w"], dev)
@@ -940,6 +974,13 @@ def cases():
             xi = xent_inputs(64, V, base_profile(prof) == "megatron")
             out.append(dict(op="xent[V=%d]" % V, label=prof, profile=prof, modes=[],
                             shape="T=64,V=%d,S=16" % V, inputs=xi, outputs=["loss", "mean"], ref=("xent", {})))
+    for V in (512, 1000):
+        for mean in (False, True):
+            for prof in PROFILES:
+                xb = xent_bwd_inputs(64, V, base_profile(prof) == "megatron", mean)
+                out.append(dict(op="xent_bwd[V=%d,%s]" % (V, "mean" if mean else "none"), label=prof, profile=prof,
+                                modes=[], shape="T=64,V=%d" % V, inputs=xb, outputs=["dlogits"],
+                                ref=("xent_bwd", {"mean": mean})))
     mm = matmul_inputs(MM_T, MM_D, MM_F)
     for prof in PROFILES:
         out.append(dict(op="matmul", label=prof + "+informational", profile=prof, modes=[],
@@ -1687,6 +1728,8 @@ def compare_run(align, device, workdir, explain_ops=(), only_ops=None, only_prob
                 ref = torch_indexer(torch, c["inputs"], c["profile"], dev, extra["K"])
             elif kind == "xent":
                 ref = torch_xent(torch, F, c["inputs"], dev)
+            elif kind == "xent_bwd":
+                ref = torch_xent_bwd(torch, F, c["inputs"], dev, extra["mean"])
             elif kind == "lm_head":
                 ref = torch_lm_head(torch, F, c["inputs"], c["profile"], dev)
             elif kind == "dsa_indexer":
