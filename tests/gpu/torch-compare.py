@@ -63,6 +63,9 @@ Cases (contracts in kernels/ops/swiglu.h, router.h, mhc_pre.h):
            rotate-half pairs). The row "deepseek-ref-cuda+complex64-informational" is not judged: the same math through
            torch.view_as_complex(x) * polar(1, angle) (c10::complex multiply, which nvcc may contract into
            fused multiply-adds; align's fp32 arith is the unfused form).
+  rope_bwd autograd of the rope case's reference (x a bf16 leaf, y.backward(dy)) for the four variants: the
+           slices' gradients summed into x.grad, Megatron's bf16 products summed in bf16; dy has no zeros, so
+           no dx element is a signed zero (PyTorch's zero-filled slice sums give +0 where rope_bwd keeps -0).
   indexer  q, k small integers and w bf16 values chosen so that every dot product and head sum is exact in
            fp32 whatever the einsum/cuBLAS order (only the roundings, relu, mask and top-k are measured),
            with duplicated key rows and zero rows (exact score ties, +0 scores) and rows with fewer
@@ -571,9 +574,9 @@ def rope_freqs(torch, dev, base, factor, orig, mul_form, dim=64, beta_fast=32, b
     return fi * (1 - smooth) + f * smooth
 
 
-def torch_rope(torch, inp, profile, dev, variant, complex64=False):
+def torch_rope(torch, inp, profile, dev, variant, complex64=False, x=None):
     base, factor, orig, inverse, first, half = ROPE_VARIANTS[variant]
-    x = to_torch(torch, inp["x"], dev)
+    x = to_torch(torch, inp["x"], dev) if x is None else x
     pos = to_torch(torch, inp["pos"], dev).float()
     meg = base_profile(profile) == "megatron"
     ang = torch.outer(pos, rope_freqs(torch, dev, base, factor, orig, meg)).unsqueeze(1)  # [T,1,32]
@@ -607,6 +610,31 @@ def torch_rope(torch, inp, profile, dev, variant, complex64=False):
     rot = torch.cat((ya, yb), -1) if half else torch.stack((ya, yb), -1).flatten(-2)
     out = torch.cat((rot, x[..., rd:]), -1) if first else torch.cat((x[..., :-rd], rot), -1)
     return {"y": out}
+
+
+def rope_bwd_inputs(T, H, D):
+    """dy without zeros (and no underflowing products), so no gradient element is a signed zero: PyTorch sums
+    the slices' zero-filled gradients (+0 + -0 = +0), which rope_bwd.h does not model; rope_inputs' positions"""
+    r = random.Random(4343)
+    special = [1.0, -1.0, 3.0e30, -3.0e30, 65504.0, 0.5, 2.0 ** -60]
+    dy = []
+    for i in range(T * H * D):
+        if i % 13 == 0:
+            dy.append(bf16_bits(special[(i // 13) % len(special)]))
+        else:
+            v = rnd_bf16(r, -4, 4)
+            dy.append(v if v & 0x7FFF else bf16_bits(0.25))
+    return {"dy": tensor("BF16", [T, H, D], dy), "pos": rope_inputs(T, H, D)["pos"]}
+
+
+def torch_rope_bwd(torch, inp, profile, dev, variant):
+    """autograd of torch_rope (the rope case's reference) with x a bf16 leaf: y.backward(dy), dx = x.grad"""
+    T, H, D = inp["dy"][1]
+    with torch.enable_grad():
+        x = torch.zeros((T, H, D), dtype=torch.bfloat16, device=dev, requires_grad=True)
+        y = torch_rope(torch, {"pos": inp["pos"]}, profile, dev, variant, x=x)["y"]
+        y.backward(to_torch(torch, inp["dy"], dev))
+    return {"dx": x.grad}
 
 
 def indexer_inputs(T, H, D, S):
@@ -1024,6 +1052,12 @@ def cases():
                             profile="deepseek-ref-cuda", modes=["ALIGN_ROPE_ARITH=%s" % fm], variant=var,
                             shape="T=%d,H=%d,D=%d" % (RP_T, RP_H, RP_D), inputs=rp, outputs=["y"],
                             ref=("rope", {"variant": var, "complex64": True}), informational=True))
+    rb = rope_bwd_inputs(RP_T, RP_H, RP_D)
+    for var in sorted(ROPE_VARIANTS):
+        for prof in PROFILES:
+            out.append(dict(op="rope_bwd[v%d]" % var, label=prof, profile=prof, modes=[], variant=var,
+                            shape="T=%d,H=%d,D=%d" % (RP_T, RP_H, RP_D), inputs=rb, outputs=["dx"],
+                            ref=("rope_bwd", {"variant": var})))
     for (T, H, D, S, K) in ((32, 4, 8, 8, 4), (160, 4, 8, 40, 36)):
         ix = indexer_inputs(T, H, D, S)
         for prof in PROFILES:
@@ -1742,6 +1776,8 @@ def compare_run(align, device, workdir, explain_ops=(), only_ops=None, only_prob
                 ref = torch_rmsnorm_bwd(torch, c["inputs"], dev)
             elif kind == "qnorm_bwd":
                 ref = torch_qnorm_bwd(torch, c["inputs"], dev)
+            elif kind == "rope_bwd":
+                ref = torch_rope_bwd(torch, c["inputs"], c["profile"], dev, extra["variant"])
             elif kind == "rope":
                 ref = torch_rope(torch, c["inputs"], c["profile"], dev, extra["variant"], extra.get("complex64", False))
             else:
