@@ -81,6 +81,10 @@ Cases (contracts in kernels/ops/swiglu.h, router.h, mhc_pre.h):
            and f32 under deepseek-ref; rows with ties, a constant row, a row of large logits, and
            ignored labels (-1) including one whole sequence. lse is not compared (torch.logsumexp
            sums in another kernel).
+  embedding_bwd  autograd of F.embedding(ids, w) (times 0.1 in variant 2) with w the bf16 parameter: ATen's
+           feature kernel at T = 100 (chunks of 32 tokens, bf16 adds per chunk), its sorted two-step sum at
+           T = 4000, V = 600 (partials of 10); ids with heavy repeats. EMBED_BWD_ORDER=torch is portable (every
+           profile's default), so the portable rows must match too.
   xent_bwd autograd of the xent case's F.cross_entropy(logits.float(), labels, ignore_index=-1): reduction
            'none' backward from a dloss with zeros of both signs, tiny and huge values, and 'mean' backward
            from 1 (align's dloss: R32(1 / count), nll_loss's grad / total_weight); the *-cuda profiles'
@@ -976,6 +980,28 @@ def torch_xent_bwd(torch, F, inp, dev, mean):
     return {"dlogits": leaf.grad}
 
 
+def embedding_bwd_inputs(T, V, D):
+    """ids with heavy repeats (half the tokens on ids 0..9: chunks with several tokens of a row, segments of
+    many partials), a table (its shape and the forward's values), dy bf16 in (-2, 2) with a 2^12 spread"""
+    r = random.Random(37 + T)
+    ids = [r.randrange(10) if r.random() < 0.5 else r.randrange(V) for _ in range(T)]
+    dy = [bf16_bits(r.uniform(-2, 2) * 2.0 ** r.randrange(-6, 6)) for _ in range(T * D)]
+    return {"ids": tensor("I32", [T], [i32_bits(v) for v in ids]),
+            "table": tensor("F32", [V, D], [f32_bits(r.uniform(-1, 1)) for _ in range(V * D)]),
+            "dy": tensor("BF16", [T, D], dy)}
+
+
+def torch_embedding_bwd(torch, F, inp, dev, scale):
+    """autograd of F.embedding(ids, w) [* scale] with w the bf16 parameter (the table rounded): w.grad"""
+    with torch.enable_grad():
+        w = to_torch(torch, inp["table"], dev).to(torch.bfloat16).detach().requires_grad_()
+        y = F.embedding(to_torch(torch, inp["ids"], dev).long(), w)
+        if scale:
+            y = y * scale
+        y.backward(to_torch(torch, inp["dy"], dev))
+    return {"dtable": w.grad}
+
+
 def torch_lm_head(torch, F, inp, profile, dev):
     x = to_torch(torch, inp["x"], dev)
     w = to_torch(torch, inp["w"], dev)
@@ -1002,6 +1028,14 @@ def cases():
             xi = xent_inputs(64, V, base_profile(prof) == "megatron")
             out.append(dict(op="xent[V=%d]" % V, label=prof, profile=prof, modes=[],
                             shape="T=64,V=%d,S=16" % V, inputs=xi, outputs=["loss", "mean"], ref=("xent", {})))
+    # T = 100: ATen's embedding_backward_feature_kernel (T <= 3072); T = 4000 with V = 600: the sort and
+    # two-step sum (min(T, V) >= 4 * 132 SMs keeps it off the atomic kernel); variant 2: the 0.1 scale
+    for (T, V, D, var) in ((100, 16, 64, 0), (100, 16, 64, 2), (4000, 600, 64, 0)):
+        eb = embedding_bwd_inputs(T, V, D)
+        for prof in PROFILES:
+            out.append(dict(op="embedding_bwd[T=%d,v%d]" % (T, var), label=prof, profile=prof, modes=[], variant=var,
+                            shape="T=%d,V=%d,D=%d" % (T, V, D), inputs=eb, outputs=["dtable"],
+                            ref=("embedding_bwd", {"scale": 0.1 if var == 2 else 0}), cpu_ok=True))
     for V in (512, 1000):
         for mean in (False, True):
             for prof in PROFILES:
@@ -1762,6 +1796,8 @@ def compare_run(align, device, workdir, explain_ops=(), only_ops=None, only_prob
                 ref = torch_indexer(torch, c["inputs"], c["profile"], dev, extra["K"])
             elif kind == "xent":
                 ref = torch_xent(torch, F, c["inputs"], dev)
+            elif kind == "embedding_bwd":
+                ref = torch_embedding_bwd(torch, F, c["inputs"], dev, extra["scale"])
             elif kind == "xent_bwd":
                 ref = torch_xent_bwd(torch, F, c["inputs"], dev, extra["mean"])
             elif kind == "lm_head":

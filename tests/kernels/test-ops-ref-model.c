@@ -1,5 +1,6 @@
 /* test-ops-ref-model.c: fp64 reference checks (as test-ops-ref.c) of the model-level ops: embedding,
- * lm_head, xent and xent_bwd (with finite differences of the loss). Every result, under every combination of the switches the op reads
+ * embedding_bwd (its torch order rebuilt by hand), lm_head, xent and xent_bwd (with finite differences of
+ * the loss). Every result, under every combination of the switches the op reads
  * that the C twin runs, every parameter variant and the three fill sets of test-ops.c, is compared with a
  * long double evaluation of the op's contract written independently here, against the bound the op's
  * header states. Exit status 0 = pass; prints seed, op, modes and the worst element on failure. */
@@ -10,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "embedding.h"
+#include "embedding_bwd.h"
 #include "ops.h"
 #include "xent_bwd.h"
 
@@ -132,6 +133,41 @@ static void ref_xent(struct ctx *c)
 	judge(c, 2 * T, ((const float *)c->out[2].data)[0], ref, count ? (T + 1) * U * mabs / count : 0);
 }
 
+/* embedding_bwd: per row and column the exact sum of the contributions g (the op's own g: F(dy), or the
+ * bf16 product with the scale, which is part of the contract), within embedding_bwd.h's bound */
+static void ref_embedding_bwd(struct ctx *c)
+{
+	const int32_t *ids = c->in[0].data;
+	int64_t T = c->in[0].shape[0], V = c->in[1].shape[0], D = c->in[1].shape[1];
+	const struct embedding_params *p = c->params;
+	int bf16 = c->out[0].dtype == ALIGN_DT_BF16,
+	    torch = c->m->v[MODE_EMBED_BWD_ORDER] == ALIGN_EMBED_BWD_ORDER_TORCH;
+	float sc = c->m->v[MODE_EMBED_SCALE] == ALIGN_EMBED_SCALE_BF16 ? align_round_bf16(p->scale) : p->scale;
+	for (int64_t r = 0; r < V; r++)
+		for (int64_t j = 0; j < D; j++) {
+			ld ref = 0, S = 0;
+			int64_t n = 0, k = 0, last = -1;
+			for (int64_t t = 0; t < T; t++) {
+				if (ids[t] != r)
+					continue;
+				float g = ops_ld(&c->in[2], t * D + j);
+				if (p->scale != 0.0f)
+					g = align_round_bf16(g * sc);
+				ref += g;
+				S += fabsl((ld)g);
+				n++;
+				if (t / 32 != last)
+					k++, last = t / 32;
+			}
+			if (!torch || T > 3072 || !bf16)
+				k = 0;
+			ld tol = (n > 0 ? n - 1 : 0) * U * S + k * 0x1p-8L * S;
+			if (bf16)
+				tol += ulp_bf16(fabsl(ref) + tol) / 2;
+			judge(c, r * D + j, ops_ld(&c->out[0], r * D + j), ref, tol);
+		}
+}
+
 /* xent_bwd: per row, p_v = exp(x_v - m) / sum exactly, g_v = (p_v - [v = y]) * d, ignored rows 0 (every form:
  * the lsm forms' gO - p * sum(gO) is the same real number), NaN for the rows xent calls bad (an ignored bad
  * row: 0 under XENT_BWD_FORM=scale, NaN in the lsm forms); against xent_bwd.h's bound */
@@ -184,10 +220,8 @@ struct ref_entry {
 };
 
 static const struct ref_entry refs[] = {
-	{"embedding", ref_embedding},
-	{"lm_head", ref_lm_head},
-	{"xent", ref_xent},
-	{"xent_bwd", ref_xent_bwd},
+	{"embedding", ref_embedding}, {"lm_head", ref_lm_head},	  {"embedding_bwd", ref_embedding_bwd},
+	{"xent", ref_xent},	      {"xent_bwd", ref_xent_bwd},
 };
 
 static int fill(const struct align_op *op, struct align_tensor *t, int i, int set)
@@ -367,9 +401,121 @@ static int check_xent_bwd_fd(void)
 	return fails;
 }
 
+/* embedding_bwd's torch order rebuilt from PyTorch's kernels as they run (independently of
+ * embedding_bwd_elem): the feature kernel's loop over chunks of 32 tokens with a leader per row (T <=
+ * 3072), and a stable sort with partials of 10 rows per segment (T > 3072); bytes compared with the op's,
+ * bf16 and fp32, at T = 100 and T = 3100 (V = 7, D = 5; dy small, 8-bit values below 2^-4, and every
+ * 29th token near 2^20, so that a sequential sum loses what the chunks and partials keep: the sequential
+ * order differs from the rebuilt kernels in 8, 9, 34 and 0 of the 35 elements of the four cases) */
+static float rb(float x, int bf16)
+{
+	return bf16 ? align_round_bf16(x) : x;
+}
+
+static int check_embedding_bwd_torch(void)
+{
+	const struct align_op *op = ops_find("embedding_bwd");
+	int fails = 0;
+	for (int big = 0; big < 2; big++)
+		for (int bf16 = 0; bf16 < 2; bf16++) {
+			int T = big ? 3100 : 100, V = 7, D = 5;
+			char dims[64];
+			snprintf(dims, sizeof dims, "T=%d,V=%d,D=%d", T, V, D);
+			struct align_dims d;
+			ops_dims_parse(dims, &d, NULL, 0);
+			struct align_modes m;
+			modes_init_default(&m);
+			m.v[MODE_EMBED_BWD_ORDER] = ALIGN_EMBED_BWD_ORDER_TORCH;
+			m.v[MODE_EMBED_BWD_DTYPE] = bf16 ? ALIGN_EMBED_BWD_DTYPE_BF16 : ALIGN_EMBED_BWD_DTYPE_FP32;
+			struct align_tensor in[3], out[1];
+			for (int i = 0; i < 3; i++)
+				ops_tensor_alloc(op, 0, i, &d, &m, &in[i]);
+			ops_tensor_alloc(op, 1, 0, &d, &m, &out[0]);
+			int32_t *ids = in[0].data;
+			align_bf16 *dy = in[2].data;
+			uint64_t st = 4242 + (uint64_t)T;
+			for (int t = 0; t < T; t++) {
+				st = st * 6364136223846793005ull + 1442695040888963407ull;
+				ids[t] = (int32_t)((st >> 33) % (uint64_t)V);
+				for (int j = 0; j < D; j++) {
+					st = st * 6364136223846793005ull + 1442695040888963407ull;
+					float v = ldexpf((float)((int)(st >> 40 & 0xff) - 128) / 64.0f,
+							 t % 29 == 0 ? 20 : (int)(st >> 20 & 3) - 6);
+					dy[t * D + j] = align_f32_to_bf16(v);
+				}
+			}
+			struct embedding_params prm = {0};
+			float want[7 * 5] = {0};
+			if (!big) { /* embedding_backward_feature_kernel */
+				for (int c0 = 0; c0 < T; c0 += 32) {
+					int n = T - c0 < 32 ? T - c0 : 32;
+					for (int y = 0; y < n; y++) {
+						int leader = 1;
+						for (int q = 0; q < y; q++)
+							leader &= ids[c0 + q] != ids[c0 + y];
+						if (!leader)
+							continue;
+						for (int j = 0; j < D; j++) {
+							float sm = align_bf16_to_f32(dy[(c0 + y) * D + j]);
+							for (int q = y + 1; q < n; q++)
+								if (ids[c0 + q] == ids[c0 + y])
+									sm += align_bf16_to_f32(dy[(c0 + q) * D + j]);
+							float *w = &want[ids[c0 + y] * D + j];
+							*w = rb(*w + rb(sm, bf16), bf16);
+						}
+					}
+				}
+			} else { /* radix sort (stable), compute_grad_weight on partials of 10, sum_and_scatter */
+				int *ord = malloc((size_t)T * sizeof *ord), n = 0;
+				for (int r = 0; r < V; r++)
+					for (int t = 0; t < T; t++)
+						if (ids[t] == r)
+							ord[n++] = t;
+				for (int s0 = 0; s0 < T;) {
+					int s1 = s0;
+					while (s1 < T && ids[ord[s1]] == ids[ord[s0]])
+						s1++;
+					for (int j = 0; j < D; j++) {
+						float tot = 0.0f;
+						for (int p0 = s0; p0 < s1; p0 += 10) {
+							float part = 0.0f;
+							for (int q = p0; q < s1 && q < p0 + 10; q++)
+								part += align_bf16_to_f32(dy[ord[q] * D + j]);
+							tot += part;
+						}
+						want[ids[ord[s0]] * D + j] = rb(tot, bf16);
+					}
+					s0 = s1;
+				}
+				free(ord);
+			}
+			int ran = op->impl->fwd_cpu(&prm, &m, in, 3, out, 1) == ALIGN_OK;
+			if (!ran) {
+				printf("FAIL embedding_bwd torch order: run failed\n");
+				fails++;
+			}
+			int bad = 0;
+			for (int i = 0; i < V * D && ran; i++) {
+				float got = ops_ld(&out[0], i);
+				if (memcmp(&got, &want[i], sizeof got) != 0 && bad++ < 3)
+					printf("FAIL embedding_bwd torch order (T=%d, %s): element %d: op %a, rebuilt "
+					       "%a\n",
+					       T, bf16 ? "bf16" : "fp32", i, got, want[i]);
+			}
+			fails += bad > 0;
+			printf("embedding_bwd torch order T=%-5d %s: %d of %d elements differ from the rebuilt "
+			       "kernels\n",
+			       T, bf16 ? "bf16" : "fp32", bad, V * D);
+			for (int i = 0; i < 3; i++)
+				ops_tensor_free(&in[i]);
+			ops_tensor_free(&out[0]);
+		}
+	return fails;
+}
+
 int main(void)
 {
-	int fails = check_xent_orders() + check_xent_bwd_fd();
+	int fails = check_xent_orders() + check_xent_bwd_fd() + check_embedding_bwd_torch();
 	for (size_t k = 0; k < sizeof refs / sizeof refs[0]; k++)
 		fails += check_op(ops_find(refs[k].op), refs[k].fn);
 	printf("test-ops-ref-model: %s\n", fails ? "FAILED" : "ok");
