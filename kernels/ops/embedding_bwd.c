@@ -22,9 +22,9 @@ static int out_dtype(const struct align_modes *m, int i)
 	return m->v[MODE_EMBED_BWD_DTYPE] == ALIGN_EMBED_BWD_DTYPE_FP32 ? ALIGN_DT_F32 : ALIGN_DT_BF16;
 }
 
-int embedding_bwd_cfg_init(struct embedding_bwd_cfg *c, const struct embedding_params *p,
-			   const struct align_modes *m, const struct align_tensor *in, int n_in,
-			   const struct align_tensor *out, int n_out, int device, struct align_err *err)
+int embedding_bwd_cfg_init(struct embedding_bwd_cfg *c, const struct embedding_params *p, const struct align_modes *m,
+			   const struct align_tensor *in, int n_in, const struct align_tensor *out, int n_out,
+			   int device, struct align_err *err)
 {
 	const char *op = "embedding_bwd", *fn = "embedding_bwd_cfg_init";
 	ALIGN_TRY(err, op_cfg_counts(err, op, m, in, n_in, out, n_out, 3, 1));
@@ -85,8 +85,9 @@ static int fwd(const void *params, const struct align_modes *m, const struct ali
 	int rc = row_lists(ids, c.f.T, c.f.V, &start, &list);
 	for (int64_t r = 0; rc == ALIGN_OK && r < c.f.V; r++)
 		for (int64_t j = 0; j < c.f.D; j++)
-			embedding_bwd_st(&c, out[0].data, r * c.f.D + j,
-					 embedding_bwd_elem(&c, list + start[r], start[r + 1] - start[r], in[2].data, j));
+			embedding_bwd_st(
+				&c, out[0].data, r * c.f.D + j,
+				embedding_bwd_elem(&c, list + start[r], start[r + 1] - start[r], in[2].data, j));
 	free(start);
 	free(list);
 	return rc;

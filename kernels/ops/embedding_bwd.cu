@@ -71,7 +71,8 @@ extern "C" int embedding_bwd_fwd_cuda(const void *params, const struct align_mod
 		int32_t *host = (int32_t *)malloc((size_t)T * sizeof(int32_t));
 		if (!host)
 			return align_fail(dev->err, ALIGN_ERR_INTERNAL, "embedding_bwd: out of host memory");
-		cudaError_t e = cudaMemcpyAsync(host, a.ids, (size_t)T * sizeof(int32_t), cudaMemcpyDeviceToHost, stream);
+		cudaError_t e =
+			cudaMemcpyAsync(host, a.ids, (size_t)T * sizeof(int32_t), cudaMemcpyDeviceToHost, stream);
 		if (e == cudaSuccess)
 			e = cudaStreamSynchronize(stream);
 		int rc = e == cudaSuccess ? embedding_check_ids(host, T, V, dev->err) : ALIGN_OK;

@@ -55,9 +55,9 @@ struct embedding_bwd_cfg {
 	int bf16;		/* EMBED_BWD_DTYPE=bf16 */
 };
 
-int embedding_bwd_cfg_init(struct embedding_bwd_cfg *c, const struct embedding_params *p,
-			   const struct align_modes *m, const struct align_tensor *in, int n_in,
-			   const struct align_tensor *out, int n_out, int device, struct align_err *err);
+int embedding_bwd_cfg_init(struct embedding_bwd_cfg *c, const struct embedding_params *p, const struct align_modes *m,
+			   const struct align_tensor *in, int n_in, const struct align_tensor *out, int n_out,
+			   int device, struct align_err *err);
 
 ALIGN_HD static inline float embedding_bwd_g(const struct embedding_bwd_cfg *c, const align_bf16 *dy, int64_t t,
 					     int64_t j)

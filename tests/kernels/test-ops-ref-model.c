@@ -1,5 +1,5 @@
 /* test-ops-ref-model.c: fp64 reference checks (as test-ops-ref.c) of the model-level ops: embedding,
- * embedding_bwd (its torch order rebuilt by hand), lm_head, xent and xent_bwd (with finite differences of
+ * embedding_bwd (its torch order rebuilt by hand), lm_head, lm_head_bwd (as matmul_bwd), xent and xent_bwd (with finite differences of
  * the loss). Every result, under every combination of the switches the op reads
  * that the C twin runs, every parameter variant and the three fill sets of test-ops.c, is compared with a
  * long double evaluation of the op's contract written independently here, against the bound the op's
@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "embedding_bwd.h"
+#include "lm_head_bwd.h"
 #include "ops.h"
 #include "xent_bwd.h"
 
@@ -513,9 +514,80 @@ static int check_embedding_bwd_torch(void)
 	return fails;
 }
 
+/* lm_head_bwd is matmul_bwd on x and dlogits widened to binary32 with MATMUL_OPERAND per LMHEAD_LOGITS and
+ * MATMUL_OUT=bf16: the bytes of both ops compared under every LMHEAD_LOGITS, MATMUL_FMA, WGRAD_ORDER,
+ * WGRAD_ACCUM and WGRAD_DTYPE, on the three fill sets (matmul_bwd's own bound is test-ops-ref-bwd.c's) */
+static int check_lm_head_bwd(void)
+{
+	const struct align_op *op = ops_find("lm_head_bwd"), *mb = ops_find("matmul_bwd");
+	struct align_dims d;
+	ops_dims_default(op, &d);
+	int fails = 0, runs = 0;
+	const int ids[] = {MODE_LMHEAD_LOGITS, MODE_MATMUL_FMA, MODE_WGRAD_ORDER, MODE_WGRAD_ACCUM, MODE_WGRAD_DTYPE};
+	int combos = 1;
+	for (int q = 0; q < 5; q++)
+		combos *= modes_value_count(ids[q]);
+	for (int set = 0; set < NSETS; set++)
+		for (int cmb = 0; cmb < combos; cmb++) {
+			struct align_modes m;
+			modes_init_default(&m);
+			for (int q = 0, rest = cmb; q < 5; q++) {
+				m.v[ids[q]] = rest % modes_value_count(ids[q]);
+				rest /= modes_value_count(ids[q]);
+			}
+			struct matmul_bwd_params prm;
+			op->impl->params_default(&prm, &d);
+			struct align_tensor in[4], out[2], mi[4], mo[2];
+			for (int i = 0; i < 4; i++) {
+				ops_tensor_alloc(op, 0, i, &d, &m, &in[i]);
+				fill(op, &in[i], i, set);
+			}
+			for (int i = 0; i < 2; i++)
+				ops_tensor_alloc(op, 1, i, &d, &m, &out[i]);
+			struct align_modes mm = m;
+			mm.v[MODE_MATMUL_OPERAND] = m.v[MODE_LMHEAD_LOGITS] == ALIGN_LMHEAD_LOGITS_BF16
+							    ? ALIGN_MATMUL_OPERAND_BF16
+							    : ALIGN_MATMUL_OPERAND_FP32;
+			mm.v[MODE_MATMUL_OUT] = ALIGN_MATMUL_OUT_BF16;
+			struct align_dims md = d;
+			md.v[ALIGN_DIM_F] = d.v[ALIGN_DIM_V];
+			for (int i = 0; i < 4; i++) {
+				ops_tensor_alloc(mb, 0, i, &md, &mm, &mi[i]);
+				for (int64_t k = 0; k < align_tensor_numel(&mi[i]); k++)
+					ops_st(&mi[i], k, ops_ld(&in[i], k));
+			}
+			for (int i = 0; i < 2; i++)
+				ops_tensor_alloc(mb, 1, i, &md, &mm, &mo[i]);
+			int ra = op->impl->fwd_cpu(&prm, &m, in, 4, out, 2),
+			    rb2 = mb->impl->fwd_cpu(&prm, &mm, mi, 4, mo, 2);
+			runs++;
+			for (int i = 0; i < 2; i++) {
+				size_t n = (size_t)align_tensor_numel(&out[i]) * align_dtype_size(out[i].dtype);
+				if (ra || rb2 || out[i].dtype != mo[i].dtype || memcmp(out[i].data, mo[i].data, n)) {
+					char buf[2048];
+					modes_format(&m, buf, sizeof buf);
+					printf("FAIL lm_head_bwd output %d (set %d) is not matmul_bwd's (rc %d, %d): "
+					       "%s\n",
+					       i, set, ra, rb2, buf);
+					fails++;
+				}
+			}
+			for (int i = 0; i < 4; i++) {
+				ops_tensor_free(&in[i]);
+				ops_tensor_free(&mi[i]);
+			}
+			for (int i = 0; i < 2; i++) {
+				ops_tensor_free(&out[i]);
+				ops_tensor_free(&mo[i]);
+			}
+		}
+	printf("lm_head_bwd  %4d runs: the bytes of matmul_bwd on the widened inputs%s\n", runs, fails ? "  FAIL" : "");
+	return fails;
+}
+
 int main(void)
 {
-	int fails = check_xent_orders() + check_xent_bwd_fd() + check_embedding_bwd_torch();
+	int fails = check_xent_orders() + check_xent_bwd_fd() + check_embedding_bwd_torch() + check_lm_head_bwd();
 	for (size_t k = 0; k < sizeof refs / sizeof refs[0]; k++)
 		fails += check_op(ops_find(refs[k].op), refs[k].fn);
 	printf("test-ops-ref-model: %s\n", fails ? "FAILED" : "ok");
