@@ -40,8 +40,8 @@ int lm_head_bwd_cfg_init(struct align_modes *mm, const struct matmul_bwd_params 
 	int64_t xs[2] = {T, D}, ws[2] = {V, D}, ys[2] = {T, V};
 	ALIGN_TRY(err, op_cfg_tensor(err, op, "input", "x", &in[0], ALIGN_DT_BF16, 2, xs));
 	ALIGN_TRY(err, op_cfg_tensor(err, op, "input", "w", &in[1], ALIGN_DT_F32, 2, ws));
-	ALIGN_TRY(err, op_cfg_tensor(err, op, "input", "dlogits", &in[2], lm_head_logits_dtype(m->v[MODE_LMHEAD_LOGITS]),
-				     2, ys));
+	ALIGN_TRY(err, op_cfg_tensor(err, op, "input", "dlogits", &in[2],
+				     lm_head_logits_dtype(m->v[MODE_LMHEAD_LOGITS]), 2, ys));
 	ALIGN_TRY(err, op_cfg_tensor(err, op, "input", "main_grad", &in[3], wgrad_dtype(m), 2, ws));
 	ALIGN_TRY(err, op_cfg_tensor(err, op, "output", "dx", &out[0], ALIGN_DT_BF16, 2, xs));
 	ALIGN_TRY(err, op_cfg_tensor(err, op, "output", "dw", &out[1], wgrad_dtype(m), 2, ws));
@@ -68,7 +68,8 @@ static int fwd(const void *params, const struct align_modes *m, const struct ali
 	ALIGN_TRY(NULL, lm_head_bwd_cfg_init(&mm, params, m, in, n_in, out, n_out, NULL));
 	ALIGN_TRY(NULL, op_cfg_data(NULL, "lm_head_bwd", in, n_in, out, n_out));
 	int64_t nx = align_tensor_numel(&in[0]), nd = align_tensor_numel(&in[2]);
-	float *xf = malloc((size_t)(nx > 0 ? nx : 1) * sizeof *xf), *df = malloc((size_t)(nd > 0 ? nd : 1) * sizeof *df);
+	float *xf = malloc((size_t)(nx > 0 ? nx : 1) * sizeof *xf),
+	      *df = malloc((size_t)(nd > 0 ? nd : 1) * sizeof *df);
 	int rc = xf && df ? ALIGN_OK : align_fail(NULL, ALIGN_ERR_INTERNAL, "lm_head_bwd: out of memory");
 	for (int64_t i = 0; rc == ALIGN_OK && i < nx; i++)
 		xf[i] = ops_ld(&in[0], i);
@@ -116,8 +117,13 @@ static int cfg_check(const void *params, const struct align_modes *m, const stru
 	return matmul_bwd_cfg_init(&c, params, &mm, mi, 4, out, 2, device, err);
 }
 
-static const int modes_read[] = {MODE_LMHEAD_LOGITS, MODE_MATMUL_ACCUM, MODE_MATMUL_FMA,  MODE_WGRAD_ORDER,
-				 MODE_WGRAD_ACCUM,   MODE_WGRAD_DTYPE,	-1};
+static const int modes_read[] = {MODE_LMHEAD_LOGITS,
+				 MODE_MATMUL_ACCUM,
+				 MODE_MATMUL_FMA,
+				 MODE_WGRAD_ORDER,
+				 MODE_WGRAD_ACCUM,
+				 MODE_WGRAD_DTYPE,
+				 -1};
 
 const struct align_op_impl lm_head_bwd_impl = {
 	4,

@@ -1,5 +1,5 @@
 /* test-ops-ref-indexer.c: fp64 reference checks (as test-ops-ref.c) of the attention index-side ops:
- * rope, rope_bwd and indexer (compressor and dsa_indexer as they land). Every result, under every combination of the
+ * rope, rope_bwd, indexer and indexer_bwd (compressor and dsa_indexer as they land). Every result, under every combination of the
  * switches the op reads (MATH_IMPL: portable and libm), every parameter variant and the three fill sets of
  * test-ops.c, is compared with a long double evaluation of the same contract written independently here,
  * against the bound the op's header states (operand roundings that are inputs of the contract, such as the
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "indexer.h"
+#include "indexer_bwd.h"
 #include "ops.h"
 #include "rope.h"
 #include "rope_bwd.h"
@@ -241,10 +241,79 @@ struct ref_entry {
 	void (*fn)(struct ctx *);
 };
 
+/* indexer_bwd: the exact sums of the contract's terms (the relu masks from the op's binary32 dots, the bf16
+ * mode's rounded terms as the contract rounds them, the fp32 mode's products exact), against
+ * indexer_bwd.h's bound */
+static void ref_indexer_bwd(struct ctx *c)
+{
+	struct indexer_cfg ic;
+	if (indexer_bwd_cfg_init(&ic, c->params, c->m, c->in, 4, c->out, 3, ALIGN_DEVICE_CPU, NULL)) {
+		judge(c, -1, 1, 0, 0);
+		return;
+	}
+	const align_bf16 *q = c->in[0].data, *k = c->in[1].data, *w = c->in[2].data;
+	const float *ds = c->in[3].data;
+	int64_t T = ic.T, H = ic.H, D = ic.D, S = ic.S;
+	const ld u = 0x1p-24L;
+	ld *dd = malloc((size_t)(T * H * S) * sizeof *dd);
+	for (int64_t t = 0; t < T; t++)
+		for (int64_t h = 0; h < H; h++) {
+			float wb = indexer_weight(&ic, w[t * H + h]);
+			ld acc = 0, A = 0;
+			for (int64_t e = 0; e < S; e++) {
+				ld v = 0;
+				if (indexer_bwd_visible(&ic, t, e)) {
+					float dot = indexer_bwd_dot(&ic, q + t * H * D, k + e * D, h), fd, ft;
+					indexer_bwd_terms(&ic, dot, ds[t * S + e], wb, &fd, &ft);
+					ld term = ic.bf16 ? (ld)ft : (ld)ds[t * S + e] * indexer_relu(dot);
+					v = ic.bf16 ? (ld)fd : (dot > 0 ? (ld)ds[t * S + e] * wb : 0);
+					acc += term;
+					A += fabsl(term);
+				}
+				dd[(t * H + h) * S + e] = v;
+			}
+			ld sc = ic.twice ? (ld)ic.s2 * ic.s1 : (ld)ic.s12, ref = acc * sc;
+			ld tol = (S * u * A + 0x1p-8L * fabsl(acc)) * fabsl(sc) +
+				 (ic.twice ? 2 : 1) * 0x1p-8L * fabsl(ref) + ulp_bf16(fabsl(ref)) + 0x1p-140L;
+			if (fabsl(ref) <= FLT_MAX && A <= FLT_MAX)
+				judge(c, 2 * (T * H * D) + t * H + h, ops_ld(&c->out[2], t * H + h), ref, tol);
+		}
+	int fp32 = !ic.bf16;
+	for (int64_t t = 0; t < T; t++)
+		for (int64_t h = 0; h < H; h++)
+			for (int64_t d = 0; d < D; d++) {
+				ld ref = 0, A = 0;
+				for (int64_t e = 0; e < S; e++) {
+					ld pr = dd[(t * H + h) * S + e] * (ld)align_bf16_to_f32(k[e * D + d]);
+					ref += pr;
+					A += fabsl(pr);
+				}
+				ld tol = (S + fp32) * u * A + ulp_bf16(fabsl(ref) + (S + fp32) * u * A) / 2 + 0x1p-140L;
+				if (fabsl(ref) <= FLT_MAX && A <= FLT_MAX)
+					judge(c, (t * H + h) * D + d, ops_ld(&c->out[0], (t * H + h) * D + d), ref,
+					      tol);
+			}
+	for (int64_t e = 0; e < S; e++)
+		for (int64_t d = 0; d < D; d++) {
+			ld ref = 0, A = 0;
+			for (int64_t t = 0; t < T; t++)
+				for (int64_t h = 0; h < H; h++) {
+					ld pr = dd[(t * H + h) * S + e] * (ld)align_bf16_to_f32(q[(t * H + h) * D + d]);
+					ref += pr;
+					A += fabsl(pr);
+				}
+			ld tol = (T * H + fp32) * u * A + ulp_bf16(fabsl(ref) + (T * H + fp32) * u * A) / 2 + 0x1p-140L;
+			if (fabsl(ref) <= FLT_MAX && A <= FLT_MAX)
+				judge(c, T * H * D + e * D + d, ops_ld(&c->out[1], e * D + d), ref, tol);
+		}
+	free(dd);
+}
+
 static const struct ref_entry refs[] = {
 	{"rope", ref_rope},
 	{"rope_bwd", ref_rope_bwd},
 	{"indexer", ref_indexer},
+	{"indexer_bwd", ref_indexer_bwd},
 };
 
 static int fill(const struct align_op *op, struct align_tensor *t, int i, int set)
@@ -318,9 +387,122 @@ static int check_op(const struct align_op *op, void (*fn)(struct ctx *))
 	return fails;
 }
 
+/* indexer_bwd against central differences (h = 2^-12) of the long double loss L = sum over visible (t, c) of
+ * dscore * sum_h relu(dot) wb, INDEXER_SCORE=fp32, both weight scales (T = 8, H = 2, D = 4, S = 2, ratio
+ * 4): dq, dk with wb fixed at the contract's bf16 value, dw through wb = w * scale unrounded;
+ * |op - fd| <= 2^-7 |fd| + 2^-14 for dq, dk (the bf16 store) and 2^-6 |fd| + 2^-14 for dw (three bf16
+ * roundings); the seed keeps the dots off relu's kink (a dot within h of 0 would fail the check) */
+static ld ib_loss(const ld *q, const ld *k, const ld *wb, const float *ds, int T, int H, int D, int S)
+{
+	ld L = 0;
+	for (int t = 0; t < T; t++)
+		for (int e = 0; e < S; e++) {
+			if (e >= (t + 1) / 4)
+				continue;
+			for (int h = 0; h < H; h++) {
+				ld dot = 0;
+				for (int d = 0; d < D; d++)
+					dot += q[(t * H + h) * D + d] * k[e * D + d];
+				L += ds[t * S + e] * (dot > 0 ? dot : 0) * wb[t * H + h];
+			}
+		}
+	return L;
+}
+
+static int check_indexer_bwd_fd(void)
+{
+	const struct align_op *op = ops_find("indexer_bwd");
+	enum { T = 8, H = 2, D = 4, S = 2 };
+	struct align_dims dm;
+	ops_dims_parse("T=8,H=2,D=4,S=2", &dm, NULL, 0);
+	int fails = 0;
+	for (int twice = 0; twice < 2; twice++) {
+		struct align_modes m;
+		modes_init_default(&m);
+		m.v[MODE_INDEXER_SCORE] = ALIGN_INDEXER_SCORE_FP32;
+		m.v[MODE_INDEXER_WEIGHT_SCALE] =
+			twice ? ALIGN_INDEXER_WEIGHT_SCALE_TWICE : ALIGN_INDEXER_WEIGHT_SCALE_ONCE;
+		struct align_tensor in[4], out[3];
+		for (int i = 0; i < 4; i++)
+			ops_tensor_alloc(op, 0, i, &dm, &m, &in[i]);
+		for (int i = 0; i < 3; i++)
+			ops_tensor_alloc(op, 1, i, &dm, &m, &out[i]);
+		ld q[T * H * D], k[S * D], w[T * H], wb[T * H];
+		uint64_t st = 991;
+		for (int i = 0; i < T * H * D + S * D + T * H + T * S; i++) {
+			st = st * 6364136223846793005ull + 1442695040888963407ull;
+			float v = align_round_bf16((float)((int)(st >> 40) % 4000 - 2000) / 1000.0f);
+			if (i < T * H * D)
+				((align_bf16 *)in[0].data)[i] = align_f32_to_bf16(v), q[i] = v;
+			else if (i < T * H * D + S * D)
+				((align_bf16 *)in[1].data)[i - T * H * D] = align_f32_to_bf16(v), k[i - T * H * D] = v;
+			else if (i < T * H * D + S * D + T * H)
+				((align_bf16 *)in[2].data)[i - T * H * D - S * D] = align_f32_to_bf16(v),
+									       w[i - T * H * D - S * D] = v;
+			else
+				((float *)in[3].data)[i - T * H * D - S * D - T * H] = v;
+		}
+		struct indexer_params prm;
+		op->impl->params_default(&prm, &dm);
+		struct indexer_cfg ic;
+		indexer_bwd_cfg_init(&ic, &prm, &m, in, 4, out, 3, ALIGN_DEVICE_CPU, NULL);
+		ld sc = twice ? (ld)ic.s2 * ic.s1 : (ld)ic.s12;
+		for (int i = 0; i < T * H; i++)
+			wb[i] = indexer_weight(&ic, ((align_bf16 *)in[2].data)[i]);
+		if (op->impl->fwd_cpu(&prm, &m, in, 4, out, 3)) {
+			printf("FAIL indexer_bwd finite differences: run failed\n");
+			fails++;
+		}
+		const ld hh = 0x1p-12L;
+		ld worst = 0;
+		int n = T * H * D + S * D + T * H;
+		for (int i = 0; i < n && !fails; i++) {
+			ld *v = i < T * H * D		? &q[i]
+				: i < T * H * D + S * D ? &k[i - T * H * D]
+							: &w[i - T * H * D - S * D];
+			ld keep = *v, lp, lm;
+			if (i >= T * H * D + S * D) { /* w: through wb = w * scale, unrounded */
+				int j = i - T * H * D - S * D;
+				ld kb = wb[j];
+				wb[j] = (keep + hh) * sc;
+				lp = ib_loss(q, k, wb, in[3].data, T, H, D, S);
+				wb[j] = (keep - hh) * sc;
+				lm = ib_loss(q, k, wb, in[3].data, T, H, D, S);
+				wb[j] = kb;
+			} else {
+				*v = keep + hh;
+				lp = ib_loss(q, k, wb, in[3].data, T, H, D, S);
+				*v = keep - hh;
+				lm = ib_loss(q, k, wb, in[3].data, T, H, D, S);
+				*v = keep;
+			}
+			ld fd = (lp - lm) / (2 * hh);
+			ld got = i < T * H * D		 ? ops_ld(&out[0], i)
+				 : i < T * H * D + S * D ? ops_ld(&out[1], i - T * H * D)
+							 : ops_ld(&out[2], i - T * H * D - S * D);
+			ld tol = (i < T * H * D + S * D ? 0x1p-7L : 0x1p-6L) * fabsl(fd) + 0x1p-14L;
+			ld r = fabsl(got - fd) / tol;
+			worst = r > worst ? r : worst;
+			if (r > 1) {
+				printf("FAIL indexer_bwd finite difference (scale %s): gradient %d: op %.9Lg, central "
+				       "difference %.9Lg\n",
+				       twice ? "twice" : "once", i, got, fd);
+				fails++;
+			}
+		}
+		printf("indexer_bwd  finite differences (scale %s, %d gradients): worst %.3Lf of the bound\n",
+		       twice ? "twice" : "once", n, worst);
+		for (int i = 0; i < 4; i++)
+			ops_tensor_free(&in[i]);
+		for (int i = 0; i < 3; i++)
+			ops_tensor_free(&out[i]);
+	}
+	return fails;
+}
+
 int main(void)
 {
-	int fails = 0;
+	int fails = check_indexer_bwd_fd();
 	for (size_t k = 0; k < sizeof refs / sizeof refs[0]; k++)
 		fails += check_op(ops_find(refs[k].op), refs[k].fn);
 	printf("test-ops-ref-indexer: %s\n", fails ? "FAILED" : "ok");
