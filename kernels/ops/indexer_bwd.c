@@ -58,8 +58,8 @@ static int fwd(const void *params, const struct align_modes *m, const struct ali
 			for (int64_t e = 0; e < S; e++) {
 				float dd = 0.0f, term = 0.0f;
 				if (indexer_bwd_visible(&c, t, e)) {
-					indexer_bwd_terms(&c, indexer_bwd_dot(&c, q + t * H * D, k + e * D, h), ds[t * S + e], wb,
-							  &dd, &term);
+					indexer_bwd_terms(&c, indexer_bwd_dot(&c, q + t * H * D, k + e * D, h),
+							  ds[t * S + e], wb, &dd, &term);
 					acc = hn_add(acc, term);
 				}
 				ddot[(t * H + h) * S + e] = dd;
@@ -72,7 +72,8 @@ static int fwd(const void *params, const struct align_modes *m, const struct ali
 				float acc = 0.0f;
 				for (int64_t e = 0; e < S; e++)
 					if (indexer_bwd_visible(&c, t, e))
-						acc = hn_add(acc, hn_mul(ddot[(t * H + h) * S + e], align_bf16_to_f32(k[e * D + d])));
+						acc = hn_add(acc, hn_mul(ddot[(t * H + h) * S + e],
+									 align_bf16_to_f32(k[e * D + d])));
 				ops_st(&out[0], (t * H + h) * D + d, acc);
 			}
 	for (int64_t e = 0; e < S; e++)

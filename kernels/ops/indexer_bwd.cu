@@ -31,8 +31,8 @@ __global__ void indexer_bwd_ddot_kernel(indexer_bwd_args a)
 		for (int64_t e = 0; e < S; e++) {
 			float dd = 0.0f, term = 0.0f;
 			if (indexer_bwd_visible(&a.c, t, e)) {
-				indexer_bwd_terms(&a.c, indexer_bwd_dot(&a.c, a.q + t * H * D, a.k + e * D, h), a.ds[t * S + e],
-						  wb, &dd, &term);
+				indexer_bwd_terms(&a.c, indexer_bwd_dot(&a.c, a.q + t * H * D, a.k + e * D, h),
+						  a.ds[t * S + e], wb, &dd, &term);
 				acc = hn_add(acc, term);
 			}
 			a.ddot[i * S + e] = dd;
@@ -58,7 +58,8 @@ __global__ void indexer_bwd_dq_kernel(indexer_bwd_args a)
 __global__ void indexer_bwd_dk_kernel(indexer_bwd_args a)
 {
 	const int64_t H = a.c.H, D = a.c.D, S = a.c.S;
-	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < S * D; i += (int64_t)gridDim.x * blockDim.x) {
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < S * D;
+	     i += (int64_t)gridDim.x * blockDim.x) {
 		int64_t e = i / D, d = i - e * D;
 		float acc = 0.0f;
 		for (int64_t t = 0; t < a.c.T; t++)

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsa_indexer.h"
+#include "dsa_indexer_bwd.h"
 #include "fp8.h"
 #include "hadamard.h"
 #include "ops.h"
@@ -339,8 +339,120 @@ struct ref_entry {
 	void (*fn)(struct ctx *);
 };
 
+/* ---- dsa_indexer_bwd ---------------------------------------------------------------------------------- */
+
+/* one row's rotation backward against the exact gradient sums g[0..D) (with their errors e[] before the
+ * bf16 rounding of the sum): ref = scale * H g (or g, none); tol = the sums' errors through the rotation (an
+ * l1 bound: the matrix is +-1), its arithmetic (hadamard.h's), half a bf16 ulp twice (the sum's and the
+ * output's rounding) */
+static void judge_rot(struct ctx *c, const struct dsa_indexer_cfg *dc, const ld *g, const ld *e, const align_bf16 *got,
+		      int64_t at)
+{
+	int64_t D = dc->D;
+	int lg = 0;
+	while ((1 << lg) < D)
+		lg++;
+	ld sc = dc->hscale, E = 0, A = 0;
+	for (int64_t d = 0; d < D; d++) {
+		ld ed = e[d] + ulp_bf16(fabsl(g[d]) + e[d]) / 2;
+		E += ed;
+		A += fabsl(g[d]) + ed;
+	}
+	for (int64_t i = 0; i < D; i++) {
+		ld ref = 0, tol;
+		if (dc->hadamard == ALIGN_HADAMARD_NONE) {
+			ref = g[i];
+			tol = e[i] + ulp_bf16(fabsl(g[i]) + e[i]) / 2;
+		} else {
+			for (int64_t j = 0; j < D; j++)
+				ref += (__builtin_popcountll((unsigned long long)(i & j)) & 1 ? -g[j] : g[j]);
+			ref *= sc;
+			tol = sc * E + (dc->hadamard == ALIGN_HADAMARD_BUTTERFLY ? lg + 1 : D + 1) * U * sc * A;
+		}
+		tol += ulp_bf16(fabsl(ref) + tol) / 2 + 0x1p-140L;
+		if (isfinite(ref) && A <= FLT_MAX)
+			judge(c, at + i, align_bf16_to_f32(got[i]), ref, tol);
+	}
+}
+
+/* dsa_indexer_bwd: the exact sums of the contract's fp32 terms on the op's own rotated rows and dots (the
+ * masks from its binary32 dots), through judge_rot; dw as indexer_bwd.h */
+static void ref_dsa_indexer_bwd(struct ctx *c)
+{
+	struct dsa_indexer_cfg dc;
+	if (dsa_indexer_bwd_cfg_init(&dc, c->params, c->m, c->in, 4, c->out, 3, ALIGN_DEVICE_CPU, NULL)) {
+		judge(c, -1, 1, 0, 0);
+		return;
+	}
+	int64_t T = dc.T, H = dc.H, D = dc.D, S = dc.S;
+	const align_bf16 *w = c->in[2].data;
+	const float *ds = c->in[3].data;
+	align_bf16 *rq = malloc((size_t)(T * H * D + S * D) * sizeof *rq), *rk = rq + T * H * D;
+	float tmp[2 * DSA_INDEXER_D_MAX];
+	for (int64_t i = 0; i < T * H; i++)
+		dsa_indexer_prep_row(&dc, (const align_bf16 *)c->in[0].data + i * D, rq + i * D, tmp);
+	for (int64_t j = 0; j < S; j++)
+		dsa_indexer_prep_row(&dc, (const align_bf16 *)c->in[1].data + j * D, rk + j * D, tmp);
+	ld *dd = malloc((size_t)(T * H * S) * sizeof *dd), g[DSA_INDEXER_D_MAX], e[DSA_INDEXER_D_MAX];
+	for (int64_t t = 0; t < T; t++)
+		for (int64_t h = 0; h < H; h++) {
+			float wb = dsa_indexer_weight(&dc, w[t * H + h], 1.0f);
+			ld acc = 0, A = 0;
+			for (int64_t j = 0; j < S; j++) {
+				ld v = 0;
+				if (dsa_indexer_bwd_visible(&dc, t, j)) {
+					float dot = indexer_bwd_dot(&dc.ix, rq + t * H * D, rk + j * D, h);
+					ld term = (ld)ds[t * S + j] * indexer_relu(dot);
+					v = dot > 0 ? (ld)ds[t * S + j] * wb : 0;
+					acc += term;
+					A += fabsl(term);
+				}
+				dd[(t * H + h) * S + j] = v;
+			}
+			ld sc = (ld)dc.ix.s2 * dc.ix.s1, ref = acc * sc;
+			ld tol = (S * U * A + 0x1p-8L * fabsl(acc)) * fabsl(sc) + 2 * 0x1p-8L * fabsl(ref) +
+				 ulp_bf16(fabsl(ref)) + 0x1p-140L;
+			if (fabsl(ref) <= FLT_MAX && A <= FLT_MAX)
+				judge(c, 2 * T * H * D + t * H + h, ops_ld(&c->out[2], t * H + h), ref, tol);
+		}
+	for (int64_t i = 0; i < T * H; i++) {
+		int64_t t = i / H;
+		for (int64_t d = 0; d < D; d++) {
+			ld a = 0, A = 0;
+			for (int64_t j = 0; j < S; j++)
+				if (dsa_indexer_bwd_visible(&dc, t, j)) {
+					ld pr = dd[i * S + j] * (ld)align_bf16_to_f32(rk[j * D + d]);
+					a += pr;
+					A += fabsl(pr);
+				}
+			g[d] = a;
+			e[d] = (S + 1) * U * A;
+		}
+		judge_rot(c, &dc, g, e, (const align_bf16 *)c->out[0].data + i * D, i * D);
+	}
+	for (int64_t j = 0; j < S; j++) {
+		for (int64_t d = 0; d < D; d++) {
+			ld a = 0, A = 0;
+			for (int64_t t = 0; t < T; t++)
+				if (dsa_indexer_bwd_visible(&dc, t, j))
+					for (int64_t h = 0; h < H; h++) {
+						ld pr = dd[(t * H + h) * S + j] *
+							(ld)align_bf16_to_f32(rq[(t * H + h) * D + d]);
+						a += pr;
+						A += fabsl(pr);
+					}
+			g[d] = a;
+			e[d] = (T * H + 1) * U * A;
+		}
+		judge_rot(c, &dc, g, e, (const align_bf16 *)c->out[1].data + j * D, T * H * D + j * D);
+	}
+	free(rq);
+	free(dd);
+}
+
 static const struct ref_entry refs[] = {
 	{"dsa_indexer", ref_dsa_indexer},
+	{"dsa_indexer_bwd", ref_dsa_indexer_bwd},
 	{"sparse_mla", ref_sparse_mla},
 };
 
@@ -414,9 +526,109 @@ static int check_op(const struct align_op *op, void (*fn)(struct ctx *))
 	return fails;
 }
 
+/* dsa_indexer_bwd against central differences (h = 2^-12) of the long double loss L = sum over visible
+ * (t, j) of dscore * sum_h relu((scale H q_th) . (scale H k_j)) wb_th (the rotation unrounded, wb at the
+ * contract's bf16 value), butterfly rotation, T = 4, H = 2, D = 4, S = 4, inputs multiples of 1/8 in
+ * [-2, 2] (so the forward's rotated rows, scale 1/2, are exact in bf16), the first seed whose dots all keep
+ * 1/16 from relu's kink: dq and dk within 2^-6 |fd| + 2^-10
+ * (the backward's bf16 roundings); this checks the rotation's backward as the transpose (H is symmetric) */
+static ld dib_loss(const ld *q, const ld *k, const ld *wb, const float *ds, ld sc, int T, int H, int D, int S)
+{
+	ld L = 0, rq[4], rk[4];
+	for (int t = 0; t < T; t++)
+		for (int j = 0; j <= t && j < S; j++)
+			for (int h = 0; h < H; h++) {
+				for (int i = 0; i < D; i++) {
+					rq[i] = rk[i] = 0;
+					for (int m = 0; m < D; m++) {
+						ld sg = __builtin_popcount((unsigned)(i & m)) & 1 ? -1 : 1;
+						rq[i] += sg * q[(t * H + h) * D + m] * sc;
+						rk[i] += sg * k[j * D + m] * sc;
+					}
+				}
+				ld dot = 0;
+				for (int i = 0; i < D; i++)
+					dot += rq[i] * rk[i];
+				L += ds[t * S + j] * (dot > 0 ? dot : 0) * wb[t * H + h];
+			}
+	return L;
+}
+
+static int check_dsa_indexer_bwd_fd(void)
+{
+	const struct align_op *op = ops_find("dsa_indexer_bwd");
+	enum { T = 4, H = 2, D = 4, S = 4 };
+	struct align_dims dm;
+	ops_dims_parse("T=4,H=2,D=4,S=4", &dm, NULL, 0);
+	struct align_modes m;
+	modes_init_default(&m);
+	m.v[MODE_DSA_HADAMARD] = ALIGN_HADAMARD_BUTTERFLY;
+	struct align_tensor in[4], out[3];
+	for (int i = 0; i < 4; i++)
+		ops_tensor_alloc(op, 0, i, &dm, &m, &in[i]);
+	for (int i = 0; i < 3; i++)
+		ops_tensor_alloc(op, 1, i, &dm, &m, &out[i]);
+	ld q[T * H * D], k[S * D], wb[T * H];
+	uint64_t st = 5150, seed = 5150;
+retry: /* the first seed whose dots (= q . k: the rotation is orthonormal) all keep 1/16 from relu's kink */
+	st = ++seed;
+	for (int i = 0; i < T * H * D + S * D + T * H + T * S; i++) {
+		st = st * 6364136223846793005ull + 1442695040888963407ull;
+		float v = (float)((int)(st >> 40) % 33 - 16) / 8.0f;
+		if (i < T * H * D)
+			((align_bf16 *)in[0].data)[i] = align_f32_to_bf16(v), q[i] = v;
+		else if (i < T * H * D + S * D)
+			((align_bf16 *)in[1].data)[i - T * H * D] = align_f32_to_bf16(v), k[i - T * H * D] = v;
+		else if (i < T * H * D + S * D + T * H)
+			((align_bf16 *)in[2].data)[i - T * H * D - S * D] = align_f32_to_bf16(v);
+		else
+			((float *)in[3].data)[i - T * H * D - S * D - T * H] = v;
+	}
+	for (int i = 0; i < T * H; i++)
+		for (int j = 0; j < S; j++) {
+			ld dot = 0;
+			for (int d = 0; d < D; d++)
+				dot += q[i * D + d] * k[j * D + d];
+			if (fabsl(dot) < 0.0625L && seed < 6150)
+				goto retry;
+		}
+	struct dsa_indexer_params prm;
+	op->impl->params_default(&prm, &dm);
+	struct dsa_indexer_cfg dc;
+	int fails = dsa_indexer_bwd_cfg_init(&dc, &prm, &m, in, 4, out, 3, ALIGN_DEVICE_CPU, NULL) != ALIGN_OK;
+	for (int i = 0; i < T * H; i++)
+		wb[i] = dsa_indexer_weight(&dc, ((align_bf16 *)in[2].data)[i], 1.0f);
+	fails += op->impl->fwd_cpu(&prm, &m, in, 4, out, 3) != ALIGN_OK;
+	ld worst = 0;
+	for (int i = 0; i < T * H * D + S * D && !fails; i++) {
+		ld *v = i < T * H * D ? &q[i] : &k[i - T * H * D], keep = *v, hh = 0x1p-12L;
+		*v = keep + hh;
+		ld lp = dib_loss(q, k, wb, in[3].data, dc.hscale, T, H, D, S);
+		*v = keep - hh;
+		ld lm = dib_loss(q, k, wb, in[3].data, dc.hscale, T, H, D, S);
+		*v = keep;
+		ld fd = (lp - lm) / (2 * hh), got = i < T * H * D ? ops_ld(&out[0], i) : ops_ld(&out[1], i - T * H * D);
+		ld r = fabsl(got - fd) / (0x1p-6L * fabsl(fd) + 0x1p-10L);
+		worst = r > worst ? r : worst;
+		if (r > 1) {
+			printf("FAIL dsa_indexer_bwd finite difference: gradient %d: op %.9Lg, central difference "
+			       "%.9Lg\n",
+			       i, got, fd);
+			fails++;
+		}
+	}
+	printf("dsa_indexer_bwd finite differences (butterfly, %d gradients): worst %.3Lf of the bound\n",
+	       T * H * D + S * D, worst);
+	for (int i = 0; i < 4; i++)
+		ops_tensor_free(&in[i]);
+	for (int i = 0; i < 3; i++)
+		ops_tensor_free(&out[i]);
+	return fails;
+}
+
 int main(void)
 {
-	int fails = check_fp8();
+	int fails = check_fp8() + check_dsa_indexer_bwd_fd();
 	for (size_t k = 0; k < sizeof refs / sizeof refs[0]; k++)
 		fails += check_op(ops_find(refs[k].op), refs[k].fn);
 	printf("test-ops-ref-dsa: %s\n", fails ? "FAILED" : "ok");
