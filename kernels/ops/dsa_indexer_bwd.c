@@ -18,9 +18,9 @@ static const struct align_tensor_spec out_specs[] = {
 	{"dw", ALIGN_DT_BF16, "T,H", {ALIGN_FILL_NORMAL, 0, 0, 0}, "gradient of w"},
 };
 
-int dsa_indexer_bwd_cfg_init(struct dsa_indexer_cfg *c, const struct dsa_indexer_params *p,
-			     const struct align_modes *m, const struct align_tensor *in, int n_in,
-			     const struct align_tensor *out, int n_out, int device, struct align_err *err)
+int dsa_indexer_bwd_cfg_init(struct dsa_indexer_cfg *c, const struct dsa_indexer_params *p, const struct align_modes *m,
+			     const struct align_tensor *in, int n_in, const struct align_tensor *out, int n_out,
+			     int device, struct align_err *err)
 {
 	const char *op = "dsa_indexer_bwd";
 	ALIGN_TRY(err, op_cfg_counts(err, op, m, in, n_in, out, n_out, 4, 3));
@@ -82,7 +82,8 @@ static int fwd(const void *params, const struct align_modes *m, const struct ali
 				float a = 0.0f;
 				for (int64_t j = 0; j < S; j++)
 					if (dsa_indexer_bwd_visible(&c, t, j))
-						a = hn_add(a, hn_mul(ddot[(t * H + h) * S + j], align_bf16_to_f32(rk[j * D + d])));
+						a = hn_add(a, hn_mul(ddot[(t * H + h) * S + j],
+								     align_bf16_to_f32(rk[j * D + d])));
 				g[2 * D + d] = a;
 			}
 			dsa_indexer_bwd_rotate(&c, g + 2 * D, dq + (t * H + h) * D, g);

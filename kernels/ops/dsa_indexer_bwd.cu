@@ -20,7 +20,8 @@ struct dsa_indexer_bwd_args {
 	struct dsa_indexer_cfg c;
 };
 
-#define DIB_STRIDE(i, n) for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+#define DIB_STRIDE(i, n)                                                                                               \
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
 __global__ void dsa_indexer_bwd_prep_kernel(dsa_indexer_bwd_args a)
 {
@@ -101,8 +102,8 @@ static int64_t dib_grid(int64_t n, int block, const struct align_launch *L)
 }
 
 extern "C" int dsa_indexer_bwd_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,
-					int n_in, struct align_tensor *out, int n_out, const struct align_launch *launch,
-					struct align_dev *dev)
+					int n_in, struct align_tensor *out, int n_out,
+					const struct align_launch *launch, struct align_dev *dev)
 {
 	cudaStream_t stream = (cudaStream_t)dev->stream;
 	dsa_indexer_bwd_args a;
@@ -138,11 +139,13 @@ extern "C" int dsa_indexer_bwd_fwd_cuda(const void *params, const struct align_m
 	maxb = mb < maxb ? mb : maxb;
 	block = L->serial > 0 ? 1 : (block > maxb ? maxb : block);
 	if (T * H + S > 0) {
-		ALIGN_CUDA_LAUNCH(dsa_indexer_bwd_prep_kernel, (unsigned)dib_grid(T * H + S, block, L), block, 0, stream, a);
+		ALIGN_CUDA_LAUNCH(dsa_indexer_bwd_prep_kernel, (unsigned)dib_grid(T * H + S, block, L), block, 0,
+				  stream, a);
 		OPS_CUDA_TRY(cudaGetLastError()); /* the launch */
 	}
 	if (T * H > 0) {
-		ALIGN_CUDA_LAUNCH(dsa_indexer_bwd_ddot_kernel, (unsigned)dib_grid(T * H, block, L), block, 0, stream, a);
+		ALIGN_CUDA_LAUNCH(dsa_indexer_bwd_ddot_kernel, (unsigned)dib_grid(T * H, block, L), block, 0, stream,
+				  a);
 		OPS_CUDA_TRY(cudaGetLastError());
 		ALIGN_CUDA_LAUNCH(dsa_indexer_bwd_dq_kernel, (unsigned)dib_grid(T * H, block, L), block, 0, stream, a);
 		OPS_CUDA_TRY(cudaGetLastError());

@@ -34,9 +34,9 @@
 extern "C" {
 #endif
 
-int dsa_indexer_bwd_cfg_init(struct dsa_indexer_cfg *c, const struct dsa_indexer_params *p,
-			     const struct align_modes *m, const struct align_tensor *in, int n_in,
-			     const struct align_tensor *out, int n_out, int device, struct align_err *err);
+int dsa_indexer_bwd_cfg_init(struct dsa_indexer_cfg *c, const struct dsa_indexer_params *p, const struct align_modes *m,
+			     const struct align_tensor *in, int n_in, const struct align_tensor *out, int n_out,
+			     int device, struct align_err *err);
 
 ALIGN_HD static inline int dsa_indexer_bwd_visible(const struct dsa_indexer_cfg *c, int64_t t, int64_t j)
 {
