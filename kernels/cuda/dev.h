@@ -67,6 +67,13 @@ int align_dev_scratch(struct align_dev *d, size_t bytes, void **p);
 /* The handles, created once (cublasSetStream to d->stream); the versions are recorded. */
 int align_dev_cublas(struct align_dev *d, void **handle);
 int align_dev_cublaslt(struct align_dev *d, void **handle);
+/* Tell compute-sanitizer's initcheck that [p, p + bytes) is written by the work queued on d->stream so far.
+ * For buffers that only cuBLAS / cuBLASLt wrote: initcheck does not see those kernels' stores (on sm90 the
+ * nvjet kernels store through TMA) and reports every later read of their output as uninitialised
+ * (tests/gpu/initcheck-cublas.sh shows it on a standalone cublasGemmEx / cublasLtMatmul, and that the GEMM
+ * wrote every byte). Through NVTX's memory API (nvtxMemCudaMarkInitialized): a no-op without a tool
+ * attached, and it changes no data. Call it only on what a library call was documented to write. */
+void align_dev_mark_written(struct align_dev *d, const void *p, size_t bytes);
 /* Wait for d->stream; a failure of earlier asynchronous work is reported here. */
 int align_dev_sync(struct align_dev *d);
 /* A CUDA runtime call failed: "call failed: <string> (<name>) at file:line", status 3. */

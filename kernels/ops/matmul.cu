@@ -684,6 +684,9 @@ static int mm_fwd_cublas(struct align_dev *dev, const struct matmul_cfg *c, cons
 	MM_BLAS_TRY(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)F, (int)T, (int)D, &one, stage_b ? tmp[1] : b->data,
 				 ab_type, (int)D, stage_a ? tmp[0] : a->data, ab_type, (int)D, &zero,
 				 stage_y ? tmp[2] : y->data, c_type, (int)F, compute, CUBLAS_GEMM_DEFAULT));
+	/* C (F x T, ld F) is all written (beta = 0); initcheck does not see cuBLAS's stores (dev.h) */
+	align_dev_mark_written(dev, stage_y ? tmp[2] : y->data,
+			       (size_t)(T * F) * (c_type == CUDA_R_16BF ? sizeof(align_bf16) : sizeof(float)));
 	if (stage_y)
 		MM_TRY(mm_round((const float *)tmp[2], T * F, (align_bf16 *)y->data, stream));
 	return ALIGN_OK;
@@ -793,6 +796,8 @@ static int mm_fwd_pinned_run(struct align_dev *dev, cublasLtHandle_t h, struct m
 	void *py = stage_y ? tmp[2] : y->data;
 	MM_BLAS_TRY(cublasLtMatmul(h, lt->desc, &one, stage_b ? tmp[1] : b->data, lt->la, stage_a ? tmp[0] : a->data,
 				   lt->lb, &zero, py, lt->lc, py, lt->lc, &lt->algo, tmp[3], lt->workspace, stream));
+	/* D (fp x T, ld fp) is all written (beta = 0); initcheck does not see cuBLASLt's stores (dev.h) */
+	align_dev_mark_written(dev, py, (size_t)(T * fp) * es);
 	if (stage_y) /* the first F of each fp columns */
 		MM_TRY(cudaMemcpy2DAsync(y->data, (size_t)F * es, tmp[2], (size_t)fp * es, (size_t)F * es, (size_t)T,
 					 cudaMemcpyDeviceToDevice, stream));

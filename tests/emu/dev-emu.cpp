@@ -112,6 +112,11 @@ int align_dev_cublaslt(struct align_dev *d, void **handle)
 	return align_fail(d->err, ALIGN_ERR_UNSUPPORTED, "cuBLASLt is not built into the emulator");
 }
 
+void align_dev_mark_written(struct align_dev *d, const void *p, size_t bytes)
+{
+	(void)d, (void)p, (void)bytes; /* no sanitizer in the emulator */
+}
+
 int align_dev_sync(struct align_dev *d)
 {
 	cudaError_t e = cudaStreamSynchronize((cudaStream_t)d->stream);

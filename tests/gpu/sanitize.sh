@@ -55,19 +55,7 @@ done
 [ "$jobs" -ge 1 ] 2>/dev/null || jobs=1
 build=${1:-build-gpu}
 case $build in /*) ;; *) build=$root/$build ;; esac
-# compute-sanitizer: PATH, the toolkit, else the nvidia-cuda-sanitizer-api wheel carried in .gpucarry/
-# (a GPU machine without the toolkit; see the usage above), unpacked on first use
-cs=$(command -v compute-sanitizer || true)
-for c in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
-	[ -n "$cs" ] || { [ -x "$c" ] && cs=$c; }
-done
-wheel=$(ls "$root"/.gpucarry/nvidia_cuda_sanitizer_api-*.whl 2>/dev/null | tail -1)
-if [ -z "$cs" ] && [ -n "$wheel" ]; then
-	unpacked=$root/.gpucarry/cuda-sanitizer
-	[ -d "$unpacked" ] || python3 -m zipfile -e "$wheel" "$unpacked" || exit 2
-	cs=$(find "$unpacked" -name compute-sanitizer -type f | head -1)
-	[ -z "$cs" ] || chmod +x "$cs" "$(dirname "$cs")"/* 2>/dev/null
-fi
+. "$root/tests/gpu/find-sanitizer.sh" || exit 2
 if [ -z "$cs" ]; then
 	echo "skip: no compute-sanitizer (PATH, /usr/local/cuda/bin, .gpucarry/nvidia_cuda_sanitizer_api-*.whl)" >&2
 	exit 77
