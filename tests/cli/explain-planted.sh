@@ -45,10 +45,11 @@ dims = {
     "mhc_post_bwd": "T=3,N=4,D=64", "mhc_pre_bwd": "T=3,N=2,D=16", "mhc_head_bwd": "T=3,N=4,D=32",
     "sparse_attn_bwd": "T=4,H=1,D=16,S=16,N=8", "rope_bwd": "T=4,H=2", "xent_bwd": "T=8,V=64",
     "embedding_bwd": "T=40,V=4,D=8", "lm_head_bwd": "T=8,D=16,V=8,S=4", "indexer_bwd": "T=16,H=2,D=8,S=4",
-    "dsa_indexer_bwd": "T=8,H=2,D=16,S=8",
+    "dsa_indexer_bwd": "T=8,H=2,D=16,S=8", "sparse_mla_bwd": "T=4,H=2",
 }
 dims["mtp"] = "T=4,S=2,V=16,N=2,D=32"  # 20,736 assignments (12 switches), replayed whole: ~7 s an explanation
 dims["mtp_loss"] = "T=8,K=3"
+dims["mtp_loss_bwd"] = "T=8,K=3"
 # attn composes rmsnorm, qnorm, rope, compressor, indexer and sparse_attn: 29 switches, a space no search
 # covers; its planted draws are explained op by op (each sub-op is planted above), not as a layer
 composed = {"attn"}

@@ -9,6 +9,9 @@
  *     indexer: min(K, S) slots, -1 for masked keys, a top set of the op's own scores in the stated order.
  *   sparse_mla: the exact softmax-weighted latent sum over the slots the contract visits (multiplicity in gather,
  *     distinct rows in mask) within the header's bound; empty rows and non-finite references are skipped.
+ *   sparse_mla_bwd: dq and dkv against the exact sums of the contract's terms (exact p and O over the same slots)
+ *     within sparse_mla_bwd.h's bound; dq = +0 on rows with no valid slot, NaN where the online statistics give
+ *     it; and against central differences of the long double loss do . o (mask and gather, default and fp32 modes).
  * Every combination of the switches each op reads (MATH_IMPL portable), every parameter variant and the three
  * fill sets of test-ops.c. Exit status 0 = pass; prints seed, op, modes and the worst element on failure. */
 #include <float.h>
@@ -23,6 +26,7 @@
 #include "hadamard.h"
 #include "ops.h"
 #include "sparse_mla.h"
+#include "sparse_mla_bwd.h"
 
 #define SEED 0xd5a5eedull
 #define NSETS 3
@@ -450,10 +454,249 @@ static void ref_dsa_indexer_bwd(struct ctx *c)
 	free(dd);
 }
 
+/* ---- sparse_mla_bwd ----------------------------------------------------------------------------------- */
+
+/* the valid rows token t's slots visit (gather: every valid slot, duplicates included; mask: the distinct ones)
+ * into rows; returns their count */
+static int64_t smb_ref_rows(const int32_t *idx, int64_t N, int64_t S, int gather, int32_t *rows)
+{
+	int64_t n = 0;
+	for (int64_t k = 0; k < N; k++) {
+		int32_t j = idx[k];
+		int dup = 0;
+		for (int64_t u = 0; u < n && !gather; u++)
+			dup |= rows[u] == j;
+		if (j >= 0 && j < S && !dup)
+			rows[n++] = j;
+	}
+	return n;
+}
+
+/* gather with online blocks: a first block without a valid slot gives NaN statistics (sparse_mla.h) */
+static int smb_ref_nan_row(const struct sparse_mla_cfg *mc, const int32_t *idx)
+{
+	if (!mc->gather || !mc->block)
+		return 0;
+	for (int64_t k = 0; k < mc->N && k < mc->block; k++)
+		if (idx[k] >= 0 && idx[k] < mc->S)
+			return 0;
+	return 1;
+}
+
+/* the exact sums of sparse_mla_bwd.h's terms (exact p and O) within its bound */
+static void ref_sparse_mla_bwd(struct ctx *c)
+{
+	struct sparse_mla_bwd_cfg b;
+	if (sparse_mla_bwd_cfg_init(&b, c->params, c->m, c->in, 4, c->out, 2, ALIGN_DEVICE_CPU, NULL)) {
+		judge(c, -1, 1, 0, 0);
+		return;
+	}
+	const struct sparse_mla_cfg *mc = &b.f;
+	const int64_t T = mc->T, H = mc->H, D = mc->D, F = mc->F, S = mc->S, N = mc->N;
+	const int32_t *idx = c->in[2].data;
+	const ld sc = b.scale, big = 0x1p100L;
+	ld *z = malloc(sizeof(ld) * (size_t)(5 * N + F + 1)), *p = z + N, *dP = p + N, *dS = dP + N, *M = dS + N,
+	   *A = M + N;
+	ld *dkv = calloc((size_t)(2 * S * D + 1), sizeof(ld)), *Mkv = dkv + S * D;
+	char *skip = calloc((size_t)(S + 1), 1);
+	int32_t *rows = malloc(sizeof(int32_t) * (size_t)(N + 1));
+	for (int64_t t = 0; t < T; t++) {
+		const int64_t n = smb_ref_rows(idx + t * N, N, S, mc->gather, rows);
+		const int nanrow = n > 0 && smb_ref_nan_row(mc, idx + t * N);
+		for (int64_t h = 0; h < H; h++) {
+			const int64_t r = t * H + h;
+			int ok = !nanrow;
+			ld m = -INFINITY, dzmax = 0, den = 0;
+			for (int64_t k = 0; k < n; k++) {
+				ld dot = 0, ab = 0;
+				for (int64_t d = 0; d < D; d++) {
+					ld pr = (ld)ops_ld(&c->in[0], r * D + d) *
+						ops_ld(&c->in[1], (int64_t)rows[k] * D + d);
+					dot += pr;
+					ab += fabsl(pr);
+				}
+				z[k] = sc * dot;
+				dS[k] = sc * D * U * ab; /* the logit's error, for now */
+				ok = ok && ab <= big;
+				m = z[k] > m ? z[k] : m;
+			}
+			for (int64_t k = 0; k < n; k++) {
+				den += expl(z[k] - m);
+				ld e = dS[k] + 4 * U * (fabsl(z[k]) + fabsl(m));
+				dzmax = e > dzmax ? e : dzmax;
+			}
+			const ld eps = 4 * dzmax + (n + D + 16) * U, w = 0x1p-7L + 4 * eps;
+			ld delta = 0, pdp = 0, dsum = 0;
+			for (int64_t k = 0; k < n; k++) {
+				p[k] = expl(z[k] - m) / den;
+				ld s = 0, ab = 0;
+				for (int64_t d = 0; d < F; d++) {
+					ld pr = (ld)ops_ld(&c->in[3], r * F + d) *
+						ops_ld(&c->in[1], (int64_t)rows[k] * D + d);
+					s += pr;
+					ab += fabsl(pr);
+				}
+				dP[k] = s;
+				ok = ok && ab <= big;
+				delta += p[k] * s;
+				pdp += p[k] * fabsl(s);
+			}
+			for (int64_t d = 0; d < F; d++) {
+				A[d] = 0;
+				for (int64_t k = 0; k < n; k++)
+					A[d] += p[k] * fabsl((ld)ops_ld(&c->in[1], (int64_t)rows[k] * D + d));
+				dsum += fabsl((ld)ops_ld(&c->in[3], r * F + d)) * A[d];
+			}
+			ok = ok && isfinite(delta) && dsum <= big && isfinite(m);
+			for (int64_t k = 0; k < n; k++) {
+				dS[k] = p[k] * (dP[k] - delta) * sc;
+				M[k] = p[k] * (fabsl(dP[k]) + fabsl(delta) + dsum + pdp) * sc * w;
+			}
+			if (nanrow) { /* the contract's NaN */
+				for (int64_t d = 0; d < D; d++)
+					judge(c, r * D + d, ops_ld(&c->out[0], r * D + d), NAN, 0);
+			}
+			if (!ok || n == 0) {
+				for (int64_t k = 0; k < n; k++)
+					skip[rows[k]] = 1;
+				for (int64_t d = 0; d < D && n == 0; d++) /* no valid slot: dq = +0 */
+					judge(c, r * D + d, ops_ld(&c->out[0], r * D + d), 0, 0x1p-140L);
+				continue;
+			}
+			for (int64_t d = 0; d < D; d++) {
+				ld s = 0, tol = 0;
+				const ld qd = ops_ld(&c->in[0], r * D + d),
+					 dod = d < F ? ops_ld(&c->in[3], r * F + d) : 0;
+				for (int64_t k = 0; k < n; k++) {
+					const int64_t e = (int64_t)rows[k] * D + d;
+					const ld v = ops_ld(&c->in[1], e);
+					s += dS[k] * v;
+					tol += M[k] * fabsl(v);
+					dkv[e] += dS[k] * qd + p[k] * dod;
+					Mkv[e] += M[k] * fabsl(qd) + (0x1p-7L + 2 * eps) * p[k] * fabsl(dod);
+				}
+				judge(c, r * D + d, ops_ld(&c->out[0], r * D + d), s, ulp_bf16(s) + tol + 0x1p-133L);
+			}
+		}
+	}
+	for (int64_t i = 0; i < S * D; i++)
+		if (!skip[i / D])
+			judge(c, T * H * D + i, ops_ld(&c->out[1], i), dkv[i], Mkv[i] + 0x1p-140L);
+	free(z);
+	free(dkv);
+	free(skip);
+	free(rows);
+}
+
+/* sparse_mla_bwd against central differences (h = 2^-14 max(|x|, 1)) of the long double loss L = sum do . o
+ * (exact softmax over the visited valid rows, o over the latent columns), T = 4, H = 2, D = 8, F = 6, S = 12,
+ * N = 6, both slot forms: in the default modes (bf16 P and O: within ulp_bf16 (dq) + 2^-6 of the largest
+ * quotient of the tensor) and with fp32 logits and P, delta from P (within ulp_bf16 (dq) + 2^-12 |fd| + 2^-14
+ * of the largest quotient) */
+static ld smb_loss(const struct align_tensor *in, const ld *q, const ld *kv, ld scale, int gather)
+{
+	const int64_t T = in[0].shape[0], H = in[0].shape[1], D = in[0].shape[2], S = in[1].shape[0],
+		      N = in[2].shape[1], F = in[3].shape[2];
+	int32_t rows[64];
+	ld z[64], L = 0;
+	for (int64_t t = 0; t < T; t++) {
+		const int64_t n = smb_ref_rows((const int32_t *)in[2].data + t * N, N, S, gather, rows);
+		for (int64_t h = 0; h < H && n > 0; h++) {
+			const int64_t r = t * H + h;
+			ld m = -INFINITY, den = 0;
+			for (int64_t k = 0; k < n; k++) {
+				z[k] = 0;
+				for (int64_t d = 0; d < D; d++)
+					z[k] += q[r * D + d] * kv[(int64_t)rows[k] * D + d];
+				z[k] *= scale;
+				m = z[k] > m ? z[k] : m;
+			}
+			for (int64_t k = 0; k < n; k++)
+				den += expl(z[k] - m);
+			for (int64_t d = 0; d < F; d++) {
+				ld o = 0;
+				for (int64_t k = 0; k < n; k++)
+					o += expl(z[k] - m) / den * kv[(int64_t)rows[k] * D + d];
+				L += (ld)ops_ld(&in[3], r * F + d) * o;
+			}
+		}
+	}
+	return L;
+}
+
+static int check_sparse_mla_bwd_fd(void)
+{
+	const struct align_op *op = ops_find("sparse_mla_bwd");
+	struct align_dims dm;
+	ops_dims_default(op, &dm);
+	ops_dims_parse("T=4,H=2,D=8,F=6,S=12,N=6", &dm, NULL, 0);
+	int fails = 0;
+	for (int cfg = 0; cfg < 4; cfg++) {
+		struct align_modes m;
+		modes_init_default(&m);
+		m.v[MODE_DSA_MLA_SLOTS] = cfg & 1 ? ALIGN_DSA_MLA_SLOTS_GATHER : ALIGN_DSA_MLA_SLOTS_MASK;
+		if (cfg & 2) {
+			m.v[MODE_DSA_MLA_QK] = ALIGN_DSA_MLA_QK_FP32;
+			m.v[MODE_DSA_MLA_P] = ALIGN_DSA_MLA_P_FP32;
+			m.v[MODE_CSA_BWD_DELTA] = ALIGN_CSA_BWD_DELTA_P;
+		}
+		struct align_tensor in[4], out[2];
+		for (int i = 0; i < 4; i++) {
+			ops_tensor_alloc(op, 0, i, &dm, &m, &in[i]);
+			ops_fill_input_dims(op, i, &in[i], &dm, SEED, 0);
+		}
+		for (int i = 0; i < 2; i++)
+			ops_tensor_alloc(op, 1, i, &dm, &m, &out[i]);
+		struct sparse_mla_params prm;
+		op->impl->params_default(&prm, &dm);
+		const int64_t nq = align_tensor_numel(&in[0]), nk = align_tensor_numel(&in[1]);
+		ld *x = malloc(sizeof(ld) * (size_t)(nq + nk)), *fd = malloc(sizeof(ld) * (size_t)(nq + nk));
+		for (int64_t i = 0; i < nq + nk; i++)
+			x[i] = i < nq ? ops_ld(&in[0], i) : ops_ld(&in[1], i - nq);
+		int f = op->impl->fwd_cpu(&prm, &m, in, 4, out, 2) != ALIGN_OK;
+		ld mx[2] = {0, 0}, worst = 0;
+		for (int64_t i = 0; i < nq + nk && !f; i++) {
+			ld keep = x[i], hh = 0x1p-14L * (fabsl(keep) > 1 ? fabsl(keep) : 1);
+			x[i] = keep + hh;
+			ld lp = smb_loss(in, x, x + nq, prm.scale, cfg & 1);
+			x[i] = keep - hh;
+			ld lm = smb_loss(in, x, x + nq, prm.scale, cfg & 1);
+			x[i] = keep;
+			fd[i] = (lp - lm) / (2 * hh);
+			mx[i >= nq] = fabsl(fd[i]) > mx[i >= nq] ? fabsl(fd[i]) : mx[i >= nq];
+		}
+		for (int64_t i = 0; i < nq + nk && !f; i++) {
+			ld got = i < nq ? ops_ld(&out[0], i) : ops_ld(&out[1], i - nq);
+			ld tol = (i < nq ? ulp_bf16(fd[i]) : 0) +
+				 (cfg & 2 ? 0x1p-12L * fabsl(fd[i]) + 0x1p-14L * mx[i >= nq] : 0x1p-6L * mx[i >= nq]);
+			ld r = fabsl(got - fd[i]) / tol;
+			worst = r > worst ? r : worst;
+			if (!(r <= 1) && f++ < 5)
+				printf("FAIL sparse_mla_bwd finite difference (case %d): gradient %" PRId64
+				       ": op %.9Lg, central difference %.9Lg\n",
+				       cfg, i, got, fd[i]);
+		}
+		if (!(mx[0] > 0 && mx[1] > 0) && !f++)
+			printf("FAIL sparse_mla_bwd finite difference (case %d): a zero gradient tests nothing\n", cfg);
+		printf("sparse_mla_bwd finite differences (%s, %s, %" PRId64 " gradients): worst %.3Lf of the bound\n",
+		       cfg & 1 ? "gather" : "mask", cfg & 2 ? "fp32 QK and P, delta from P" : "defaults", nq + nk,
+		       worst);
+		fails += f;
+		free(x);
+		free(fd);
+		for (int i = 0; i < 4; i++)
+			ops_tensor_free(&in[i]);
+		for (int i = 0; i < 2; i++)
+			ops_tensor_free(&out[i]);
+	}
+	return fails;
+}
+
 static const struct ref_entry refs[] = {
 	{"dsa_indexer", ref_dsa_indexer},
 	{"dsa_indexer_bwd", ref_dsa_indexer_bwd},
 	{"sparse_mla", ref_sparse_mla},
+	{"sparse_mla_bwd", ref_sparse_mla_bwd},
 };
 
 static int fill(const struct align_op *op, struct align_tensor *t, int i, int set)
@@ -628,7 +871,7 @@ retry: /* the first seed whose dots (= q . k: the rotation is orthonormal) all k
 
 int main(void)
 {
-	int fails = check_fp8() + check_dsa_indexer_bwd_fd();
+	int fails = check_fp8() + check_dsa_indexer_bwd_fd() + check_sparse_mla_bwd_fd();
 	for (size_t k = 0; k < sizeof refs / sizeof refs[0]; k++)
 		fails += check_op(ops_find(refs[k].op), refs[k].fn);
 	printf("test-ops-ref-dsa: %s\n", fails ? "FAILED" : "ok");

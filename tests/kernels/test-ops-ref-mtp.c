@@ -1,6 +1,8 @@
 /* test-ops-ref-mtp.c: fp64 reference checks of the mtp op (kernels/ops/mtp.h) and of its bad inputs, and of
  * the mtp_loss op (kernels/ops/mtp_loss.h: its scaled term and total against the header's bounds, every mode
- * pair, factors 0.1 and 0.3, K = 1 and 3; the scaling forms and combinations change bits on these inputs).
+ * pair, factors 0.1 and 0.3, K = 1 and 3; the scaling forms and combinations change bits on these inputs),
+ * and of its backward mtp_loss_bwd (kernels/ops/mtp_loss_bwd.h: long double within the header's bound, the
+ * signs of zeros, determinism, each switch's effect, central differences of the mtp_loss twin).
  * Every output is compared with a long double evaluation of mtp.h's contract written independently here,
  * against the bound the header states:
  *   tok      exact (the shift formulas of step 1, per sequence; MTP_SHIFT roll / roll_pos);
@@ -28,6 +30,7 @@
 
 #include "mtp.h"
 #include "mtp_loss.h"
+#include "mtp_loss_bwd.h"
 #include "ops.h"
 
 #define SEED 0x3a7b1eedull
@@ -459,6 +462,295 @@ static int check_loss(void)
 	return fails;
 }
 
+/* ---- mtp_loss_bwd -------------------------------------------------------------------------------------- */
+
+static uint32_t f32_bits(float x)
+{
+	uint32_t u;
+	memcpy(&u, &x, sizeof u);
+	return u;
+}
+
+/* run mtp_loss_bwd at dims ds under (sc, cb) with params variant var, dtotal from fill set `set` (0: the
+ * spec's SPECIAL fill, 1: EXTREME, 2: constant -0.75); in[2], out[2] allocated here */
+static int bwd_run(const char *ds, int var, int set, int sc, int cb, struct mtp_loss_bwd_params *p,
+		   struct align_tensor *in, struct align_tensor *out)
+{
+	const struct align_op *op = ops_find("mtp_loss_bwd");
+	struct align_dims d;
+	char err[64];
+	ops_dims_parse(ds, &d, err, sizeof err);
+	op->impl->params_variant(p, &d, var);
+	struct align_modes m;
+	modes_init_default(&m);
+	m.v[MODE_MTP_LOSS_SCALE] = sc;
+	m.v[MODE_MTP_LOSS_COMBINE] = cb;
+	for (int i = 0; i < 2; i++) {
+		ops_tensor_alloc(op, 0, i, &d, &m, &in[i]);
+		struct align_fill f = op->impl->in[i].fill;
+		if (i == 1 && set == 1)
+			f.kind = ALIGN_FILL_EXTREME;
+		if (i == 1 && set == 2)
+			f.kind = ALIGN_FILL_CONST, f.scale = -0.75f;
+		ops_fill_tensor(&f, op->name, &in[i], SEED + 7 + (unsigned)i, 0);
+		ops_tensor_alloc(op, 1, i, &d, &m, &out[i]);
+	}
+	return op->impl->fwd_cpu(p, &m, in, 2, out, 2);
+}
+
+static void bwd_free(struct align_tensor *in, struct align_tensor *out)
+{
+	for (int i = 0; i < 2; i++) {
+		ops_tensor_free(&in[i]);
+		ops_tensor_free(&out[i]);
+	}
+}
+
+/* mtp_loss_bwd against long double (mtp_loss_bwd.h's bound), every mode pair, the three parameter variants,
+ * K = 1 and 3, SPECIAL, EXTREME and constant dtotal: dlm is dtotal's bits; dmtp is c * factor / K (c = dtotal,
+ * or R32(main_scale) under autoscaler) within the bound, and a zero is -0 only from per_depth's product of a
+ * -0 or underflowing negative c (sum_then_scale's + 0.0f gives +0); every depth of a row has the same bits.
+ * Determinism: a second run gives the same bytes. Switch effects: sum_then_scale differs from per_depth and
+ * autoscaler from add somewhere, and add_detach equals add bit for bit (the detached term has no gradient). */
+static int check_loss_bwd(void)
+{
+	int fails = 0, runs = 0, diff_scale = 0, diff_auto = 0, diff_detach = 0, zeros_neg = 0, zeros_pos = 0;
+	ld all = 0;
+	for (int kk = 0; kk < 2; kk++)
+		for (int var = 0; var < 3; var++)
+			for (int set = 0; set < 3; set++)
+				for (int sc = 0; sc < modes_value_count(MODE_MTP_LOSS_SCALE); sc++)
+					for (int cb = 0; cb < modes_value_count(MODE_MTP_LOSS_COMBINE); cb++) {
+						const char *ds = kk ? "T=64,K=3" : "T=16,K=1";
+						struct mtp_loss_bwd_params p;
+						/* the op, a second run, the other scaling, and add under this scaling */
+						struct align_tensor in[4][2], out[4][2];
+						int rc = bwd_run(ds, var, set, sc, cb, &p, in[0], out[0]);
+						rc |= bwd_run(ds, var, set, sc, cb, &p, in[1], out[1]);
+						rc |= bwd_run(ds, var, set,
+							      sc == ALIGN_MTP_LOSS_SCALE_PER_DEPTH
+								      ? ALIGN_MTP_LOSS_SCALE_SUM_THEN_SCALE
+								      : ALIGN_MTP_LOSS_SCALE_PER_DEPTH,
+							      cb, &p, in[2], out[2]);
+						rc |= bwd_run(ds, var, set, sc, ALIGN_MTP_LOSS_COMBINE_ADD, &p, in[3],
+							      out[3]);
+						if (rc) {
+							printf("FAIL mtp_loss_bwd: run failed\n");
+							return fails + 1;
+						}
+						runs++;
+						worst = 0;
+						int64_t T = in[0][0].shape[0], K = in[0][0].shape[1];
+						const float *dt = in[0][1].data, *dlm = out[0][0].data,
+							    *dL = out[0][1].data;
+						const float *other = out[2][1].data, *add = out[3][1].data;
+						int auto_ = cb == ALIGN_MTP_LOSS_COMBINE_AUTOSCALER;
+						int sum_first = sc == ALIGN_MTP_LOSS_SCALE_SUM_THEN_SCALE;
+						ld e = sum_first ? 5 * U : 3 * U,
+						   z = sum_first ? (1 + fabsl((ld)p.factor)) * 0x1p-150L : 0x1p-150L;
+						if (memcmp(out[0][0].data, out[1][0].data, (size_t)T * 4) ||
+						    memcmp(out[0][1].data, out[1][1].data, (size_t)(T * K) * 4)) {
+							printf("FAIL mtp_loss_bwd: two runs differ (%s, scale %d, "
+							       "combine %d)\n",
+							       ds, sc, cb);
+							fails++;
+						}
+						for (int64_t t = 0; t < T; t++) {
+							if (f32_bits(dlm[t]) != f32_bits(dt[t]))
+								judge("dlm", t, INFINITY, 0, 0);
+							float c = auto_ ? (float)p.main_scale : dt[t];
+							ld ref = (ld)c * (ld)p.factor / (ld)K;
+							for (int64_t k = 0; k < K; k++) {
+								float g = dL[t * K + k];
+								judge("dmtp", t * K + k, g, ref, e * fabsl(ref) + z);
+								if (f32_bits(g) != f32_bits(dL[t * K]))
+									judge("dmtp depth", t * K + k, INFINITY, 0, 0);
+							}
+							float g = dL[t * K];
+							if (g == 0) {
+								int want_neg = !sum_first &&
+									       (signbit(c) != 0) != (p.factor < 0);
+								if ((signbit(g) != 0) != want_neg)
+									judge("dmtp zero sign", t * K, INFINITY, 0, 0);
+								zeros_neg += signbit(g) != 0;
+								zeros_pos += signbit(g) == 0;
+							}
+							diff_scale +=
+								!sum_first && f32_bits(g) != f32_bits(other[t * K]);
+							diff_auto += auto_ && f32_bits(g) != f32_bits(add[t * K]);
+							diff_detach += cb == ALIGN_MTP_LOSS_COMBINE_ADD_DETACH &&
+								       f32_bits(g) != f32_bits(add[t * K]);
+						}
+						all = worst > all ? worst : all;
+						if (worst > 1) {
+							printf("FAIL mtp_loss_bwd %s variant %d set %d scale %d "
+							       "combine %d %s "
+							       "element %" PRId64 ": error %.3Lg x bound\n",
+							       ds, var, set, sc, cb, worst_what, worst_i, worst);
+							fails++;
+						}
+						for (int r = 0; r < 4; r++)
+							bwd_free(in[r], out[r]);
+					}
+	printf("mtp_loss_bwd %4d runs: worst error %.3Lf of the stated bound; rows where sum_then_scale != "
+	       "per_depth: %d, autoscaler != add: %d, add_detach != add: %d; zeros -0 %d, +0 %d%s\n",
+	       runs, all, diff_scale, diff_auto, diff_detach, zeros_neg, zeros_pos, fails ? "  FAIL" : "");
+	if (!diff_scale || !diff_auto || diff_detach || !zeros_neg || !zeros_pos) {
+		printf("FAIL mtp_loss_bwd: a form's effect is not as the contract says on these inputs\n");
+		fails++;
+	}
+	return fails;
+}
+
+/* mtp_loss_bwd refuses bad inputs with ALIGN_ERR_INPUT: dtotal of another length, K = 0, a non-finite
+ * main_scale or factor */
+static int check_loss_bwd_refusals(void)
+{
+	const struct align_op *op = ops_find("mtp_loss_bwd");
+	struct mtp_loss_bwd_params p;
+	struct align_tensor in[2], out[2];
+	int fails = 0;
+	if (bwd_run("T=4,K=2", 0, 0, ALIGN_MTP_LOSS_SCALE_PER_DEPTH, ALIGN_MTP_LOSS_COMBINE_ADD, &p, in, out))
+		printf("FAIL mtp_loss_bwd: good inputs refused\n"), fails++;
+	struct align_modes m;
+	modes_init_default(&m);
+	in[1].shape[0] = 3;
+	if (op->impl->fwd_cpu(&p, &m, in, 2, out, 2) != ALIGN_ERR_INPUT)
+		printf("FAIL mtp_loss_bwd: dtotal [3] with T = 4 not refused\n"), fails++;
+	in[1].shape[0] = 4;
+	p.main_scale = NAN;
+	if (op->impl->fwd_cpu(&p, &m, in, 2, out, 2) != ALIGN_ERR_INPUT)
+		printf("FAIL mtp_loss_bwd: main_scale NaN not refused\n"), fails++;
+	p.main_scale = 1.0, p.factor = INFINITY;
+	if (op->impl->fwd_cpu(&p, &m, in, 2, out, 2) != ALIGN_ERR_INPUT)
+		printf("FAIL mtp_loss_bwd: factor inf not refused\n"), fails++;
+	p.factor = 0.1;
+	in[0].shape[1] = out[1].shape[1] = 0;
+	if (op->impl->fwd_cpu(&p, &m, in, 2, out, 2) != ALIGN_ERR_INPUT)
+		printf("FAIL mtp_loss_bwd: K = 0 not refused\n"), fails++;
+	in[0].shape[1] = out[1].shape[1] = 2;
+	bwd_free(in, out);
+	return fails;
+}
+
+/* the objective whose gradient mtp_loss_bwd is, from the mtp_loss twin's outputs at (lm, L): add: sum_t
+ * dt_t total_t; add_detach: sum_t dt_t (lm_t + scaled_t) (the `- loss.detach()` term carries no gradient,
+ * so total's value, lm up to roundings, is not it); autoscaler: sum_t dt_t total_t (= lm) + c scaled_t with
+ * c = R32(main_scale). Its error is the twin's: at most (K + 4) u (|lm| + |scaled|) a row, times the weight. */
+static ld fd_objective(const struct align_op *fop, const struct mtp_loss_params *fp, const struct align_modes *m,
+		       struct align_tensor *fin, struct align_tensor *fout, const float *dt, float c)
+{
+	if (fop->impl->fwd_cpu(fp, m, fin, 2, fout, 2))
+		return NAN;
+	const float *lm = fin[0].data, *sd = fout[0].data, *tot = fout[1].data;
+	ld J = 0;
+	for (int64_t t = 0; t < fin[0].shape[0]; t++)
+		switch (m->v[MODE_MTP_LOSS_COMBINE]) {
+		case ALIGN_MTP_LOSS_COMBINE_ADD_DETACH:
+			J += (ld)dt[t] * ((ld)lm[t] + sd[t]);
+			break;
+		case ALIGN_MTP_LOSS_COMBINE_AUTOSCALER:
+			J += (ld)dt[t] * tot[t] + (ld)c * sd[t];
+			break;
+		default:
+			J += (ld)dt[t] * tot[t];
+			break;
+		}
+	return J;
+}
+
+/* mtp_loss_bwd against central differences (h = 2^-1) of fd_objective through the mtp_loss twin (T = 4,
+ * K = 3, lm and L multiples of 2^-10 in [1, 8), so L +- h is exact), every mode pair and parameter variant.
+ * The objective is linear, so the exact difference quotient is the exact gradient: |op - fd| <= (the
+ * twin's error of two evaluations) / (2h) + the op's bound, (K + 4) u (|lm| + |scaled| + 1) (|dt| + |c|) / h
+ * + 5 u |op| a gradient. */
+static int check_loss_bwd_fd(void)
+{
+	enum { T = 4, K = 3 };
+	const struct align_op *op = ops_find("mtp_loss_bwd"), *fop = ops_find("mtp_loss");
+	struct align_dims d;
+	ops_dims_parse("T=4,K=3", &d, NULL, 0);
+	const float dtv[T] = {0.5f, -1.25f, 0.3f, 2.0f};
+	const ld h = 0.5L;
+	int fails = 0, n = 0;
+	ld all = 0;
+	for (int var = 0; var < 3; var++)
+		for (int sc = 0; sc < modes_value_count(MODE_MTP_LOSS_SCALE); sc++)
+			for (int cb = 0; cb < modes_value_count(MODE_MTP_LOSS_COMBINE); cb++) {
+				struct align_modes m;
+				modes_init_default(&m);
+				m.v[MODE_MTP_LOSS_SCALE] = sc;
+				m.v[MODE_MTP_LOSS_COMBINE] = cb;
+				struct mtp_loss_bwd_params p;
+				op->impl->params_variant(&p, &d, var);
+				struct mtp_loss_params fp = {p.factor};
+				float c = (float)p.main_scale;
+				struct align_tensor in[2], out[2], fin[2], fout[2];
+				for (int i = 0; i < 2; i++) {
+					ops_tensor_alloc(op, 0, i, &d, &m, &in[i]);
+					ops_tensor_alloc(op, 1, i, &d, &m, &out[i]);
+					ops_tensor_alloc(fop, 0, i, &d, &m, &fin[i]);
+					ops_tensor_alloc(fop, 1, i, &d, &m, &fout[i]);
+				}
+				float *lm = fin[0].data, *L = fin[1].data;
+				uint64_t st = 4242 + (uint64_t)var;
+				for (int i = 0; i < T + T * K; i++) {
+					st = st * 6364136223846793005ull + 1442695040888963407ull;
+					float v = 1.0f + (float)((st >> 40) % 7168) * 0x1p-10f;
+					if (i < T)
+						lm[i] = v;
+					else
+						L[i - T] = v;
+				}
+				memcpy(in[0].data, L, sizeof(float) * T * K);
+				memcpy(in[1].data, dtv, sizeof dtv);
+				if (op->impl->fwd_cpu(&p, &m, in, 2, out, 2) ||
+				    fop->impl->fwd_cpu(&fp, &m, fin, 2, fout, 2)) {
+					printf("FAIL mtp_loss_bwd finite differences: run failed\n");
+					return fails + 1;
+				}
+				ld mag[T];
+				for (int t = 0; t < T; t++)
+					mag[t] = fabsl((ld)lm[t]) + fabsl((ld)((const float *)fout[0].data)[t]) + 1;
+				for (int i = 0; i < T + T * K; i++) {
+					float *x = i < T ? &lm[i] : &L[i - T];
+					int t = i < T ? i : (i - T) / K;
+					float keep = *x;
+					*x = (float)(keep + h);
+					ld jp = fd_objective(fop, &fp, &m, fin, fout, dtv, c);
+					*x = (float)(keep - h);
+					ld jm = fd_objective(fop, &fp, &m, fin, fout, dtv, c);
+					*x = keep;
+					ld fd = (jp - jm) / (2 * h);
+					ld got = i < T ? ((const float *)out[0].data)[i]
+						       : ((const float *)out[1].data)[i - T];
+					ld tol = (K + 4) * U * mag[t] * (fabsl((ld)dtv[t]) + fabsl((ld)c)) / h +
+						 5 * U * fabsl(got);
+					ld q = fabsl(got - fd) / tol;
+					q = isnan(q) ? INFINITY : q;
+					all = q > all ? q : all;
+					n++;
+					if (q > 1) {
+						printf("FAIL mtp_loss_bwd finite difference (variant %d, scale %d, "
+						       "combine %d): "
+						       "%s %d: op %.9Lg, central difference %.9Lg\n",
+						       var, sc, cb, i < T ? "dlm" : "dmtp", i < T ? i : i - T, got, fd);
+						fails++;
+					}
+				}
+				for (int i = 0; i < 2; i++) {
+					ops_tensor_free(&in[i]);
+					ops_tensor_free(&out[i]);
+					ops_tensor_free(&fin[i]);
+					ops_tensor_free(&fout[i]);
+				}
+			}
+	printf("mtp_loss_bwd finite differences of the mtp_loss twin (%d gradients, every mode pair and variant): "
+	       "worst %.3Lf of the bound%s\n",
+	       n, all, fails ? "  FAIL" : "");
+	return fails;
+}
+
 int main(void)
 {
 	OP = ops_find("mtp");
@@ -468,6 +760,9 @@ int main(void)
 	fails += check_forms_and_sequences();
 	fails += check_refs();
 	fails += check_loss();
+	fails += check_loss_bwd();
+	fails += check_loss_bwd_fd();
+	fails += check_loss_bwd_refusals();
 	printf("test-ops-ref-mtp: %s\n", fails ? "FAILED" : "ok");
 	return fails ? 1 : 0;
 }

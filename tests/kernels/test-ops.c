@@ -104,6 +104,11 @@ static int rarely_visible(const char *op, int mode)
 	 * rounding of the fp32 accumulator (mtp.h step 4); MATMUL_OUT reaches the vendor GEMM engines (GPU only) */
 	if (!strcmp(op, "mtp") && mode == MODE_MATMUL_OUT)
 		return 1;
+	/* never visible, by the contract: mtp_loss_bwd's add_detach is add's backward bit for bit (the detached
+	 * term has no gradient; mtp_loss_bwd.h step 2); its autoscaler value does change the bits, and
+	 * test-ops-ref-mtp checks both */
+	if (!strcmp(op, "mtp_loss_bwd") && mode == MODE_MTP_LOSS_COMBINE)
+		return 1;
 	return !strcmp(op, "attn") &&
 	       (mode == MODE_MATH_IMPL || mode == MODE_RMSNORM_REDUCE || mode == MODE_RMSNORM_RSQRT ||
 		mode == MODE_ROPE_YARN_FREQ || mode == MODE_CSA_HADAMARD || mode == MODE_INDEXER_SCORE ||
