@@ -26,8 +26,8 @@ for mode in control gemmex-unmarked gemmex-marked lt-unmarked lt-marked; do
 	log=$out/initcheck-cublas-$mode.log
 	"$cs" --tool initcheck --print-limit 10 "$exe" "$mode" >"$log" 2>&1
 	rc=$?
-	# "ERROR SUMMARY: N errors" (initcheck counts every uninitialised read, also those not printed)
-	n=$(sed -n 's/.*ERROR SUMMARY: \([0-9][0-9]*\) error.*/\1/p' "$log" | tail -1)
+	# "ERROR SUMMARY: N errors" (every uninitialised read; not "N errors were not printed" after it)
+	n=$(sed -n 's/.*ERROR SUMMARY: \([0-9][0-9]*\) errors*$/\1/p' "$log" | tail -1)
 	if [ -z "$n" ]; then
 		echo "FAIL $mode: no ERROR SUMMARY line (exit $rc); the log's end:"
 		tail -5 "$log"
