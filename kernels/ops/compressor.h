@@ -46,7 +46,9 @@
  *
  * C entry points for other ops (attn; host and device, ALIGN_HD): compressor_proj (steps 1-2 of one
  * element), compressor_window (3) and compressor_pool (4-5) of one channel, compressor_norm_row (6), compressor_hadamard (8),
- * compressor_qdq_row (9 on a row), compressor_qdq_block; struct compressor_cfg from compressor_cfg_modes.
+ * compressor_qdq_row (9 on a row), compressor_qdq_block; struct compressor_cfg from compressor_cfg_modes;
+ * compressor_pool_stats / compressor_pool_weight (4's m, s, w_p) and compressor_norm_factor (6's r) for
+ * compressor_bwd, which recomputes them.
  */
 #ifndef ALIGN_COMPRESSOR_H
 #define ALIGN_COMPRESSOR_H
@@ -172,8 +174,9 @@ ALIGN_HD static inline float compressor_win_k(const struct compressor_win *w, in
 	return p < w->np ? (w->Kp ? w->Kp[p * w->stride] : 0.0f) : w->Ko[(p - w->np) * w->stride];
 }
 
-/* steps 4-5 for one channel's window -> C (binary32; bf16-valued under CSA_COMP_SUM=bf16) */
-ALIGN_HD static inline float compressor_pool(const struct compressor_cfg *c, const struct compressor_win *w)
+/* step 4's max m and sum s of one channel's window (compressor_bwd recomputes them with this code) */
+ALIGN_HD static inline void compressor_pool_stats(const struct compressor_cfg *c, const struct compressor_win *w,
+						  float *m_out, float *s_out)
 {
 	const int64_t n = w->np + w->no;
 	float m = -INFINITY;
@@ -182,9 +185,26 @@ ALIGN_HD static inline float compressor_pool(const struct compressor_cfg *c, con
 	float s = 0.0f;
 	for (int64_t p = 0; p < n; p++)
 		s = hn_add(s, COMP_EXPF(c->math, hn_sub(compressor_win_z(w, p), m)));
+	*m_out = m;
+	*s_out = s;
+}
+
+/* step 4's w_p before the CSA_COMP_POOL rounding */
+ALIGN_HD static inline float compressor_pool_weight(const struct compressor_cfg *c, const struct compressor_win *w,
+						    int64_t p, float m, float s)
+{
+	return hn_div(COMP_EXPF(c->math, hn_sub(compressor_win_z(w, p), m)), s);
+}
+
+/* steps 4-5 for one channel's window -> C (binary32; bf16-valued under CSA_COMP_SUM=bf16) */
+ALIGN_HD static inline float compressor_pool(const struct compressor_cfg *c, const struct compressor_win *w)
+{
+	const int64_t n = w->np + w->no;
+	float m, s;
+	compressor_pool_stats(c, w, &m, &s);
 	float acc = 0.0f;
 	for (int64_t p = 0; p < n; p++) {
-		float e = hn_div(COMP_EXPF(c->math, hn_sub(compressor_win_z(w, p), m)), s);
+		float e = compressor_pool_weight(c, w, p, m, s);
 		if (c->pool_bf16)
 			e = align_round_bf16(e);
 		float pr = hn_mul(e, compressor_win_k(w, p));
@@ -219,6 +239,13 @@ ALIGN_HD static inline float compressor_rsqrt(const struct rmsnorm_factor_cfg *f
 	return rmsnorm_rsqrt(f->rsqrt, x);
 }
 
+/* step 6's factor r of the norm input x[0..F) (compressor_bwd recomputes it with this code) */
+ALIGN_HD static inline float compressor_norm_factor(const struct compressor_cfg *c, const float *x, int64_t F)
+{
+	float ss = align_reduce_hn(c->f.order, x, F, 1, 0, 1); /* host NaN bits on the device too */
+	return compressor_rsqrt(&c->f, hn_add(hn_div(ss, (float)F), c->f.eps));
+}
+
 /* step 6: C[0..F) (binary32, overwritten with the norm input x) -> y[0..F) bf16 */
 ALIGN_HD static inline void compressor_norm_row(const struct compressor_cfg *c, float *C, const float *w, int64_t F,
 						align_bf16 *y)
@@ -226,8 +253,7 @@ ALIGN_HD static inline void compressor_norm_row(const struct compressor_cfg *c, 
 	if (!c->norm_fp32)
 		for (int64_t i = 0; i < F; i++)
 			C[i] = align_round_bf16(C[i]);
-	float ss = align_reduce_hn(c->f.order, C, F, 1, 0, 1); /* host NaN bits on the device too */
-	float r = compressor_rsqrt(&c->f, hn_add(hn_div(ss, (float)F), c->f.eps));
+	float r = compressor_norm_factor(c, C, F);
 	for (int64_t i = 0; i < F; i++) {
 		float wv = c->wbf16 ? align_round_bf16(w[i]) : w[i];
 		y[i] = align_f32_to_bf16(hn_mul(wv, hn_mul(C[i], r)));

@@ -70,9 +70,9 @@ static inline int mtp_linear(const struct mtp_cfg *c, const struct align_modes *
 	return mtp_kern_run(be, MTP_K_ROUND, y, NULL, out, rows, F, 1, 1, mmb);
 }
 
-/* the pre-layer: in/out as mtp.h lists them (checked by mtp_cfg_init) */
-static inline int mtp_pipe(const struct mtp_cfg *c, const struct align_modes *m, const struct align_tensor *in,
-			   struct align_tensor *out, const struct mtp_be *be)
+/* steps 1-3 (tok, e, en, hn into out[0..3]): the forward's intermediates, which mtp_bwd recomputes with it */
+static inline int mtp_pipe_front(const struct mtp_cfg *c, const struct align_modes *m, const struct align_tensor *in,
+				 struct align_tensor *out, const struct mtp_be *be)
 {
 	const int64_t T = c->T, N = c->N, D = c->D;
 	/* 1. the shift */
@@ -92,7 +92,15 @@ static inline int mtp_pipe(const struct mtp_cfg *c, const struct align_modes *m,
 	MTP_TRY(be->op(be->ctx, ALIGN_OP_rmsnorm, &rp, m, ri, 2, &out[2], 1));
 	ri[0] = mtp_view(in[3].data, ALIGN_DT_BF16, 2, T * N, D, 0, "x");
 	ri[1] = mtp_view(wn + D, ALIGN_DT_F32, 1, D, 0, 0, "w");
-	MTP_TRY(be->op(be->ctx, ALIGN_OP_rmsnorm, &rp, m, ri, 2, &out[3], 1));
+	return be->op(be->ctx, ALIGN_OP_rmsnorm, &rp, m, ri, 2, &out[3], 1);
+}
+
+/* the pre-layer: in/out as mtp.h lists them (checked by mtp_cfg_init) */
+static inline int mtp_pipe(const struct mtp_cfg *c, const struct align_modes *m, const struct align_tensor *in,
+			   struct align_tensor *out, const struct mtp_be *be)
+{
+	const int64_t T = c->T, N = c->N, D = c->D;
+	MTP_TRY(mtp_pipe_front(c, m, in, out, be));
 	/* 4. e_proj, h_proj */
 	const float *we = (const float *)in[5].data, *wh = we + D * D;
 	MTP_ALLOC(ef, float, T *D);

@@ -50,6 +50,7 @@ dims = {
 dims["mtp"] = "T=4,S=2,V=16,N=2,D=32"  # 20,736 assignments (12 switches), replayed whole: ~7 s an explanation
 dims["mtp_loss"] = "T=8,K=3"
 dims["mtp_loss_bwd"] = "T=8,K=3"
+dims["compressor_bwd"] = "T=2,K=2,N=2,D=16,F=64"  # F >= rope_dim (64)
 # attn composes rmsnorm, qnorm, rope, compressor, indexer and sparse_attn: 29 switches, a space no search
 # covers; its planted draws are explained op by op (each sub-op is planted above), not as a layer
 composed = {"attn"}
@@ -70,6 +71,18 @@ solo = {"compressor"}
 # assignments since ROPE_YARN_FREQ and ROPE_ARITH grew to 3 and 4 values, over explain's exhaustive
 # limit (200,000); fixing ROPE_ARITH (explained exhaustively on the rope op) leaves 73,728
 op_fix = {"compressor": ["ALIGN_ROPE_ARITH"]}
+# compressor_bwd: 15 switches (the forward's less CSA_QAT, not read, plus RMSNORM_BWD_FORM), 442,368
+# assignments; each replay is a forward and a backward: the RoPE frequency and arith forms and the norm's
+# dx form are fixed (explained exhaustively on rope_bwd and rmsnorm_bwd), leaving 12,288, two draws, whole
+# replays only (as the compressor)
+op_fix["compressor_bwd"] = ["ALIGN_ROPE_ARITH", "ALIGN_ROPE_YARN_FREQ", "ALIGN_RMSNORM_BWD_FORM"]
+op_draws["compressor_bwd"] = 1 if slow else 2
+single.add("compressor_bwd")
+# mtp_bwd composes mtp's steps 1-3, matmul_bwd, rmsnorm_bwd and embedding_bwd: 17 switches, one more than
+# explain takes (EX_MAX_SW); its own step (the stream sum) has none, MTP_COMBINE is planted on mtp: explained
+# op by op, as attn
+composed.add("mtp_bwd")
+dims["mtp_bwd"] = "T=4,S=2,V=16,N=2,D=16"
 ops, switches, refused, cur = [], {}, {}, None
 for line in open("list.txt"):  # a block's lines (mhc, model: their own switches line) belong to no op
     if line[0].isalpha():
