@@ -218,7 +218,8 @@ static int bwd_ref_check(const char *dims, int set, int variant, const char *con
 			for (int64_t q = 0; q < D; q++) {
 				ld xv = ops_ld(&b.in[0], t * D + q);
 				k += xv * ops_ld(&b.in[1], j * D + q), z += xv * ops_ld(&b.in[2], j * D + q);
-				ka += fabsl(xv * ops_ld(&b.in[1], j * D + q)), za += fabsl(xv * ops_ld(&b.in[2], j * D + q));
+				ka += fabsl(xv * ops_ld(&b.in[1], j * D + q)),
+					za += fabsl(xv * ops_ld(&b.in[2], j * D + q));
 			}
 			ld a = ape[(t % K) * NF + j];
 			Kr[t * NF + j] = k, Zr[t * NF + j] = z + a, Ka[t * NF + j] = ka, Za[t * NF + j] = za + fabsl(a);
@@ -230,11 +231,14 @@ static int bwd_ref_check(const char *dims, int set, int variant, const char *con
 			n = 0;
 			for (int64_t h = N == 2 ? -1 : 0; h <= 0; h++)
 				for (int64_t q = 0; q < K; q++, n++)
-					idx[0][n] = g + h < 0 ? -1 : ((g + h) * K + q) * NF + (N == 2 && h == 0 ? F : 0) + ch;
+					idx[0][n] = g + h < 0
+							    ? -1
+							    : ((g + h) * K + q) * NF + (N == 2 && h == 0 ? F : 0) + ch;
 			ld mx = -INFINITY, s = 0, cc = 0, ca = 0, zm = 0;
 			for (int64_t q = 0; q < n; q++)
 				if (idx[0][q] >= 0)
-					mx = Zr[idx[0][q]] > mx ? Zr[idx[0][q]] : mx, zm = Za[idx[0][q]] > zm ? Za[idx[0][q]] : zm;
+					mx = Zr[idx[0][q]] > mx ? Zr[idx[0][q]] : mx,
+					zm = Za[idx[0][q]] > zm ? Za[idx[0][q]] : zm;
 			for (int64_t q = 0; q < n; q++)
 				s += idx[0][q] >= 0 ? expl(Zr[idx[0][q]] - mx) : 0;
 			for (int64_t q = 0; q < n; q++)
@@ -248,7 +252,8 @@ static int bwd_ref_check(const char *dims, int set, int variant, const char *con
 		for (int64_t ch = 0; ch < F; ch++)
 			ss += C[ch] * C[ch];
 		ld r = 1.0L / sqrtl(ss / F + eps), S = 0, Sa = 0;
-		compressor_bwd_grad_row(&c, (const align_bf16 *)b.in[5].data + g * F, (int32_t)(c.o.pos0 + g * K), gy, tmp);
+		compressor_bwd_grad_row(&c, (const align_bf16 *)b.in[5].data + g * F, (int32_t)(c.o.pos0 + g * K), gy,
+					tmp);
 		for (int64_t j = 0; j < F; j++) {
 			ld wv = c.o.c.wbf16 ? align_round_bf16(w[j]) : w[j], gv = align_bf16_to_f32(gy[j]);
 			S += gv * wv * C[j], Sa += fabsl(gv * wv) * Ca[j];
@@ -263,7 +268,9 @@ static int bwd_ref_check(const char *dims, int set, int variant, const char *con
 			n = 0;
 			for (int64_t h = N == 2 ? -1 : 0; h <= 0; h++)
 				for (int64_t q = 0; q < K; q++, n++)
-					idx[0][n] = g + h < 0 ? -1 : ((g + h) * K + q) * NF + (N == 2 && h == 0 ? F : 0) + ch;
+					idx[0][n] = g + h < 0
+							    ? -1
+							    : ((g + h) * K + q) * NF + (N == 2 && h == 0 ? F : 0) + ch;
 			ld mx = -INFINITY, s = 0, delta = 0, deltaa = 0;
 			for (int64_t q = 0; q < n; q++)
 				if (idx[0][q] >= 0)
@@ -279,7 +286,8 @@ static int bwd_ref_check(const char *dims, int set, int variant, const char *con
 				if (idx[0][q] >= 0) {
 					int64_t e = idx[0][q];
 					ld wp = expl(Zr[e] - mx) / s, f = 1 + Zm[ch];
-					dz[e] = wp * (dC[ch] * Kr[e] - delta), dza[e] = wp * f * (dCa[ch] * Ka[e] + deltaa);
+					dz[e] = wp * (dC[ch] * Kr[e] - delta),
+					dza[e] = wp * f * (dCa[ch] * Ka[e] + deltaa);
 					dk[e] = dC[ch] * wp, dka[e] = dCa[ch] * wp * f;
 				}
 		}
@@ -288,7 +296,8 @@ static int bwd_ref_check(const char *dims, int set, int variant, const char *con
 		for (int64_t j = 0; j < NF; j++) {
 			int64_t e = t * NF + j;
 			for (int64_t q = 0; q < D; q++) {
-				ld xv = ops_ld(&b.in[0], t * D + q), a = ops_ld(&b.in[1], j * D + q), z = ops_ld(&b.in[2], j * D + q);
+				ld xv = ops_ld(&b.in[0], t * D + q), a = ops_ld(&b.in[1], j * D + q),
+				   z = ops_ld(&b.in[2], j * D + q);
 				ref[0][t * D + q] += dk[e] * a + dz[e] * z;
 				abs_[0][t * D + q] += dka[e] * fabsl(a) + dza[e] * fabsl(z);
 				ref[1][j * D + q] += dk[e] * xv, abs_[1][j * D + q] += dka[e] * fabsl(xv);
@@ -308,8 +317,8 @@ static int bwd_ref_check(const char *dims, int set, int variant, const char *con
 			ld x = tol > 0 ? fabsl(got - ref[i][e]) / tol : (got == ref[i][e] ? 0 : INFINITY);
 			worst = x > worst || isnan((double)x) ? x : worst;
 		}
-	printf("compressor_bwd %-24s set %d variant %d %-28s worst %.4Lf of the bound (%lld skipped)%s\n", dims,
-	       set, variant, nkv ? kv[1] : "(fp32)", worst, (long long)skipped, worst > 1 ? "  FAIL" : "");
+	printf("compressor_bwd %-24s set %d variant %d %-28s worst %.4Lf of the bound (%lld skipped)%s\n", dims, set,
+	       variant, nkv ? kv[1] : "(fp32)", worst, (long long)skipped, worst > 1 ? "  FAIL" : "");
 	free(Kr), free(Zr), free(Ka), free(Za), free(dk), free(dz), free(dka), free(dza);
 	for (int i = 0; i < 5; i++)
 		free(ref[i]), free(abs_[i]);
