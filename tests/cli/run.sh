@@ -7,7 +7,7 @@ run_align 0 run --list
 for op in $(grep -v 'block of' out.txt | grep -o '^[a-z_0-9]*:' | tr -d :); do
 	shape=T=4
 	case $op in allreduce | reduce_scatter | all_gather) shape=N=3,D=40 ;; esac # collectives: ranks x elements
-	case $op in xent | mtp) shape=T=4,S=2 ;; esac # whole sequences of S tokens
+	case $op in xent | mtp | mtp_bwd) shape=T=4,S=2 ;; esac # whole sequences of S tokens
 	case $op in matmul_bwd | lm_head_bwd) shape=T=4,S=2 ;; esac # sequence-first wgrad: whole sequences of S tokens
 	run_align 0 run "$op" --profile megatron --shape "$shape" --trace "$op.atf" --outputs "$op.st" || continue
 	run_align 0 ingest --db all.db "$op.atf"
