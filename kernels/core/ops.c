@@ -70,7 +70,6 @@ static const struct {
 	{"compressor", MODE_RMSNORM_REDUCE, ALIGN_RMSNORM_REDUCE_TORCH},
 	{"compressor_bwd", MODE_RMSNORM_REDUCE, ALIGN_RMSNORM_REDUCE_TORCH},
 	{"attn", MODE_RMSNORM_REDUCE, ALIGN_RMSNORM_REDUCE_TORCH},
-	{"attn_bwd", MODE_RMSNORM_REDUCE, ALIGN_RMSNORM_REDUCE_TORCH},
 };
 
 int ops_op_refuses(const struct align_op *op, int mode_id, int value)

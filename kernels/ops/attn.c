@@ -123,7 +123,7 @@ static int cpu_op(void *ctx, int op_id, const void *params, const struct align_m
 	return ops_at(op_id)->impl->fwd_cpu(params, m, in, n_in, out, n_out);
 }
 
-int attn_cpu_kern(void *ctx, int kind, const struct attn_kargs *a)
+static int cpu_kern(void *ctx, int kind, const struct attn_kargs *a)
 {
 	(void)ctx;
 	const struct attn_cfg *c = &a->c;
@@ -177,7 +177,7 @@ int attn_fwd_cpu(const struct attn_params *p, const struct align_modes *m, const
 	ALIGN_TRY(NULL, op_cfg_data(NULL, "attn", in, n_in, out, n_out));
 	struct cpu_be b;
 	b.n = 0;
-	struct attn_be be = {&b, cpu_alloc, cpu_op, attn_cpu_kern};
+	struct attn_be be = {&b, cpu_alloc, cpu_op, cpu_kern};
 	int rc = attn_pipe(&c, p, m, in, out, &be);
 	for (int i = 0; i < b.n; i++)
 		free(b.blk[i]);

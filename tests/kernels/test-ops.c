@@ -73,13 +73,6 @@ static int same_out(const struct align_op *op, const struct run *a, const struct
 }
 
 /* (op, switch) pairs whose effect is real but too rare to show on the test inputs */
-/* an output of shape [T, ...] that is not a row output by its contract: the gradient of a causal layer's input,
- * whose row t sums the contributions of the later queries that read token t (attn_bwd.h) */
-static int causal_grad(const char *op, const char *out)
-{
-	return !strcmp(op, "attn_bwd") && !strcmp(out, "dx");
-}
-
 static int rarely_visible(const char *op, int mode)
 {
 	/* glibc expf is not correctly rounded on ~5e-5 of inputs (test-math); after a bf16 store
@@ -124,13 +117,7 @@ static int rarely_visible(const char *op, int mode)
 	 * test-ops-ref-mtp checks both */
 	if (!strcmp(op, "mtp_loss_bwd") && mode == MODE_MTP_LOSS_COMBINE)
 		return 1;
-	/* attn_bwd: attn's own (its recomputed forward at the same dims), plus two of matmul_bwd's that its
-	 * contract makes near invisible (attn_bwd.h): the layer is one sequence (S = T), so WGRAD_ORDER=sb visits
-	 * the bs order; main_grad is +0, so WGRAD_ACCUM=main_grad is fresh but for a -0 wgrad (add rounds to bf16:
-	 * visible). Each is shown by matmul_bwd itself. */
-	if (!strcmp(op, "attn_bwd") && (mode == MODE_WGRAD_ORDER || mode == MODE_WGRAD_ACCUM))
-		return 1;
-	return (!strcmp(op, "attn") || !strcmp(op, "attn_bwd")) &&
+	return !strcmp(op, "attn") &&
 	       (mode == MODE_MATH_IMPL || mode == MODE_RMSNORM_REDUCE || mode == MODE_RMSNORM_RSQRT ||
 		mode == MODE_ROPE_YARN_FREQ || mode == MODE_CSA_HADAMARD || mode == MODE_INDEXER_SCORE ||
 		mode == MODE_INDEXER_WEIGHT_SCALE || mode == MODE_INDEXER_TOPK_ORDER || mode == MODE_CSA_SUM_ORDER ||
@@ -217,7 +204,7 @@ static void check_op(const struct align_op *op)
 			struct run half;
 			if (run_op(op, params, &dh, &def, set, &half) == 0) {
 				for (int i = 0; i < im->n_out; i++)
-					if (im->out[i].shape[0] == 'T' && !causal_grad(op->name, im->out[i].name) &&
+					if (im->out[i].shape[0] == 'T' &&
 					    (im->out[i].shape[1] == ',' || im->out[i].shape[1] == 0) &&
 					    memcmp(half.out[i].data, base.out[i].data, bytes(&half.out[i])) != 0) {
 						printf("FAIL %s variant %d set %d: output %s not batch invariant\n",
