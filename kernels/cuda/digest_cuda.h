@@ -43,6 +43,11 @@ int align_digest_cuda_ws(const void *device_ptr, size_t bytes, void *device_work
  * host-order uint64_t in device memory. Asynchronous on `stream` (nothing is waited for). */
 int align_digest_leaves_cuda(const void *device_ptr, size_t bytes, uint64_t *device_leaves, cudaStream_t stream);
 
+/* Inputs of fewer leaves than `leaves` take the split leaf kernel (64 threads a leaf; default: every
+ * input), the others one group of 4 threads a leaf; the bits are the same. Returns the previous value.
+ * For tests and benchmarks (not thread-safe: set it before launching). */
+uint64_t align_digest_cuda_set_split_below(uint64_t leaves);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,7 +6,8 @@
  * row; median, min and max reported. align_digest_cuda and _ws wait for their result, so their times
  * include both kernels, the 8-byte copy and the host round trip, and for align_digest_cuda the
  * workspace allocation (cudaMallocAsync / cudaFreeAsync); "leaves kernel" is
- * align_digest_leaves_cuda alone; two more rows hash N - 16 bytes at +8 and +1 bytes (the 8-byte and
+ * align_digest_leaves_cuda alone (the kernel its size selects), then forced to each of its two kernels (the split
+ * one, 64 threads a leaf, and one group of 4 threads a leaf); two more rows hash N - 16 bytes at +8 and +1 bytes (the 8-byte and
  * unaligned load paths).
  * Derived figures (GB = 1e9 bytes):
  *   hash GB/s        = N / t_median                  (the hash reads N bytes)
@@ -38,7 +39,17 @@ extern "C" {
 #define WARMUP 3
 #define REPS 20
 
-enum bench_op { OP_DIGEST, OP_DIGEST_WS, OP_LEAVES, OP_WS_OFF8, OP_WS_OFF1, OP_COPY, OP_COUNT };
+enum bench_op {
+	OP_DIGEST,
+	OP_DIGEST_WS,
+	OP_LEAVES,
+	OP_LEAVES_SPLIT,
+	OP_LEAVES_GROUP,
+	OP_WS_OFF8,
+	OP_WS_OFF1,
+	OP_COPY,
+	OP_COUNT
+};
 
 struct bench {
 	size_t bytes;	     /* N */
@@ -57,6 +68,8 @@ struct bench {
 static const char *op_name[OP_COUNT] = {"align_digest_cuda",
 					"align_digest_cuda_ws",
 					"leaves kernel only",
+					"leaves, split kernel (64 threads a leaf)",
+					"leaves, one group (4 threads) a leaf",
 					"align_digest_cuda_ws, input at +8 B, N - 16 B (8-byte loads)",
 					"align_digest_cuda_ws, input at +1 B, N - 16 B (unaligned loads)",
 					"cudaMemcpy device-to-device"};
@@ -86,6 +99,13 @@ static int bench_call(struct bench *b, int op)
 		break;
 	case OP_LEAVES:
 		return align_digest_leaves_cuda(b->src, b->bytes, b->leaves, b->stream) ? 2 : 0;
+	case OP_LEAVES_SPLIT:
+	case OP_LEAVES_GROUP: {
+		uint64_t keep = align_digest_cuda_set_split_below(op == OP_LEAVES_SPLIT ? UINT64_MAX : 0);
+		int rc = align_digest_leaves_cuda(b->src, b->bytes, b->leaves, b->stream) ? 2 : 0;
+		align_digest_cuda_set_split_below(keep);
+		return rc;
+	}
 	default:
 		CK(cudaMemcpyAsync(b->dst, b->src, b->bytes, cudaMemcpyDeviceToDevice, b->stream));
 		return 0;

@@ -176,10 +176,11 @@ batch.close()
 print("%d deferred digests (3 batches + dropped tensors) == CPU digest" % nd)
 
 
-def trace(defer, dt, tag):
+def trace(defer, dt, tag, **kw):
     torch.manual_seed(3)
     m = torch.nn.Sequential(torch.nn.Linear(300, 257), T(), torch.nn.GELU()).cuda().to(dt)
-    p = Probe(os.path.join(tmp, "def"), run="%s-%s" % (tag, str(dt)[6:]), payload=["0.*"], native=libdir, defer=defer)
+    p = Probe(os.path.join(tmp, "def"), run="%s-%s" % (tag, str(dt)[6:]), payload=["0.*"], native=libdir, defer=defer,
+              **kw)
     p.watch(m)
     gg = torch.Generator(device="cuda").manual_seed(11)
     for step in (1, 2):
@@ -205,17 +206,26 @@ for dt in (torch.float32, torch.bfloat16):
         print("FAIL: the deferred trace (%s) does not ingest: %s" % (dt, msg))
         fails += 1
     print("%s: deferred trace == per-tensor trace, %d records, ingested" % (dt, len(rd)))
+    # the opt-in modes (no module here writes in place): the same records
+    for kw in ({"side_stream": True}, {"dedup": True}, {"side_stream": True, "dedup": True}):
+        _, rk = trace(True, dt, "opt", **kw)
+        if rk != ri:
+            diff = [(a_.get("name"), a_.get("digest"), b_.get("digest")) for a_, b_ in zip(rk, ri) if a_ != b_]
+            print("FAIL: %s trace differs from the per-tensor trace (%s): %d vs %d records, first %s"
+                  % (kw, dt, len(rk), len(ri), diff[:3]))
+            fails += 1
+    print("%s: side_stream, dedup and both: traces == per-tensor trace" % dt)
 
 
 # --- no observer effect on the GPU ------------------------------------------------------------------
-def train(probe_on):
+def train(probe_on, **kw):
     torch.manual_seed(5)
     m = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 512),
                             T()).cuda()
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
     p = None
     if probe_on:
-        p = Probe(os.path.join(tmp, "obs"), run="obs", native=libdir)
+        p = Probe(os.path.join(tmp, "obs"), run="obs", native=libdir, **kw)
         p.watch(m)
     gg = torch.Generator(device="cuda").manual_seed(13)
     seen = []
@@ -236,14 +246,18 @@ def train(probe_on):
 
 
 import contextlib  # noqa: E402
-a0, a1, b = train(False), train(False), train(True)
+a0, a1 = train(False), train(False)
 if any(not torch.equal(x, y) for x, y in zip(a0, a1)):
     print("SKIP (observer check): two runs without the probe differ on this GPU (not deterministic)")
 else:
-    nd = sum(not torch.equal(x, y) for x, y in zip(a0, b))
-    if nd:
-        print("FAIL: the deferred probe changes %d of %d tensors (outputs, input gradients, weights)" % (nd, len(b)))
-        fails += 1
-    print("no observer effect on the GPU: %d tensors over 3 steps equal bitwise with and without the probe" % len(b))
+    for kw in ({}, {"side_stream": True, "dedup": True}):
+        b = train(True, **kw)
+        nd = sum(not torch.equal(x, y) for x, y in zip(a0, b))
+        if nd:
+            print("FAIL: the deferred probe %s changes %d of %d tensors (outputs, input gradients, weights)"
+                  % (kw, nd, len(b)))
+            fails += 1
+        print("no observer effect on the GPU (%s): %d tensors over 3 steps equal bitwise with and without the "
+              "probe" % (kw or "defaults", len(b)))
 print("%d failures" % fails)
 sys.exit(1 if fails else 0)

@@ -211,12 +211,24 @@ static int run(struct gpu_check *c)
 	}
 	CK(cudaMalloc((void **)&c->dev, CAP));
 	CK(cudaMemcpy(c->dev, c->host, CAP, cudaMemcpyHostToDevice));
-	int rc = check_sizes(c);
-	size_t leaf_cases[][2] = {{0, 200 * LEAF + 77}, {3, 5 * LEAF + 100}, {8, 7 * LEAF}, {1, 150}};
-	for (size_t i = 0; i < 4 && !rc; i++)
-		rc = check_leaves(c, leaf_cases[i][0], leaf_cases[i][1]);
-	if (!rc)
-		rc = check_exact(c);
+	/* both leaf kernels on every input: the split one (64 threads a leaf) and one group a leaf */
+	static const uint64_t split[] = {UINT64_MAX, 0};
+	static const char *const split_name[] = {"split leaf kernel", "one group a leaf"};
+	int rc = 0;
+	uint64_t keep = align_digest_cuda_set_split_below(split[0]);
+	for (int pass = 0; pass < 2 && !rc; pass++) {
+		align_digest_cuda_set_split_below(split[pass]);
+		int f0 = c->fails;
+		long n0 = c->cases;
+		rc = check_sizes(c);
+		size_t leaf_cases[][2] = {{0, 200 * LEAF + 77}, {3, 5 * LEAF + 100}, {8, 7 * LEAF}, {1, 150}};
+		for (size_t i = 0; i < 4 && !rc; i++)
+			rc = check_leaves(c, leaf_cases[i][0], leaf_cases[i][1]);
+		if (!rc)
+			rc = check_exact(c);
+		printf("%s: %ld cases, %d failures\n", split_name[pass], c->cases - n0, c->fails - f0);
+	}
+	align_digest_cuda_set_split_below(keep);
 	if (!rc)
 		rc = check_errors(c);
 	cudaFree(c->dev);

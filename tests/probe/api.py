@@ -36,6 +36,29 @@ for bad in (-1, 1.5):
     except ValueError:
         pass
 path = p.close()
+# the writer's shortcut for plain tensor records (atf.Writer._fast) writes the text json.dumps writes
+from align_probe import atf  # noqa: E402
+wpath = os.path.join(tmp, "w.atf")
+w = atf.Writer(wpath, {"align_trace": 1, "run": "w"})
+want = []
+for i in range(40):
+    name = ["a.b", 'q"uote\\s', "\u00e9t\u00e9.\u4e2d", "ctl\x01\n"][i % 4]
+    rec = {"step": i // 8, "micro": i % 3, "name": name, "phase": "fwd"}
+    if i % 2:
+        rec["call"], rec["io"] = name + "#%d" % (i % 5), "out"
+    rec.update(atf.tensor_fields("fp32", [i % 7, 2048] if i % 5 else [], "%016x" % (i * 0x9e3779b97f4a7c15 % (1 << 64))))
+    if i % 9 == 8:
+        rec["digest"] = "NOT-HEX"  # not the shortcut's: the encoder's path
+    if i % 11 == 10:
+        rec["payload"] = "AAAA"
+    want.append(json.dumps(dict([("step", rec["step"]), ("seq", i)] + [(k, v) for k, v in rec.items() if k != "step"]),
+                           separators=(", ", ": ")))
+    w.write(rec)
+w.close()
+got = open(wpath).read().splitlines()[1:]
+if got != want:
+    bad = next(i for i, (g, x) in enumerate(zip(got, want + [None] * len(got))) if g != x)
+    fails.append("the writer's line %d differs from json.dumps: %r vs %r" % (bad, got[bad], want[bad]))
 recs = [json.loads(line) for line in open(path)]
 h = recs[0]
 if (h["rank"], h["world_size"], os.path.basename(path)) != (3, 4, "api-rank3.atf"):

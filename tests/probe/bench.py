@@ -7,7 +7,9 @@ On the GPU (--device cuda: torch; Paddle where it has CUDA) the model, inputs an
 device, the step is timed between two torch.cuda.synchronize() calls, and the probe modes are
 probe-digests (deferred GPU digests: one wait per step), probe-digests-eager (defer=False: one wait per
 tensor) and probe-payloads (3 steps after 1 warm-up: every tensor is copied and written); the sizes
-make the step GPU-bound. The probe-digests row also prints its digested records and bytes a step;
+make the step GPU-bound. By --modes only: probe-digests-dedup (Probe(dedup=True): a tensor recorded twice
+in a step digested once; also on the CPU), probe-digests-side (side_stream=True: the digest kernels on the
+probe's own stream) and probe-digests-side-dedup (both). The probe-digests row also prints its digested records and bytes a step;
 ALIGN_BENCH_PROFILE=DIR runs its timed steps under cProfile and writes (and prints) the top functions by
 own time to DIR/probe-digests-profile.txt.
 
@@ -63,8 +65,15 @@ def run(fw, w, steps, warmup, mode, tmp, device="cpu", dtype="fp32"):
     if mode.startswith("probe"):
         from align_probe import Probe
         probe = Probe(os.path.join(tmp, mode), run=mode, payload=["*"] if mode == "probe-payloads" else [],
-                      defer=mode != "probe-digests-eager")
+                      defer=mode != "probe-digests-eager", side_stream="-side" in mode, dedup="-dedup" in mode)
         probe.watch(m)
+        split = os.environ.get("ALIGN_BENCH_DIGEST_SPLIT_BELOW")
+        if split is not None and device == "cuda":  # which leaf kernel the GPU digests take (digest_cuda.h)
+            import ctypes
+            lib = ctypes.CDLL(os.path.join(os.environ["ALIGNPROBE_LIB_DIR"], "libalign_probe_cuda.so"))
+            lib.align_digest_cuda_set_split_below.argtypes = [ctypes.c_uint64]
+            lib.align_digest_cuda_set_split_below.restype = ctypes.c_uint64
+            lib.align_digest_cuda_set_split_below(int(split))
     elif mode.startswith("msprobe"):
         from msprobe.pytorch import PrecisionDebugger
         cfg = os.path.join(tmp, mode + ".json")
@@ -72,7 +81,7 @@ def run(fw, w, steps, warmup, mode, tmp, device="cpu", dtype="fp32"):
                    "level": mode.split("-")[1], "statistics": {"scope": [], "list": [], "data_mode": ["all"],
                                                               "summary_mode": "md5"}}, open(cfg, "w"))
         dbg = PrecisionDebugger(config_path=cfg)
-    times = []
+    times, cpu = [], []
     prof = None
     if probe and os.environ.get("ALIGN_BENCH_PROFILE") and mode == "probe-digests":
         import cProfile
@@ -80,7 +89,7 @@ def run(fw, w, steps, warmup, mode, tmp, device="cpu", dtype="fp32"):
     for s in range(1, warmup + steps + 1):
         x = to_input(w["input.%d" % (1 + (s - 1) % 3)])
         sync()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         if prof and s > warmup:
             prof.enable()
         if probe:
@@ -95,18 +104,58 @@ def run(fw, w, steps, warmup, mode, tmp, device="cpu", dtype="fp32"):
             dbg.step()
         else:
             step(x, keep=False)
+        c1 = time.process_time()  # before the wait: a CUDA synchronize spins, and would count as CPU time
         sync()
         if prof and s > warmup:
             prof.disable()
         if s > warmup:
             times.append(time.perf_counter() - t0)
+            cpu.append(c1 - c0)
+    weights = [B.raw(p) for _, p in m.named_parameters()]  # before any profiled steps (same step count)
+    cuda_prof = os.environ.get("ALIGN_BENCH_CUDA_PROFILE")
+    if cuda_prof and fw == "torch" and device == "cuda" and mode in ("plain", "probe-digests"):
+        profile_cuda(cuda_prof, mode, lambda s: one_step(s, probe, step, to_input, w, m), sync, warmup + steps)
     if probe:
         path = probe.close()
         if path and mode == "probe-digests":
             count_records(path, warmup + steps)
     if prof:
         dump_profile(prof, os.environ["ALIGN_BENCH_PROFILE"], steps)
-    return times, [B.raw(p) for _, p in m.named_parameters()]
+    if probe is not None and probe.dedup:
+        print("  (%s: %.1f records a step digested once for two)" % (mode, probe.dedup_hits / (warmup + steps)))
+    return times, weights, cpu
+
+
+def one_step(s, probe, step, to_input, w, m):
+    """Step s as the timed loop runs it (plain or probe-digests), for profile_cuda."""
+    x = to_input(w["input.%d" % (1 + (s - 1) % 3)])
+    if probe:
+        with probe.step(s):
+            _, loss, _ = step(x, keep=False)
+            probe.record("loss", loss)
+        probe.params(m)
+    else:
+        step(x, keep=False)
+
+
+def profile_cuda(where, mode, run_step, sync, done, n=5):
+    """ALIGN_BENCH_CUDA_PROFILE=DIR: n more steps under torch.profiler (after the timed ones, which it does
+    not disturb); the kernels by total CUDA time to DIR/MODE-cuda-profile.txt (printed), a Chrome trace of
+    the steps to DIR/MODE-trace.json."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    sync()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for s in range(done + 1, done + n + 1):
+            run_step(s)
+        sync()
+    os.makedirs(where, exist_ok=True)
+    table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=40)
+    text = "torch.profiler, %s, %d steps (totals over all of them)\n%s" % (mode, n, table)
+    with open(os.path.join(where, mode + "-cuda-profile.txt"), "w") as f:
+        f.write(text)
+    prof.export_chrome_trace(os.path.join(where, mode + "-trace.json"))
+    print(text)
 
 
 def count_records(path, steps):
@@ -150,6 +199,8 @@ def main():
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--tokens", type=int, default=None, help="T (default 256 on the CPU, 4096 on the GPU)")
     ap.add_argument("--dim", type=int, default=None, help="D = F (default 512 on the CPU, 2048 on the GPU)")
+    ap.add_argument("--modes", default=None,
+                    help="comma-separated modes to run, in order (default: all that apply; the first should be plain)")
     a = ap.parse_args()
     gpu = a.device == "cuda"
     B.T = a.tokens or (4096 if gpu else 256)
@@ -179,13 +230,23 @@ def main():
             modes += ["msprobe-L0", "msprobe-L1", "plain"]  # last: msprobe patches torch for the process
         except ImportError:
             print("msprobe: not installed (mindstudio-probe); its rows are left out")
+    if a.modes:
+        known = set(modes) | {"probe-digests-eager", "probe-digests-dedup"}
+        if gpu:
+            known |= {"probe-digests-side", "probe-digests-side-dedup"}
+        modes = a.modes.split(",")
+        if not any(m.startswith("msprobe") for m in known):  # not installed: said above
+            modes = [m for m in modes if not m.startswith("msprobe")]
+        bad = [m for m in modes if m not in known]
+        if bad:
+            ap.error("unknown mode(s) %s (known: %s)" % (", ".join(bad), ", ".join(sorted(known))))
     fwv = __import__(a.framework).__version__
     commit = subprocess.run(["git", "-C", here, "describe", "--always", "--dirty"], capture_output=True,
                             text=True).stdout.strip() or "unknown"
     cpu = "CPU: %s, %d cores (1 thread)" % (platform.processor() or platform.machine(), os.cpu_count())
     print("%s %s, DSv4 block T=%d D=%d F=%d E=%d k=%d %s, %d steps after %d warm-up; %s; commit %s"
           % (a.framework, fwv, B.T, B.D, B.F, B.E, B.K, a.dtype, a.steps, a.warmup, where or cpu, commit))
-    print("%-16s %10s %10s %10s %8s  %s" % ("mode", "median ms", "min ms", "max ms", "ratio", "weights after"))
+    print("%-16s %10s %10s %10s %8s %10s  %s" % ("mode", "median ms", "min ms", "max ms", "ratio", "cpu ms", "weights after"))
     tmp = tempfile.mkdtemp()
     base = None
     plain_w = {}  # (steps, warmup) -> weights after a plain run of that length
@@ -193,7 +254,7 @@ def main():
         steps, warmup = a.steps, a.warmup
         if gpu and mode == "probe-payloads":  # every tensor to the host and base64: ~1.7 GB of trace a step
             steps, warmup = min(steps, 3), min(warmup, 1)
-        times, weights = run(a.framework, w, steps, warmup, mode, tmp, a.device, a.dtype)
+        times, weights, cpu = run(a.framework, w, steps, warmup, mode, tmp, a.device, a.dtype)
         shutil.rmtree(os.path.join(tmp, mode), ignore_errors=True)
         med = statistics.median(times)
         if base is None:
@@ -204,9 +265,11 @@ def main():
             plain_w[(steps, warmup)] = weights if mode == "plain" else \
                 run(a.framework, w, steps, warmup, "plain", tmp, a.device, a.dtype)[1]
         nd = sum(x != y for x, y in zip(weights, plain_w[(steps, warmup)]))
-        print("%-16s %10.2f %10.2f %10.2f %7.2fx  %s" % (mode, 1e3 * med, 1e3 * min(times), 1e3 * max(times),
-                                                         med / base, "equal" if nd == 0 else "%d of %d tensors differ" % (nd, len(weights))))
-    print("ratio = median step time / plain median step time")
+        print("%-16s %10.2f %10.2f %10.2f %7.2fx %10.2f  %s" % (mode, 1e3 * med, 1e3 * min(times), 1e3 * max(times),
+                                                                med / base, 1e3 * statistics.median(cpu),
+                                                                "equal" if nd == 0 else "%d of %d tensors differ" % (nd, len(weights))))
+    print("ratio = median step time / plain median step time; cpu ms = the process's median CPU time a step up to "
+          "the closing synchronize (all threads; near the step time, the step waits for the CPU, not the GPU)")
 
 
 if __name__ == "__main__":

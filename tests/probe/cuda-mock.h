@@ -26,6 +26,7 @@ typedef struct probe_mock_event *cudaEvent_t;
 #define cudaStreamNonBlocking 1
 #define cudaEventDisableTiming 2
 #define cudaMemcpyDeviceToHost 2
+#define cudaMemcpyDeviceToDevice 3
 #define __global__
 #define __launch_bounds__(n)
 #define PROBE_CHUNK_LEAVES 8u
@@ -36,7 +37,7 @@ struct probe_mock_idx {
 static struct probe_mock_idx blockIdx, threadIdx, blockDim, gridDim;
 #define PROBE_LAUNCH(kernel, grid, cta, stream, args)                                                                  \
 	do {                                                                                                           \
-		(void)(stream);                                                                                        \
+		probe_mock_launch(stream);                                                                             \
 		gridDim.x = (grid);                                                                                    \
 		blockDim.x = (cta);                                                                                    \
 		for (blockIdx.x = 0; blockIdx.x < gridDim.x; blockIdx.x++)                                             \
@@ -46,6 +47,13 @@ static struct probe_mock_idx blockIdx, threadIdx, blockDim, gridDim;
 
 static unsigned long probe_mock_records;
 static unsigned probe_mock_mallocs;
+static unsigned probe_mock_streams;    /* streams created (each a distinct token) */
+static unsigned long probe_mock_on[2]; /* kernels and copies launched on the default stream (the caller's,
+					  0 in the tests), on any other stream */
+static inline void probe_mock_launch(cudaStream_t s)
+{
+	probe_mock_on[s != 0]++;
+}
 static inline const char *cudaGetErrorString(cudaError_t e)
 {
 	return e == cudaErrorNotReady ? "not ready" : "mock error";
@@ -61,7 +69,7 @@ static inline cudaError_t cudaGetDevice(int *d)
 }
 static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned f)
 {
-	*s = (cudaStream_t)(uintptr_t)(0x100 + f);
+	*s = (cudaStream_t)(uintptr_t)(0x100 + 2 * ++probe_mock_streams + f);
 	return cudaSuccess;
 }
 static inline cudaError_t cudaStreamDestroy(cudaStream_t s)
@@ -132,14 +140,15 @@ static inline cudaError_t cudaFreeHost(void *p)
 }
 static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, int kind, cudaStream_t st)
 {
-	(void)kind, (void)st;
+	if (kind == cudaMemcpyDeviceToDevice) /* a scalar's copy (the copy back runs on the library's stream) */
+		probe_mock_launch(st);
 	memcpy(d, s, n);
 	return cudaSuccess;
 }
 
 extern "C" int align_digest_leaves_cuda(const void *p, size_t bytes, uint64_t *leaves, cudaStream_t s)
 {
-	(void)s;
+	probe_mock_launch(s);
 	for (size_t i = 0; i * 65536 < bytes; i++)
 		leaves[i] =
 			XXH3_64bits((const char *)p + i * 65536, bytes - i * 65536 < 65536 ? bytes - i * 65536 : 65536);
@@ -156,5 +165,11 @@ extern "C" int align_digest_cuda(const void *p, size_t bytes, uint64_t *out, cud
 extern "C" unsigned align_probe_mock_mallocs(void)
 {
 	return probe_mock_mallocs;
+}
+
+/* side 0: launches on the caller's stream (0) so far; 1: on the library's streams */
+extern "C" unsigned long align_probe_mock_launches(int side)
+{
+	return probe_mock_on[side != 0];
 }
 #endif

@@ -8,8 +8,11 @@ with CPU torch tensors standing in for device tensors:
    ran (all but the last two: the mock's GPU runs two tensors behind) are dropped before finish(), and
    the rest at finish();
 2. Probe(defer=True) with the tensors reported as CUDA: the same trace, record for record (order, seq,
-   digests, payloads), as the host digests give.
+   digests, payloads, the loss's bits through align_probe_cuda_enqueue_bytes), as the host digests give;
+   a step's records reach the file at the next step's end (params recorded after it with them), all at
+   flush().
 """
+import ctypes
 import json
 import os
 import sys
@@ -90,10 +93,19 @@ class T(torch.nn.Module):
         return x.t()
 
 
-def trace(native, as_cuda):
+class Inc(torch.nn.Module):
+    """Writes its input in place (the version counter moves): its output is the input object, changed."""
+    def forward(self, x):
+        return x.add_(1.0)
+
+
+def trace(native, as_cuda, inc=False, **kw):
     torch.manual_seed(3)
-    m = torch.nn.Sequential(torch.nn.Linear(300, 257), T(), torch.nn.GELU(), torch.nn.Linear(64, 9))
-    p = Probe(tempfile.mkdtemp(), run="x", payload=["0.*"], native=native)
+    mods = [torch.nn.Linear(300, 257), T(), torch.nn.GELU(), torch.nn.Linear(64, 9)]
+    if inc:
+        mods.insert(1, Inc())
+    m = torch.nn.Sequential(*mods)
+    p = Probe(tempfile.mkdtemp(), run="x", payload=["0.*"], native=native, **kw)
     info = F.Torch.info
     if as_cuda:
         def cuda_info(self, t):
@@ -102,26 +114,108 @@ def trace(native, as_cuda):
             return i
         F.Torch.info = cuda_info
         F.Torch.stream = lambda self, t: 0
+    seen = []  # records in the file after each step's end, and after flush()
+
+    def written():
+        return len(open(p.path).read().splitlines()) - 1
     try:
         p.watch(m)
         gg = torch.Generator().manual_seed(11)
-        for step in (1, 2):
+        for step in (1, 2, 3):
             with p.step(step):
                 y = m(torch.randn(64, 300, generator=gg, requires_grad=True))
                 y.pow(2).mean().backward()
                 p.record("loss", y.pow(2).mean())
             p.params(m)
+            seen.append(written())
+        p.flush()
+        seen.append(written())
         path = p.close()
     finally:
         F.Torch.info = info
-    return [json.loads(x) for x in open(path).read().splitlines()[1:]]
+    return [json.loads(x) for x in open(path).read().splitlines()[1:]], seen
 
 
-a, b = trace(mock, True), trace(os.environ["ALIGNPROBE_LIB_DIR"], False)
-if a != b:
-    diff = [(x.get("name"), x.get("digest"), y.get("digest")) for x, y in zip(a, b) if x != y]
-    print("FAIL: deferred trace differs from the host-digest trace: %d vs %d records, first %s" % (len(a), len(b), diff[:3]))
+(a, seen_a), (b, seen_b) = trace(mock, True), trace(os.environ["ALIGNPROBE_LIB_DIR"], False)
+# deferred: a step's records are written at the next step's end (the parameters recorded after it at the end
+# of the step after),
+# everything at flush(); the host digests write each record at once
+inside = [sum(1 for r in a if r.get("step") == k and r["phase"] != "param") for k in (1, 2, 3)]
+params = sum(1 for r in a if r.get("step") == 1 and r["phase"] == "param")
+want_a = [0, inside[0], inside[0] + params + inside[1], len(a)]
+if seen_a != want_a or seen_b[-1] != len(b):
+    print("FAIL: records written after steps 1, 2, 3 and flush(): deferred %s (want %s), host %s"
+          % (seen_a, want_a, seen_b))
     fails += 1
+losses = [r for r in a if r["name"] == "loss"]
+if len(losses) != 3 or any("bits" not in r for r in losses):
+    print("FAIL: the deferred loss records lack their bits: %s" % losses)
+    fails += 1
+print("Probe(defer=True): records written one step behind (%s after steps 1-3 and flush), the loss's bits "
+      "copied without a wait" % seen_a)
+
+
+def same(x, y, what):
+    global fails
+    if x != y:
+        diff = [(r.get("name"), r.get("digest"), q.get("digest")) for r, q in zip(x, y) if r != q]
+        print("FAIL: %s: %d vs %d records, first differences %s" % (what, len(x), len(y), diff[:3]))
+        fails += 1
+        return False
+    return True
+
+
+same(a, b, "deferred trace vs the host-digest trace")
 print("Probe(defer=True): %d records equal the host-digest trace's, in order" % len(a))
+
+# side_stream: the same trace, and every kernel and copy on the library's stream (none on the caller's, 0)
+launches = dg._cuda_lib().align_probe_mock_launches
+launches.argtypes, launches.restype = [ctypes.c_int], ctypes.c_ulong
+own0, side0 = launches(0), launches(1)
+c, _ = trace(mock, True, side_stream=True)
+own, side = launches(0) - own0, launches(1) - side0
+if same(c, b, "side-stream deferred trace vs the host-digest trace") and (own != 0 or side == 0):
+    print("FAIL: side stream: %d launches on the caller's stream (want 0), %d on the library's" % (own, side))
+    fails += 1
+print("Probe(side_stream=True): the same %d records; %d kernels and copies, none on the caller's stream"
+      % (len(c), side))
+# side_stream with a module that writes its input in place: the tensor's digest may have read it after the
+# write, so its records carry the payload's digest (0.out has a payload) or say `missing` (1.in), never a
+# digest of unknown bytes; every other record as on the host
+want, _ = trace(os.environ["ALIGNPROBE_LIB_DIR"], False, inc=True)
+got, _ = trace(mock, True, inc=True, side_stream=True)
+odd = [(r["step"], r["name"]) for r, q in zip(got, want) if r != q]
+miss = [(r["step"], r["name"]) for r in got if "missing" in r]
+if len(got) != len(want) or sorted(odd) != sorted(miss) or {n for _, n in miss} != {"1.in"} or \
+        any("digest" in r for r in got if "missing" in r):
+    print("FAIL: side stream, in-place module: records differing from the host's %s, missing %s (want 1.in of "
+          "each step only)" % (odd, miss))
+    fails += 1
+print("Probe(side_stream=True), a module writing its input in place: 1.in says missing in %d steps, 0.out "
+      "(payload) has its payload's digest, the rest as on the host" % len(miss))
+
+# dedup: the same records (digests included) as without it, deferred and on the host, with fewer digests
+# enqueued; a tensor written in place between two records (Inc) is digested again
+for inc in (False, True):
+    want, _ = trace(os.environ["ALIGNPROBE_LIB_DIR"], False, inc=inc)
+    for as_cuda in (False, True):
+        n0 = launches(1) + launches(0)
+        got, _ = trace(mock if as_cuda else os.environ["ALIGNPROBE_LIB_DIR"], as_cuda, inc=inc, dedup=True)
+        n_dedup = launches(1) + launches(0) - n0
+        n0 = launches(1) + launches(0)
+        trace(mock, True, inc=inc)
+        n_plain = launches(1) + launches(0) - n0
+        what = "dedup=True (%s%s) vs the host-digest trace" % ("deferred" if as_cuda else "host",
+                                                             ", in-place module" if inc else "")
+        if same(got, want, what) and as_cuda and not n_dedup < n_plain:
+            print("FAIL: %s: %d digests enqueued, %d without dedup" % (what, n_dedup, n_plain))
+            fails += 1
+    if inc:
+        byname = {r["name"]: r.get("digest") for r in want if r.get("step") == 1}
+        if byname.get("1.in") == byname.get("1.out") or byname.get("0.out") != byname.get("1.in"):
+            print("FAIL: the in-place module's input and output records: %s" % byname)
+            fails += 1
+print("Probe(dedup=True): the same records as without it, deferred (fewer digests enqueued) and on the host; "
+      "a tensor written in place between two records digested again")
 print("%d failures" % fails)
 sys.exit(1 if fails else 0)

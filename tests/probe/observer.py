@@ -9,6 +9,7 @@ parameter gradient and parameter has the xxh3t64 digest of the bytes the unprobe
 A self-check first proves the comparison can fail (one flipped bit is reported). Exit 0 or 1.
 """
 import argparse
+import base64
 import json
 import os
 import sys
@@ -104,7 +105,31 @@ def main():
         print("FAIL: the trace has %d of the %d parameter and gradient records" % (seen, len(want)))
         return 1
     print("trace: %d parameter and gradient digests equal the unprobed run's bytes" % seen)
-    return 1 if diffs else 0
+    # dedup=True: the same run and records (a tensor seen twice in a step digested once), and every
+    # record's digest is that of its own payload (the bytes the framework held at that record)
+    probe2 = Probe(a.out + "-dedup", run="%s-%s" % (a.framework, a.dtype), payload=["*"], dedup=True)
+    deduped = dsv4_block.train(a.framework, w, a.steps, probe=probe2, dtype=a.dtype)
+    d2 = compare(plain, deduped)
+    for d in d2[:10]:
+        print("FAIL: differs with the probe (dedup=True): " + d)
+    recs = [open(p_.path).read().splitlines()[1:] for p_ in (probe, probe2)]
+    if recs[0] != recs[1]:
+        print("FAIL: dedup=True changes the trace: %d vs %d records, first differing %s"
+              % (len(recs[0]), len(recs[1]), next(((x, y) for x, y in zip(*recs) if x != y), None)))
+        d2.append("trace")
+    bad = 0
+    for line in recs[1]:
+        r = json.loads(line)
+        if "payload" in r and r["digest"] != dg.host_bytes(base64.b64decode(r["payload"])):
+            bad += 1
+            if bad <= 3:
+                print("FAIL: dedup=True: %s at step %d has digest %s, its payload another" % (r["name"], r["step"], r["digest"]))
+    print("dedup=True: the same %d records, %d of them digested once for two, each digest its payload's (%d not)"
+          % (len(recs[1]), probe2.dedup_hits, bad))
+    if probe2.dedup_hits == 0:
+        print("FAIL: dedup=True found no tensor recorded twice (the block's norm output is the router's and up's input)")
+        bad += 1
+    return 1 if diffs or d2 or bad else 0
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # observer.sh FRAMEWORK: the probe has no observer effect in FRAMEWORK (torch or paddle), fp32 and bf16
 # (observer.py: every output, loss, gradient and updated weight bitwise equal with and without the
-# probe; the trace's digests are the unprobed run's bytes). Skips (77) only when the frameworks cannot
-# be installed.
+# probe; the trace's digests are the unprobed run's bytes; with dedup=True the same trace, each digest its
+# payload's). Skips (77) only when the frameworks cannot be installed.
 . "$SRCROOT/tests/cli/lib.sh"
 . "$SRCROOT/tests/probe/lib.sh"
 fw=${1:?usage: observer.sh torch|paddle}

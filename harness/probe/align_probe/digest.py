@@ -18,6 +18,7 @@ import os
 _HOST = "align_probe_digest"
 _ARGDIMS = 16  # DeviceBatch's reused shape/stride argument arrays (more dimensions: a fresh array)
 _CUDA = "align_probe_cuda"
+_LEAF = 65536  # bytes a leaf digest covers (harness/core/digest.h)
 
 
 class DigestUnavailable(RuntimeError):
@@ -116,6 +117,11 @@ class Digester:
                                                      ctypes.POINTER(ctypes.c_int64),
                                                      ctypes.POINTER(ctypes.c_int64), ctypes.c_void_p]
             lib.align_probe_cuda_enqueue.restype = ctypes.c_int
+            lib.align_probe_cuda_enqueue_bytes.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                                           ctypes.c_void_p]
+            lib.align_probe_cuda_enqueue_bytes.restype = ctypes.c_int
+            lib.align_probe_cuda_side_stream.argtypes = [ctypes.c_void_p, ctypes.c_int]
+            lib.align_probe_cuda_side_stream.restype = ctypes.c_int
             lib.align_probe_cuda_done.argtypes = [ctypes.c_void_p]
             lib.align_probe_cuda_done.restype = ctypes.c_size_t
             lib.align_probe_cuda_pending_leaves.argtypes = [ctypes.c_void_p]
@@ -145,18 +151,21 @@ class Digester:
             raise ValueError("align_probe: align_probe_digest_roots failed")
         return ["%016x" % out[i] for i in range(n)]
 
-    def batch(self):
-        """A DeviceBatch: deferred device digests (one per device, on the device current now)."""
-        return DeviceBatch(self)
+    def batch(self, side_stream=False, version=None):
+        """A DeviceBatch: deferred device digests (one per device, on the device current now); side_stream:
+        the kernels run on a stream of the library, after an event on the framework's (probe_cuda.cu), and
+        version (a function of the tensor: its version counter) finds the tensors written in place before
+        their digest was known to have run."""
+        return DeviceBatch(self, side_stream, version)
 
 
 class DeviceBatch:
-    """Deferred digests of device tensors: add() enqueues the leaf kernel on the given stream and
-    returns at once; finish() waits once, copies the leaves back and returns every digest in add order.
+    """Deferred digests of device tensors: add() enqueues the leaf kernel on the given stream (or, with
+    side_stream, on the library's stream after an event on the given one) and returns at once; finish() waits once, copies the leaves back and returns every digest in add order.
     The caller's `keep` object (the tensor) is held until its kernels ran (checked at each add and at
     finish), so the framework cannot reuse its memory before the probe read it."""
 
-    def __init__(self, digester):
+    def __init__(self, digester, side_stream=False, version=None):
         self._dg = digester
         self._lib = digester._cuda_lib()
         self._ctx = ctypes.c_void_p()
@@ -164,9 +173,21 @@ class DeviceBatch:
         if rc:
             self._ctx = None
             raise RuntimeError("align_probe: align_probe_cuda_open failed (%d)" % rc)
+        if side_stream:
+            rc = self._lib.align_probe_cuda_side_stream(self._ctx, 1)
+            if rc:
+                self.close()
+                raise RuntimeError("align_probe: align_probe_cuda_side_stream failed (%d)" % rc)
         self._sizes = []
         self._keep = []
         self._released = 0
+        # side stream: the framework's stream does not wait for a digest, so a later in-place write of the
+        # tensor (on that stream) may run before the digest read it. The tensor's version counter at add()
+        # is compared once its digest is known to have run: moved means such a write was enqueued before
+        # then, and the digest is given as None (unknown) instead
+        self._version = version if side_stream else None
+        self._vers = []
+        self._stale = set()
         # shape / strides arguments reused from call to call (the library copies them at enqueue)
         self._shp = (ctypes.c_int64 * _ARGDIMS)()
         self._std = (ctypes.c_int64 * _ARGDIMS)()
@@ -176,17 +197,21 @@ class DeviceBatch:
     def add(self, ptr, elem_size, shape, strides, nbytes, stream, keep):
         """Enqueue one tensor (strides in elements, None: row-major). False when the library cannot
         (more than 16 dimensions that do not merge): the caller digests a row-major copy instead."""
-        n = len(shape)
-        if n <= _ARGDIMS:
+        if strides is None:  # row-major: only the element count matters to the library (one dimension)
+            n = 1
             shp = self._shp
-            shp[:n] = shape
+            shp[0] = nbytes // elem_size
             std = None
-            if strides is not None:
+        else:
+            n = len(shape)
+            if n <= _ARGDIMS:
+                shp = self._shp
+                shp[:n] = shape
                 std = self._std
                 std[:n] = strides
-        else:
-            shp = (ctypes.c_int64 * n)(*shape)
-            std = (ctypes.c_int64 * n)(*strides) if strides is not None else None
+            else:
+                shp = (ctypes.c_int64 * n)(*shape)
+                std = (ctypes.c_int64 * n)(*strides)
         rc = self._enqueue(self._ctx, ptr, elem_size, n, shp, std, stream)
         if rc == 4:  # PROBE_EDIMS of probe_cuda.cu
             return False
@@ -194,14 +219,32 @@ class DeviceBatch:
             raise RuntimeError("align_probe: align_probe_cuda_enqueue failed (%d)" % rc)
         self._sizes.append(nbytes)
         self._keep.append(keep)
+        if self._version is not None:
+            self._vers.append(self._version(keep))
         done = self._done(self._ctx)
         if done > self._released:
             self._release(done)
         return True
 
+    def add_bytes(self, ptr, nbytes, stream, keep):
+        """Enqueue a copy of the nbytes (1..16) at device address ptr (a one-element tensor's bits) on
+        `stream`, without waiting; finish() returns them (bytes) in its place."""
+        rc = self._lib.align_probe_cuda_enqueue_bytes(self._ctx, ptr, nbytes, stream)
+        if rc:
+            raise RuntimeError("align_probe: align_probe_cuda_enqueue_bytes failed (%d)" % rc)
+        self._sizes.append(-nbytes)  # negative: raw bytes in two leaf slots, not a digest
+        self._keep.append(keep)
+        if self._version is not None:
+            self._vers.append(self._version(keep))
+        done = self._done(self._ctx)
+        if done > self._released:
+            self._release(done)
+
     def _release(self, done):
         keep = self._keep
         for i in range(self._released, done):
+            if self._version is not None and self._vers[i] is not None and self._version(keep[i]) != self._vers[i]:
+                self._stale.add(i)
             keep[i] = None
         self._released = max(self._released, done)
 
@@ -209,7 +252,9 @@ class DeviceBatch:
         return len(self._sizes)
 
     def finish(self):
-        """Wait for the enqueued kernels (once), and return the digests in add order."""
+        """Wait for the enqueued kernels (once), and return the digests (hex strings) and raw bytes (bytes,
+        from add_bytes) in add order; None for a tensor written in place before its side-stream digest was
+        known to have run."""
         if not self._sizes:
             return []
         n = self._lib.align_probe_cuda_pending_leaves(self._ctx)
@@ -217,8 +262,23 @@ class DeviceBatch:
         rc = self._lib.align_probe_cuda_flush(self._ctx, leaves, n)
         if rc:
             raise RuntimeError("align_probe: align_probe_cuda_flush failed (%d)" % rc)
-        out = self._dg.roots(leaves, self._sizes)
-        self._sizes, self._keep, self._released = [], [], 0
+        self._release(len(self._sizes))  # every kernel ran: the version check of the rest
+        out, run, at = [], [], 0  # run: digest sizes since the last raw-bytes entry, starting at leaf `at`
+        for size in self._sizes + [None]:
+            if size is None or size < 0:
+                if run:
+                    out += self._dg.roots(ctypes.cast(ctypes.byref(leaves, 8 * at), ctypes.POINTER(ctypes.c_uint64)),
+                                          run)
+                    at += sum((s + _LEAF - 1) // _LEAF for s in run)
+                    run = []
+                if size is not None:
+                    out.append(ctypes.string_at(ctypes.byref(leaves, 8 * at), -size))
+                    at += 2
+            else:
+                run.append(size)
+        for i in self._stale:
+            out[i] = None
+        self._sizes, self._keep, self._released, self._vers, self._stale = [], [], 0, [], set()
         return out
 
     def close(self):

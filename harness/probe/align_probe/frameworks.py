@@ -27,7 +27,7 @@ PADDLE_DTYPES = {"paddle.float64": "fp64", "paddle.float32": "fp32", "paddle.bfl
 
 
 class TensorInfo:
-    __slots__ = ("dtype", "fw_dtype", "shape", "strides", "elem_size", "ptr", "cuda", "nbytes")
+    __slots__ = ("dtype", "fw_dtype", "shape", "strides", "elem_size", "ptr", "cuda", "nbytes", "row_major")
 
 
 class Torch:
@@ -64,6 +64,9 @@ class Torch:
         i.ptr = t.data_ptr()
         i.cuda = t.is_cuda
         i.nbytes = t.numel() * i.elem_size
+        # torch's contiguity skips size-1 dimensions and calls an empty tensor contiguous: row-major in the
+        # digest's sense (the logical bytes are the memory's, in order)
+        i.row_major = t.is_contiguous()
         return i
 
     def contiguous_device(self, t):
@@ -87,6 +90,10 @@ class Torch:
 
     def requires_grad(self, t):
         return t.requires_grad
+
+    def version_counter(self, t):
+        """The tensor's version counter (bumped by every in-place write autograd sees), for dedup."""
+        return t._version
 
     def modules(self, model):
         return list(model.named_modules())
@@ -135,6 +142,7 @@ class Paddle:
         i.ptr = t.data_ptr() if t.numel() else 0
         i.cuda = t.place.is_gpu_place()
         i.nbytes = int(t.numel()) * i.elem_size
+        i.row_major = row_major(i.shape, i.strides)
         return i
 
     def contiguous_device(self, t):
@@ -164,6 +172,11 @@ class Paddle:
     def requires_grad(self, t):
         return not t.stop_gradient
 
+    def version_counter(self, t):
+        """The tensor's in-place version (None where this Paddle has none: never deduplicated)."""
+        f = getattr(t, "_inplace_version", None)
+        return f() if callable(f) else None
+
     def modules(self, model):
         return list(model.named_sublayers(include_self=True))
 
@@ -187,6 +200,16 @@ class Paddle:
         except (AttributeError, RuntimeError):
             pass
         return None
+
+
+def row_major(shape, strides):
+    """Whether strides (in elements) lay shape out in row-major order, size-1 dimensions aside."""
+    want = 1
+    for s, st in zip(reversed(shape), reversed(strides)):
+        if s != 1 and st != want:
+            return False
+        want *= s
+    return True
 
 
 def detect(obj):

@@ -23,15 +23,34 @@ digest of their logical row-major bytes, and their payload when the name matches
 CUDA tensors are digested deferred (defer=True, the default): the leaf kernel is enqueued on the
 framework's current stream and the record waits in memory; at the end of `with probe.step(...)` (and at
 close) the probe waits for the GPU once, finishes every digest on the host and writes the records in
-their order. Records made outside a step (Probe.params after the step) are written at the next step's
-end or at close. defer=False digests each CUDA tensor when it is recorded (one wait per tensor). A
+their order. So that this wait never holds the CPU while the GPU has nothing to do, a step's records
+are written at the end of the next step (when their kernels ran long ago), at flush() or at close();
+records made outside a step (Probe.params after the step) go with the next step's. A one-element CUDA
+tensor given to Probe.record is copied on its stream into the probe's memory (no .item(), no wait) and
+written with them. defer=False digests each CUDA tensor when it is recorded (one wait per tensor). A
 tensor with more than 16 dimensions that do not merge is digested as with defer=False (a row-major
 copy made by the framework).
+
+side_stream=True (deferred digests): the digest kernels run on a stream of the probe's library, after an
+event recorded on the framework's stream, instead of on the framework's stream itself; the framework's
+later kernels then never wait behind a digest (harness/probe/native/probe_cuda.cu says why the tensor's
+memory stays valid). A later in-place write of the tensor on the framework's stream could then run before
+the digest read it: a record whose tensor's version counter moved before its digest was known to have run
+gets its payload's digest when it has a payload, else `missing` with that reason (never a digest of
+other bytes). Writes the counter does not see (dedup, below) are not caught. Default False.
+
+dedup=True: a tensor recorded again within a step (a module's output that the next module takes as its
+input, a gradient seen by two hooks) is digested once when it is the very same tensor object with the same
+shape, strides, dtype and address, and its version counter (torch `_version`, Paddle
+`_inplace_version()`) has not moved since: the framework bumps that counter at every in-place write it
+makes. A write it does not count (through `.data`, or by a native extension or collective that bypasses
+the counter) between the two records would go unseen, so the default is False.
 """
 import contextlib
 import fnmatch
 import os
 import threading
+import weakref
 
 from . import atf
 from .digest import Digester
@@ -59,7 +78,8 @@ def _names(base, n):
 
 class Probe:
     def __init__(self, out_dir, run="run", framework=None, payload=(), inputs=True, grads=True,
-                 rank=None, world_size=None, root="model", native=None, defer=True):
+                 rank=None, world_size=None, root="model", native=None, defer=True, side_stream=False,
+                 dedup=False):
         self.out_dir = out_dir
         self.run = run
         self.framework = framework
@@ -75,8 +95,14 @@ class Probe:
         self._handles = []
         self._lock = threading.Lock()
         self.defer = defer
-        self._batch = None        # DeviceBatch of the deferred CUDA digests
+        self.side_stream = side_stream
+        self.dedup = dedup
+        self._seen = {}           # dedup: id(tensor) -> (weakref, version, signature, ("slot", k) | ("digest", hex))
+        self.dedup_hits = 0       # records that took an earlier record's digest (dedup=True)
+        self._batch = None        # DeviceBatch of the deferred CUDA digests (this step's)
         self._pending = []        # records waiting for those digests, in write order: (rec, slot)
+        self._prev = None         # (DeviceBatch, pending) of the step before, written at this step's end
+        self._spare = None        # a finished DeviceBatch, reused
         self._plock = threading.RLock()
         self._step = 0
         self._micro = None
@@ -93,12 +119,20 @@ class Probe:
             raise ValueError("align_probe: step must be an integer >= 0, not %r" % (step,))
         with self._lock:
             self._step, self._micro, self._root_calls, self._calls = step, None, 0, {}
+            self._seen = {}
         try:
             yield self
         finally:
-            self._flush_device()
+            self._flush_device(lag=True)
             if self._writer:
                 self._writer.flush()
+
+    def flush(self):
+        """Writes every record made so far (one wait for the GPU), as close() does, and keeps the probe
+        open."""
+        self._flush_device()
+        if self._writer:
+            self._writer.flush()
 
     def micro(self, k):
         """Sets the micro-batch (also usable as `with probe.micro(k):`, which restores counting)."""
@@ -153,13 +187,23 @@ class Probe:
                "name": name, "phase": phase}
         if call:
             rec["call"], rec["io"] = call, io
+        known = self._seen_before(t, info) if self.dedup and info.dtype is not None else None
         if info.dtype is None:
             rec["missing"] = "dtype %s has no ATF name" % info.fw_dtype
+        elif known is not None:
+            self.dedup_hits += 1
+            payload = a.raw_bytes(t, info.nbytes) if self._wants_payload(name) else None
+            if known[0] == "slot":
+                rec.update(atf.tensor_fields(info.dtype, info.shape, None, payload))
+                with self._plock:
+                    self._pending.append((rec, known[1]))
+                return
+            rec.update(atf.tensor_fields(info.dtype, info.shape, known[1], payload))
         elif info.cuda and self.defer and self._defer(rec, t, info, name):
             return
         else:
             if info.cuda:  # strided: a row-major copy on the device (the caching allocator's memory)
-                copy = None if _row_major(info) else a.contiguous_device(t)
+                copy = None if info.row_major else a.contiguous_device(t)
                 ptr = info.ptr if copy is None else a.info(copy).ptr
                 digest = self._digest.device(ptr, info.nbytes, a.stream(t))
                 del copy
@@ -167,7 +211,28 @@ class Probe:
                 digest = self._digest.host(info.ptr, info.elem_size, info.shape, info.strides)
             payload = a.raw_bytes(t, info.nbytes) if self._wants_payload(name) else None
             rec.update(atf.tensor_fields(info.dtype, info.shape, digest, payload))
+            if self.dedup:
+                self._remember(t, info, ("digest", digest))
         self._emit(rec)
+
+    def _seen_before(self, t, info):
+        """dedup: what an earlier record of this step made of the same tensor object, if nothing the
+        framework counts has written to it since (class docstring), else None."""
+        e = self._seen.get(id(t))
+        if e is None or e[0]() is not t or e[2] != (info.ptr, info.shape, info.strides, info.dtype):
+            return None
+        v = self._adapter.version_counter(t)
+        return e[3] if v is not None and v == e[1] else None
+
+    def _remember(self, t, info, result):
+        v = self._adapter.version_counter(t)
+        if v is None:
+            return
+        try:
+            ref = weakref.ref(t)
+        except TypeError:  # a tensor type without weak references: never deduplicated
+            return
+        self._seen[id(t)] = (ref, v, (info.ptr, info.shape, info.strides, info.dtype), result)
 
     def _defer(self, rec, t, info, name):
         """Enqueues the digest of a CUDA tensor; the record waits for it. False: digest it now."""
@@ -175,35 +240,75 @@ class Probe:
         payload = a.raw_bytes(t, info.nbytes) if self._wants_payload(name) else None
         with self._plock:
             if self._batch is None:
-                self._batch = self._digest.batch()
+                self._batch = self._digest.batch(self.side_stream, self._adapter.version_counter)
             slot = len(self._batch)
-            strides = None if _row_major(info) else info.strides
+            strides = None if info.row_major else info.strides
             if not self._batch.add(info.ptr, info.elem_size, info.shape, strides, info.nbytes, a.stream(t), t):
                 return False
             rec.update(atf.tensor_fields(info.dtype, info.shape, None, payload))
             self._open(a)
             self._pending.append((rec, slot))
+            if self.dedup:
+                self._remember(t, info, ("slot", slot))
         return True
 
     def _emit(self, rec):
         """Writes rec, or queues it behind records waiting for deferred digests (order is kept)."""
         self._open(self._adapter)
         with self._plock:
-            if self._pending:
+            if self._pending or self._prev:
                 self._pending.append((rec, None))
                 return
         self._writer.write(rec)
 
-    def _flush_device(self):
-        """One wait for the GPU: finishes the deferred digests and writes the waiting records."""
+    def _write_batch(self, batch, pending):
+        """Waits for batch's kernels (once), completes its records and writes them, in order."""
+        got = batch.finish() if batch is not None else []
+        for rec, slot in pending:
+            if slot is not None:
+                v = got[slot]
+                if v is None:  # written in place before its side-stream digest surely ran (DeviceBatch)
+                    self._unknown(rec)
+                elif isinstance(v, bytes):  # a one-element tensor's bits (Probe.record)
+                    info = rec.pop("_scalar")
+                    rec.update(atf.scalar_fields(info[0], info[1], v))
+                else:
+                    rec["digest"] = v
+            self._writer.write(rec)
+
+    def _unknown(self, rec):
+        """rec's tensor was written in place while its digest ran on the side stream: the digest of its
+        payload (copied at the record, in stream order) where it has one, else the record says so."""
+        info = rec.pop("_scalar", None)
+        if "payload" in rec:
+            import base64
+            rec["digest"] = self._digest.host_bytes(base64.b64decode(rec["payload"]))
+            return
+        for k in ("digest", "bits", "value"):
+            rec.pop(k, None)
+        if info is not None:
+            rec["dtype"], rec["shape"] = info[0], list(info[1])
+        rec["missing"] = ("written in place before its digest on the probe's side stream had run "
+                          "(side_stream=True; the version counter moved)")
+
+    def _flush_device(self, lag=False):
+        """Writes the records waiting for deferred GPU digests. lag (a step's end): the step before's,
+        whose kernels ran long ago, so the CPU does not wait for the GPU and write records while the GPU
+        sits idle; this step's wait until the next step's end, a flush() or close(). Otherwise all."""
         with self._plock:
+            self._seen = {}  # its slots name the batch that is written or put aside now
+            if self._prev:
+                batch, pending = self._prev
+                self._prev = None
+                self._write_batch(batch, pending)
+                self._spare = batch
             if not self._pending:
                 return
-            digests = self._batch.finish() if self._batch is not None else []
-            for rec, slot in self._pending:
-                if slot is not None:
-                    rec["digest"] = digests[slot]
-                self._writer.write(rec)
+            if lag:
+                self._prev = (self._batch, self._pending)
+                self._batch, self._spare = self._spare, None
+            else:
+                self._write_batch(self._batch, self._pending)
             self._pending = []
 
     # --- watching a model ----------------------------------------------------------------------
@@ -282,8 +387,24 @@ class Probe:
             if n != 1 or info.dtype is None:
                 self._tensor(name, value, phase)
                 return
+            if info.cuda and self.defer and 0 < info.nbytes <= 16:
+                self._defer_scalar(rec, value, info)
+                return
             rec.update(atf.scalar_fields(info.dtype, info.shape, a.raw_bytes(value, info.nbytes)))
         self._emit(rec)
+
+    def _defer_scalar(self, rec, t, info):
+        """A one-element CUDA tensor's bits, copied on its stream into the probe's memory without a wait
+        (.item() or a copy to pageable memory would stop the CPU until the GPU catches up)."""
+        a = self._adapter
+        with self._plock:
+            if self._batch is None:
+                self._batch = self._digest.batch(self.side_stream, self._adapter.version_counter)
+            slot = len(self._batch)
+            self._batch.add_bytes(info.ptr, info.nbytes, a.stream(t), t)
+            rec["_scalar"] = (info.dtype, info.shape)
+            self._open(a)
+            self._pending.append((rec, slot))
 
     def params(self, model, phase="param"):
         """Records every parameter of model (its values now: after the optimizer step, or the initial
@@ -299,9 +420,10 @@ class Probe:
         path."""
         self.unwatch()
         self._flush_device()
-        if self._batch is not None:
-            self._batch.close()
-            self._batch = None
+        for b in (self._batch, self._spare):
+            if b is not None:
+                b.close()
+        self._batch = self._spare = None
         if self._writer:
             self._writer.close()
         return self.path
@@ -312,11 +434,3 @@ class Probe:
     def __exit__(self, *exc):
         self.close()
 
-
-def _row_major(info):
-    want = 1
-    for s, st in zip(reversed(info.shape), reversed(info.strides)):
-        if s != 1 and st != want:
-            return False
-        want *= s
-    return True

@@ -17,6 +17,14 @@
  * that could reuse its memory. An event after each tensor's kernels lets the caller drop its reference
  * to the tensor once they ran (align_probe_cuda_done).
  *
+ * Side stream (align_probe_cuda_side_stream(c, 1)): the kernels run instead on a stream of this library,
+ * after an event recorded on the framework's stream (cudaStreamWaitEvent: they start once the tensor is
+ * made), so the framework's later kernels never wait for a digest and the memory-bound digests can run
+ * beside its compute-bound GEMMs. The framework's stream then gets one event record per tensor and no
+ * kernel. Its memory stays the tensor's until the caller drops its reference, which it does only once
+ * align_probe_cuda_done says the digest ran (the caching allocator reuses a block only after its tensor is
+ * freed), so a later kernel of the framework cannot overwrite what the digest still reads.
+ *
  * Memory: leaf chunks of 2^20 leaves (8 MiB: 64 GiB of tensors per step) or one tensor's leaves when
  * larger; scratch of the largest non-row-major tensor; a pinned host copy of the leaves. */
 #include <stdio.h>
@@ -55,7 +63,10 @@ struct probe_cuda {
 	cudaEvent_t scratch_ev; /* after the last kernel that read the scratch */
 	cudaStream_t scratch_stream;
 	int scratch_used;
-	cudaStream_t own; /* non-blocking: the copy back does not wait for the framework's later work */
+	cudaStream_t own;  /* non-blocking: the copy back does not wait for the framework's later work */
+	cudaStream_t side; /* non-blocking, the digests' stream when side-stream mode is on (else NULL) */
+	cudaEvent_t ready; /* recorded on the framework's stream per tensor in side-stream mode */
+	int use_side;
 	uint64_t *pinned;
 	size_t pinned_cap; /* leaves */
 };
@@ -70,6 +81,8 @@ int align_probe_cuda_open(struct probe_cuda **out);
 void align_probe_cuda_close(struct probe_cuda *c);
 int align_probe_cuda_enqueue(struct probe_cuda *c, const void *ptr, size_t elem_size, int ndim, const int64_t *shape,
 			     const int64_t *strides, cudaStream_t stream);
+int align_probe_cuda_enqueue_bytes(struct probe_cuda *c, const void *ptr, size_t nbytes, cudaStream_t stream);
+int align_probe_cuda_side_stream(struct probe_cuda *c, int on);
 size_t align_probe_cuda_done(struct probe_cuda *c);
 size_t align_probe_cuda_pending_leaves(struct probe_cuda *c);
 int align_probe_cuda_flush(struct probe_cuda *c, uint64_t *host_leaves, size_t cap);
@@ -143,9 +156,40 @@ void align_probe_cuda_close(struct probe_cuda *c)
 	cudaFreeHost(c->pinned);
 	if (c->own)
 		cudaStreamDestroy(c->own);
+	if (c->side)
+		cudaStreamDestroy(c->side);
+	if (c->ready)
+		cudaEventDestroy(c->ready);
 	free(c->events);
 	free(c->chunks);
 	free(c);
+}
+
+/* Side-stream mode on (1) or off (0: the default, the framework's stream), for the tensors enqueued from
+ * now on; switched only between batches (nothing enqueued since the last flush). */
+int align_probe_cuda_side_stream(struct probe_cuda *c, int on)
+{
+	if (!c || c->tensors)
+		return probe_einval("align_probe_cuda_side_stream: switched while tensors are enqueued");
+	if (on && !c->side) {
+		PROBE_TRY(cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking));
+		PROBE_TRY(cudaEventCreateWithFlags(&c->ready, cudaEventDisableTiming));
+	}
+	c->use_side = on != 0;
+	return 0;
+}
+
+/* The stream the digests of a tensor made on `stream` run on: `stream`, or in side-stream mode the
+ * library's side stream, made to wait there for the work enqueued on `stream` so far. */
+static int probe_stream(struct probe_cuda *c, cudaStream_t stream, cudaStream_t *run)
+{
+	*run = stream;
+	if (!c->use_side)
+		return 0;
+	PROBE_TRY(cudaEventRecord(c->ready, stream));
+	PROBE_TRY(cudaStreamWaitEvent(c->side, c->ready, 0));
+	*run = c->side;
+	return 0;
 }
 
 /* Merge dimensions: drop size-1 ones, join d and d+1 where d steps over the whole of d+1. Returns the
@@ -303,10 +347,12 @@ int align_probe_cuda_enqueue(struct probe_cuda *c, const void *ptr, size_t elem_
 	if (n > 0 && !ptr)
 		return probe_einval("device pointer is NULL");
 	size_t nl = (bytes + PROBE_LEAF_BYTES - 1) / PROBE_LEAF_BYTES;
+	int rc = probe_stream(c, stream, &stream);
+	if (rc)
+		return rc;
 	if (nl) {
 		uint64_t *leaves = NULL;
-		int rc = probe_room(c, nl, &leaves);
-		if (rc)
+		if ((rc = probe_room(c, nl, &leaves)))
 			return rc;
 		const void *src = ptr;
 		if (!row_major) {
@@ -324,6 +370,27 @@ int align_probe_cuda_enqueue(struct probe_cuda *c, const void *ptr, size_t elem_
 		}
 		c->leaves += nl;
 	}
+	return probe_event(c, stream);
+}
+
+/* Enqueue a copy of the nbytes (1..16) at device address ptr into the next two leaf slots (so they come
+ * back with the leaves, in enqueue order; bytes past nbytes are undefined), on `stream`, without waiting:
+ * the exact bits of a one-element tensor (a loss) without the synchronisation that .item() or a copy to
+ * pageable host memory makes. Counts as one tensor for align_probe_cuda_done. */
+int align_probe_cuda_enqueue_bytes(struct probe_cuda *c, const void *ptr, size_t nbytes, cudaStream_t stream)
+{
+	if (!c || !ptr || nbytes == 0 || nbytes > 2 * sizeof(uint64_t))
+		return probe_einval("bad arguments (1 to 16 bytes at a device address)");
+	int dev = -1;
+	PROBE_TRY(cudaGetDevice(&dev));
+	if (dev != c->device)
+		return probe_einval("the current device is not the one the probe's digests opened on");
+	uint64_t *slot = NULL;
+	int rc = probe_stream(c, stream, &stream);
+	if (rc || (rc = probe_room(c, 2, &slot)))
+		return rc;
+	PROBE_TRY(cudaMemcpyAsync(slot, ptr, nbytes, cudaMemcpyDeviceToDevice, stream));
+	c->leaves += 2;
 	return probe_event(c, stream);
 }
 
