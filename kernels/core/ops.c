@@ -28,6 +28,7 @@ static const struct {
 	const char *names[4];
 } variant_names[] = {
 	{"attn", "csa, hca, swa", {"csa", "hca", "swa", NULL}},
+	{"attn_bwd", "csa, hca, swa", {"csa", "hca", "swa", NULL}},
 };
 
 int ops_variant_index(const struct align_op *op, const char *name)
@@ -67,15 +68,29 @@ static const struct {
 } refusals[] = {
 	{"qnorm", MODE_RMSNORM_REDUCE, ALIGN_RMSNORM_REDUCE_TORCH},
 	{"qnorm_bwd", MODE_RMSNORM_REDUCE, ALIGN_RMSNORM_REDUCE_TORCH},
-	{"compressor", MODE_RMSNORM_REDUCE, ALIGN_RMSNORM_REDUCE_TORCH},
 	{"compressor_bwd", MODE_RMSNORM_REDUCE, ALIGN_RMSNORM_REDUCE_TORCH},
 	{"attn", MODE_RMSNORM_REDUCE, ALIGN_RMSNORM_REDUCE_TORCH},
+	{"attn_bwd", MODE_RMSNORM_REDUCE, ALIGN_RMSNORM_REDUCE_TORCH},
 };
 
 int ops_op_refuses(const struct align_op *op, int mode_id, int value)
 {
 	for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++)
 		if (refusals[i].mode == mode_id && refusals[i].value == value && !strcmp(refusals[i].op, op->name))
+			return 1;
+	return 0;
+}
+
+static const struct {
+	const char *op, *out;
+} not_rows[] = {
+	{"attn_bwd", "dx"},
+};
+
+int ops_out_not_rows(const struct align_op *op, int out_index)
+{
+	for (size_t i = 0; i < sizeof not_rows / sizeof not_rows[0]; i++)
+		if (!strcmp(not_rows[i].op, op->name) && !strcmp(not_rows[i].out, op->impl->out[out_index].name))
 			return 1;
 	return 0;
 }

@@ -143,6 +143,10 @@ int ops_op_reads_mode(const struct align_op *op, int mode_id);
  * message from its config builder; the table in ops.c): RMSNORM_REDUCE=torch, ATen's row order planned from
  * the [T, D] tensor a norm reduces, outside the ops whose norms are such tensors (rmsnorm, rmsnorm_bwd, mtp) */
 int ops_op_refuses(const struct align_op *op, int mode_id, int value);
+/* 1 when output out_index of op has shape [T, ...] but is not a row output by the op's contract, so batch
+ * invariance is not claimed for it (the table in ops.c): the input gradient of a causal layer, whose row t
+ * sums the contributions of the later queries that read token t (attn_bwd's dx) */
+int ops_out_not_rows(const struct align_op *op, int out_index);
 /* 1 when a switch op reads holds a value ops_op_refuses lists for op */
 int ops_refused_in(const struct align_op *op, const struct align_modes *m);
 /* the C twin, or ALIGN_ERR_UNSUPPORTED when a switch the op reads holds a value the CPU cannot run

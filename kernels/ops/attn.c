@@ -81,7 +81,7 @@ int attn_cfg_init(struct attn_cfg *c, const struct attn_params *p, const struct 
 		return align_fail(err, ALIGN_ERR_INPUT, "%s: window %lld must be >= 1, S = %lld a power of two", op,
 				  (long long)V, (long long)S);
 	struct compressor_params ip = {1, p->rope, 0};
-	ALIGN_TRY(err, compressor_cfg_modes(&c->cc, &ip, S, m, device, err));
+	ALIGN_TRY(err, compressor_cfg_modes(&c->cc, &ip, S, -1, m, device, err));
 	c->T = T, c->D = D, c->G = G, c->H = H, c->F = F, c->K = K, c->E = E, c->N = N, c->S = S, c->V = V;
 	c->variant = p->variant;
 	c->ratio = p->variant == ATTN_CSA ? 4 : p->variant == ATTN_HCA ? 128 : 0;
@@ -123,7 +123,7 @@ static int cpu_op(void *ctx, int op_id, const void *params, const struct align_m
 	return ops_at(op_id)->impl->fwd_cpu(params, m, in, n_in, out, n_out);
 }
 
-static int cpu_kern(void *ctx, int kind, const struct attn_kargs *a)
+int attn_cpu_kern(void *ctx, int kind, const struct attn_kargs *a)
 {
 	(void)ctx;
 	const struct attn_cfg *c = &a->c;
@@ -177,7 +177,7 @@ int attn_fwd_cpu(const struct attn_params *p, const struct align_modes *m, const
 	ALIGN_TRY(NULL, op_cfg_data(NULL, "attn", in, n_in, out, n_out));
 	struct cpu_be b;
 	b.n = 0;
-	struct attn_be be = {&b, cpu_alloc, cpu_op, cpu_kern};
+	struct attn_be be = {&b, cpu_alloc, cpu_op, attn_cpu_kern};
 	int rc = attn_pipe(&c, p, m, in, out, &be);
 	for (int i = 0; i < b.n; i++)
 		free(b.blk[i]);
@@ -237,6 +237,7 @@ static const int modes_read[] = {MODE_MATH_IMPL,
 				 MODE_CSA_COMP_APE,
 				 MODE_CSA_COMP_POOL,
 				 MODE_CSA_COMP_SUM,
+				 MODE_CSA_COMP_SUM_ORDER,
 				 MODE_CSA_COMP_NORM,
 				 MODE_CSA_HADAMARD,
 				 MODE_CSA_QAT,

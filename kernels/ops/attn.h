@@ -82,6 +82,10 @@ int attn_cfg_init(struct attn_cfg *c, const struct attn_params *p, const struct 
 		  const struct align_tensor *in, int n_in, const struct align_tensor *out, int n_out, int device,
 		  struct align_err *err);
 
+/* the C backend's element steps of attn_pipe.h (attn.c; attn_bwd.c runs the forward with it) */
+struct attn_kargs;
+int attn_cpu_kern(void *ctx, int kind, const struct attn_kargs *a);
+
 int attn_fwd_cpu(const struct attn_params *p, const struct align_modes *m, const struct align_tensor *in, int n_in,
 		 struct align_tensor *out, int n_out);
 

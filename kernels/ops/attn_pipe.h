@@ -84,9 +84,21 @@ static inline int attn_kern_run(const struct attn_be *be, const struct attn_cfg 
 			return rc_;                                                                                    \
 	} while (0)
 
-/* the layer: in/out as attn.h lists them (checked by attn_cfg_init) */
-static inline int attn_pipe(const struct attn_cfg *c, const struct attn_params *p, const struct align_modes *m,
-			    const struct align_tensor *in, struct align_tensor *out, const struct attn_be *be)
+/* the forward's intermediates a backward reads (attn_bwd_pipe.h): buffers of the backend, alive until it frees */
+struct attn_saved {
+	int32_t *pos;	     /* [T] positions 0..T-1 */
+	align_bf16 *qa, *qr; /* [T,K] linear(x, wq_a); its rmsnorm */
+	align_bf16 *qb;	     /* [T,G*H,F] linear(qr, wq_b): the qnorm input */
+	align_bf16 *kva;     /* [T,F] linear(x, wkv): the kv_norm input */
+	align_bf16 *kvf;     /* [T+nc,F] kv | compressed entries */
+	int32_t *idx;	     /* [T,NS] index sets */
+	align_bf16 *o2, *z;  /* [T,G*H,F] inverse-RoPE'd o; [T,G*E] the grouped projection */
+};
+
+/* the layer: in/out as attn.h lists them (checked by attn_cfg_init); sv: NULL, or receives the intermediates */
+static inline int attn_pipe_run(const struct attn_cfg *c, const struct attn_params *p, const struct align_modes *m,
+				const struct align_tensor *in, struct align_tensor *out, const struct attn_be *be,
+				struct attn_saved *sv)
 {
 	const int64_t T = c->T, D = c->D, GH = c->G * c->H, F = c->F, K = c->K, N = c->N, S = c->S, nc = c->nc;
 	const align_bf16 *x = (const align_bf16 *)in[0].data, *wd = (const align_bf16 *)in[1].data;
@@ -123,9 +135,10 @@ static inline int attn_pipe(const struct attn_cfg *c, const struct attn_params *
 		struct align_tensor i1 = attn_view(qb, ALIGN_DT_BF16, 3, T, GH, F, "q");
 		struct align_tensor o1 = attn_view(qn, c->qnorm_f32 ? ALIGN_DT_F32 : ALIGN_DT_BF16, 3, T, GH, F, "y");
 		ATTN_TRY(be->op(be->ctx, ALIGN_OP_qnorm, &qp, m, &i1, 1, &o1, 1));
-		if (c->qnorm_f32) {
-			ATTN_TRY(attn_kern_run(be, c, ATTN_K_CAST, qn, qb, T * GH * F, NULL));
-			i1.data = qb;
+		if (c->qnorm_f32) { /* into its own buffer: qb stays the qnorm input (attn_saved) */
+			ATTN_ALLOC(qc, align_bf16, T * GH * F);
+			ATTN_TRY(attn_kern_run(be, c, ATTN_K_CAST, qn, qc, T * GH * F, NULL));
+			i1.data = qc;
 		} else {
 			i1.data = qn;
 		}
@@ -231,7 +244,17 @@ static inline int attn_pipe(const struct attn_cfg *c, const struct attn_params *
 		k.lda = GH * F, k.ldo = c->G * c->E, k.groups = c->G, k.ga = c->H * F, k.c = *c;
 		ATTN_TRY(be->kern(be->ctx, ATTN_K_LINEAR, &k));
 	}
+	if (sv) {
+		sv->pos = pos, sv->qa = qa, sv->qr = qr, sv->qb = qb, sv->kva = kva, sv->kvf = kvf, sv->idx = idx;
+		sv->o2 = o2, sv->z = z;
+	}
 	return attn_linear_run(be, c, z, T, c->G * c->E, in[6].data, c->G * c->E, D, y);
+}
+
+static inline int attn_pipe(const struct attn_cfg *c, const struct attn_params *p, const struct align_modes *m,
+			    const struct align_tensor *in, struct align_tensor *out, const struct attn_be *be)
+{
+	return attn_pipe_run(c, p, m, in, out, be, NULL);
 }
 
 #endif /* ALIGN_ATTN_PIPE_H */

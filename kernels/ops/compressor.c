@@ -33,7 +33,7 @@ void compressor_params_default(struct compressor_params *p)
 	rope_params_default(&p->rope);
 }
 
-int compressor_cfg_modes(struct compressor_cfg *c, const struct compressor_params *p, int64_t F,
+int compressor_cfg_modes(struct compressor_cfg *c, const struct compressor_params *p, int64_t F, int64_t rows,
 			 const struct align_modes *m, int device, struct align_err *err)
 {
 	const char *op = "compressor", *fn = "compressor_cfg_modes";
@@ -54,6 +54,10 @@ int compressor_cfg_modes(struct compressor_cfg *c, const struct compressor_param
 				   ALIGN_CSA_COMP_POOL_BF16, &c->pool_bf16));
 	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_CSA_COMP_SUM, ALIGN_CSA_COMP_SUM_FP32, ALIGN_CSA_COMP_SUM_BF16,
 				   &c->sum_bf16));
+	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_CSA_COMP_SUM_ORDER, ALIGN_CSA_COMP_SUM_ORDER_SEQ,
+				   ALIGN_CSA_COMP_SUM_ORDER_TORCH, &c->sum_torch));
+	c->sum_step = 1;
+	c->sm_threads = 1;
 	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_CSA_COMP_NORM, ALIGN_CSA_COMP_NORM_BF16_INPUT,
 				   ALIGN_CSA_COMP_NORM_FP32, &c->norm_fp32));
 	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_CSA_HADAMARD, ALIGN_CSA_HADAMARD_LIBRARY,
@@ -61,10 +65,33 @@ int compressor_cfg_modes(struct compressor_cfg *c, const struct compressor_param
 	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_CSA_QAT, ALIGN_CSA_QAT_OFF, ALIGN_CSA_QAT_ON, &c->qat));
 	ALIGN_TRY(err, op_cfg_flag(err, op, fn, m, MODE_RMSNORM_WEIGHT, ALIGN_RMSNORM_WEIGHT_FP32,
 				   ALIGN_RMSNORM_WEIGHT_BF16, &c->wbf16));
-	ALIGN_TRY(err, rmsnorm_factor_cfg_init(&c->f, op, m, device, -1, 0, err));
+	ALIGN_TRY(err, rmsnorm_factor_cfg_init(&c->f, op, m, device, rows, F, err));
 	ALIGN_TRY(err, rope_cfg_modes(&c->r, &p->rope, F, m, device, err));
 	c->rotate = p->rotate != 0;
 	c->hscale = (float)(1.0 / sqrt((double)F));
+	return ALIGN_OK;
+}
+
+int compressor_cfg_dims(struct compressor_cfg *c, int64_t groups, int64_t n, int64_t F, struct align_err *err)
+{
+	if (!c->sum_torch)
+		return ALIGN_OK;
+	int64_t st = groups > 0 && n > 0 ? torch_sum_cols_step_v(n, groups * F, F) : 1;
+	if (st < 1 || st > TORCH_COLS_MAX_STEP)
+		return align_fail(err, ALIGN_ERR_UNSUPPORTED,
+				  "compressor: ALIGN_CSA_COMP_SUM_ORDER=torch: the window sum of %lld groups x %lld "
+				  "positions x %lld channels is not modelled (ATen splits it over CTAs or drops a dim; "
+				  "torch_order.h)",
+				  (long long)groups, (long long)n, (long long)F);
+	c->sum_step = st;
+	/* SpatialSoftMax_getBlockSize: inner_threads = min(F, 1024); dim threads only for F <= 64, n >= 64 */
+	int64_t inner = F < COMPRESSOR_SM_MAX_THREADS ? F : COMPRESSOR_SM_MAX_THREADS, t = 1;
+	if (inner <= 64 && n >= 64) {
+		while (inner * t <= COMPRESSOR_SM_MAX_THREADS && t <= n)
+			t *= 2;
+		t /= 2;
+	}
+	c->sm_threads = (int)t;
 	return ALIGN_OK;
 }
 
@@ -95,7 +122,8 @@ int compressor_cfg_init(struct compressor_op_cfg *c, const struct compressor_par
 	if (p->pos0 < 0 || (T > 0 && (T - 1) * K > INT32_MAX - (int64_t)p->pos0))
 		return align_fail(err, ALIGN_ERR_INPUT, "%s: pos0 %d negative or positions past 2^31", op,
 				  (int)p->pos0);
-	ALIGN_TRY(err, compressor_cfg_modes(&c->c, p, F, m, device, err));
+	ALIGN_TRY(err, compressor_cfg_modes(&c->c, p, F, T > 0 ? T : 1, m, device, err));
+	ALIGN_TRY(err, compressor_cfg_dims(&c->c, T, N * K, F, err));
 	c->T = T, c->K = K, c->N = N, c->D = D, c->F = F;
 	c->pos0 = p->pos0;
 	return ALIGN_OK;
@@ -130,7 +158,7 @@ int compressor_fwd_cpu(const struct compressor_params *p, const struct align_mod
 			struct compressor_win win = compressor_window(Kv, Zv, g, ch, K, N, F);
 			C[ch] = compressor_pool(&c.c, &win);
 		}
-		compressor_finish_row(&c.c, C, w, F, (int32_t)(c.pos0 + g * K), y + g * F);
+		compressor_finish_row(&c.c, C, w, F, g, (int32_t)(c.pos0 + g * K), y + g * F);
 	}
 	free(kz);
 	free(wk_);
@@ -174,10 +202,23 @@ static int cfg_check(const void *params, const struct align_modes *m, const stru
 	return compressor_cfg_init(&c, params, m, in, 5, out, 1, device, err);
 }
 
-static const int modes_read[] = {MODE_MATH_IMPL,      MODE_CSA_COMP_GEMM,  MODE_CSA_COMP_APE,  MODE_CSA_COMP_POOL,
-				 MODE_CSA_COMP_SUM,   MODE_CSA_COMP_NORM,  MODE_CSA_HADAMARD,  MODE_CSA_QAT,
-				 MODE_RMSNORM_WEIGHT, MODE_RMSNORM_REDUCE, MODE_RMSNORM_RSQRT, MODE_RMSNORM_EPS,
-				 MODE_ROPE_YARN_FREQ, MODE_ROPE_COSSIN,	   MODE_ROPE_ARITH,    -1};
+static const int modes_read[] = {MODE_MATH_IMPL,
+				 MODE_CSA_COMP_GEMM,
+				 MODE_CSA_COMP_APE,
+				 MODE_CSA_COMP_POOL,
+				 MODE_CSA_COMP_SUM,
+				 MODE_CSA_COMP_SUM_ORDER,
+				 MODE_CSA_COMP_NORM,
+				 MODE_CSA_HADAMARD,
+				 MODE_CSA_QAT,
+				 MODE_RMSNORM_WEIGHT,
+				 MODE_RMSNORM_REDUCE,
+				 MODE_RMSNORM_RSQRT,
+				 MODE_RMSNORM_EPS,
+				 MODE_ROPE_YARN_FREQ,
+				 MODE_ROPE_COSSIN,
+				 MODE_ROPE_ARITH,
+				 -1};
 
 const struct align_op_impl compressor_impl = {
 	5,

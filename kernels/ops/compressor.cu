@@ -61,7 +61,7 @@ __global__ void comp_row_kernel(comp_args a)
 	const int64_t F = a.c.F;
 	for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < a.c.T;
 	     g += (int64_t)gridDim.x * blockDim.x)
-		compressor_finish_row(&a.c.c, a.C + g * F, a.w, F, (int32_t)(a.c.pos0 + g * a.c.K), a.y + g * F);
+		compressor_finish_row(&a.c.c, a.C + g * F, a.w, F, g, (int32_t)(a.c.pos0 + g * a.c.K), a.y + g * F);
 }
 
 extern "C" int compressor_fwd_cuda(const void *params, const struct align_modes *m, const struct align_tensor *in,

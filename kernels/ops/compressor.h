@@ -21,8 +21,17 @@
  *      s = sum e_p ascending from +0; w_p = e_p / s; CSA_COMP_POOL=bf16: w_p = R(w_p).
  *   5. CSA_COMP_SUM=fp32: C = sum_p w_p K_p ascending from +0;
  *      bf16: C = R(sum_p R(w_p K_p)) (bf16 products, fp32 accumulation, bf16 output).
+ *   4-5 under CSA_COMP_SUM_ORDER=torch (PyTorch eager CUDA on the contiguous [groups, n, F] window tensor,
+ *      n = N K: softmax(dim=2) then (kv * score).sum(dim=2); read in ATen's SoftMax.cu and Reduce.cuh):
+ *      s as ATen's cunn_SpatialSoftMaxForward sums it: F > 64 or n < 64 (DSv4: F = 128, 512) one thread
+ *      walks the window, ascending from +0 as above; else t threads (SpatialSoftMax_getBlockSize: the
+ *      largest power of two with F t <= 1024, t <= n) each sum positions x, x + t, ... and a tree joins them
+ *      (compressor_pool_stats); the sum of step 5 in torch_sum_cols's order with the step of
+ *      torch_sum_cols_step_v(n, groups F, F) (torch_order.h; one thread per output, four accumulators, for
+ *      the DSv4 shapes). e_p, w_p and the products as above. Refused where torch_order.h has no model.
  *   6. RMSNorm of the row C[0..F): CSA_COMP_NORM=bf16_input: x = F(R(C)); fp32: x = C;
- *      r = rsqrt(sum x^2 / F + eps) (RMSNORM_REDUCE order, RMSNORM_RSQRT, RMSNORM_EPS: rmsnorm.h);
+ *      r = rsqrt(sum x^2 / F + eps) (RMSNORM_REDUCE order, RMSNORM_RSQRT, RMSNORM_EPS: rmsnorm.h;
+ *      RMSNORM_REDUCE=torch: ATen's row reduction of the [T, F] entries and its mean, rmsnorm.h);
  *      w' = w or F(R(w)) (RMSNORM_WEIGHT); y = R(w' * (x * r)).
  *   7. RoPE (rope.h, ROPE_* switches, params.rope) of the bf16 row at position pos0 + g*K.
  *   8. rotate (indexer compressor): v = F(y); Hadamard over F (a power of two): CSA_HADAMARD=library:
@@ -79,17 +88,20 @@ struct compressor_params {
 
 /* every decoded choice (no dims): shared with attn */
 struct compressor_cfg {
-	int gemm_bf16; /* CSA_COMP_GEMM=bf16 */
-	int ape_bf16;  /* CSA_COMP_APE=bf16 */
-	int pool_bf16; /* CSA_COMP_POOL=bf16 */
-	int sum_bf16;  /* CSA_COMP_SUM=bf16 */
-	int norm_fp32; /* CSA_COMP_NORM=fp32 */
-	int butterfly; /* CSA_HADAMARD=butterfly */
-	int qat;       /* CSA_QAT=on */
-	int wbf16;     /* RMSNORM_WEIGHT=bf16 */
-	int math;      /* MATH_IMPL value */
-	int rotate;    /* params.rotate */
-	float hscale;  /* (float)F^-0.5 (binary64 host) */
+	int gemm_bf16;	  /* CSA_COMP_GEMM=bf16 */
+	int ape_bf16;	  /* CSA_COMP_APE=bf16 */
+	int pool_bf16;	  /* CSA_COMP_POOL=bf16 */
+	int sum_bf16;	  /* CSA_COMP_SUM=bf16 */
+	int sum_torch;	  /* CSA_COMP_SUM_ORDER=torch */
+	int64_t sum_step; /* torch: the torch_sum_cols step of the window sum (compressor_cfg_dims; 1 before) */
+	int sm_threads;	  /* torch: ATen's spatial-softmax threads over one window (1: one thread walks it) */
+	int norm_fp32;	  /* CSA_COMP_NORM=fp32 */
+	int butterfly;	  /* CSA_HADAMARD=butterfly */
+	int qat;	  /* CSA_QAT=on */
+	int wbf16;	  /* RMSNORM_WEIGHT=bf16 */
+	int math;	  /* MATH_IMPL value */
+	int rotate;	  /* params.rotate */
+	float hscale;	  /* (float)F^-0.5 (binary64 host) */
 	struct rmsnorm_factor_cfg f;
 	struct rope_cfg r;
 };
@@ -101,10 +113,18 @@ struct compressor_op_cfg {
 	struct compressor_cfg c;
 };
 
-/* Decode the switches for device (rope: params.rope with the row length F). ALIGN_ERR_INPUT for bad
- * params, ALIGN_ERR_UNSUPPORTED for a value device cannot run, ALIGN_ERR_INTERNAL for an unhandled value. */
-int compressor_cfg_modes(struct compressor_cfg *c, const struct compressor_params *p, int64_t F,
+/* Decode the switches for device (rope: params.rope with the row length F; rows: the entries [rows, F] the
+ * norm sees, for RMSNORM_REDUCE=torch's plan, or -1 where the caller does not model it: refused). Then
+ * compressor_cfg_dims before the window code runs. ALIGN_ERR_INPUT for bad params, ALIGN_ERR_UNSUPPORTED
+ * for a value device cannot run, ALIGN_ERR_INTERNAL for an unhandled value. */
+int compressor_cfg_modes(struct compressor_cfg *c, const struct compressor_params *p, int64_t F, int64_t rows,
 			 const struct align_modes *m, int device, struct align_err *err);
+
+/* CSA_COMP_SUM_ORDER=torch's plans for `groups` windows of n positions and F channels (the [groups, n, F]
+ * softmax input and product of PyTorch's compressor): the step of the window sum (torch_sum_cols_step_v(n,
+ * groups F, F)) and the spatial softmax's threads per window (ATen's SpatialSoftMax_getBlockSize: F > 64 or
+ * n < 64: one). ALIGN_ERR_UNSUPPORTED where torch_order.h has no model; nothing to do under seq. */
+int compressor_cfg_dims(struct compressor_cfg *c, int64_t groups, int64_t n, int64_t F, struct align_err *err);
 
 int compressor_cfg_init(struct compressor_op_cfg *c, const struct compressor_params *p, const struct align_modes *m,
 			const struct align_tensor *in, int n_in, const struct align_tensor *out, int n_out, int device,
@@ -174,7 +194,13 @@ ALIGN_HD static inline float compressor_win_k(const struct compressor_win *w, in
 	return p < w->np ? (w->Kp ? w->Kp[p * w->stride] : 0.0f) : w->Ko[(p - w->np) * w->stride];
 }
 
-/* step 4's max m and sum s of one channel's window (compressor_bwd recomputes them with this code) */
+#define COMPRESSOR_SM_MAX_THREADS 1024 /* ATen's max_threads: the spatial softmax's block */
+
+/* step 4's max m and sum s of one channel's window (compressor_bwd recomputes them with this code).
+ * CSA_COMP_SUM_ORDER=torch with sm_threads t > 1 (ATen's cunn_SpatialSoftMaxForward with blockDim.x = t):
+ * thread x sums the positions x, x + t, ... ascending from +0, then the tree of spatialBlockReduceX
+ * (lane[x] = lane[x] + lane[x + o] for o = t/2, t/4, ..., 1). The max is the same for every order but a
+ * NaN's (ATen's max skips NaNs, this one keeps the first; either way every weight is then NaN). */
 ALIGN_HD static inline void compressor_pool_stats(const struct compressor_cfg *c, const struct compressor_win *w,
 						  float *m_out, float *s_out)
 {
@@ -183,8 +209,23 @@ ALIGN_HD static inline void compressor_pool_stats(const struct compressor_cfg *c
 	for (int64_t p = 0; p < n; p++)
 		m = compressor_max(m, compressor_win_z(w, p));
 	float s = 0.0f;
-	for (int64_t p = 0; p < n; p++)
-		s = hn_add(s, COMP_EXPF(c->math, hn_sub(compressor_win_z(w, p), m)));
+	if (c->sum_torch && c->sm_threads > 1) {
+		float lane[COMPRESSOR_SM_MAX_THREADS];
+		const int t = c->sm_threads;
+		for (int x = 0; x < t; x++) {
+			float a = 0.0f;
+			for (int64_t p = x; p < n; p += t)
+				a = hn_add(a, COMP_EXPF(c->math, hn_sub(compressor_win_z(w, p), m)));
+			lane[x] = a;
+		}
+		for (int o = t / 2; o > 0; o /= 2)
+			for (int x = 0; x < o; x++)
+				lane[x] = hn_add(lane[x], lane[x + o]);
+		s = lane[0];
+	} else {
+		for (int64_t p = 0; p < n; p++)
+			s = hn_add(s, COMP_EXPF(c->math, hn_sub(compressor_win_z(w, p), m)));
+	}
 	*m_out = m;
 	*s_out = s;
 }
@@ -196,19 +237,60 @@ ALIGN_HD static inline float compressor_pool_weight(const struct compressor_cfg 
 	return hn_div(COMP_EXPF(c->math, hn_sub(compressor_win_z(w, p), m)), s);
 }
 
-/* steps 4-5 for one channel's window -> C (binary32; bf16-valued under CSA_COMP_SUM=bf16) */
+/* step 5's term of position p: R?(w_p) K_p, bf16-rounded under CSA_COMP_SUM=bf16 */
+ALIGN_HD static inline float compressor_pool_term(const struct compressor_cfg *c, const struct compressor_win *w,
+						  int64_t p, float m, float s)
+{
+	float e = compressor_pool_weight(c, w, p, m, s);
+	if (c->pool_bf16)
+		e = align_round_bf16(e);
+	float pr = hn_mul(e, compressor_win_k(w, p));
+	return c->sum_bf16 ? align_round_bf16(pr) : pr;
+}
+
+/* torch_sum_strided (torch_order.h) over the terms of positions y, y + st, y + 2 st, ... < n */
+ALIGN_HD static inline float compressor_pool_lane(const struct compressor_cfg *c, const struct compressor_win *w,
+						  float m, float s, int64_t y, int64_t st, int64_t n)
+{
+	const int64_t cnt = (n - y + st - 1) / st;
+	float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+	int64_t idx = 0;
+	while (idx + 3 < cnt) {
+		for (int i = 0; i < 4; i++)
+			a[i] = hn_add(a[i], compressor_pool_term(c, w, y + (idx + i) * st, m, s));
+		idx += 4;
+	}
+	for (int i = 0; i < 4 && idx + i < cnt; i++)
+		a[i] = hn_add(a[i], compressor_pool_term(c, w, y + (idx + i) * st, m, s));
+	return hn_add(hn_add(hn_add(a[0], a[1]), a[2]), a[3]);
+}
+
+/* steps 4-5 for one channel's window -> C (binary32; bf16-valued under CSA_COMP_SUM=bf16). Under
+ * CSA_COMP_SUM_ORDER=torch the terms are summed as torch_sum_cols sums a column (ATen's reduction of the
+ * strided window dim: sum_step lanes of torch_sum_strided, lane y over positions y, y + sum_step, ..., then
+ * the lanes' tree), else ascending from +0. */
 ALIGN_HD static inline float compressor_pool(const struct compressor_cfg *c, const struct compressor_win *w)
 {
 	const int64_t n = w->np + w->no;
 	float m, s;
 	compressor_pool_stats(c, w, &m, &s);
 	float acc = 0.0f;
-	for (int64_t p = 0; p < n; p++) {
-		float e = compressor_pool_weight(c, w, p, m, s);
-		if (c->pool_bf16)
-			e = align_round_bf16(e);
-		float pr = hn_mul(e, compressor_win_k(w, p));
-		acc = hn_add(acc, c->sum_bf16 ? align_round_bf16(pr) : pr);
+	if (c->sum_torch && n > 0) {
+		const int64_t st = c->sum_step > 1 ? c->sum_step : 1;
+		if (st == 1) {
+			acc = compressor_pool_lane(c, w, m, s, 0, 1, n);
+		} else {
+			float lane[TORCH_COLS_MAX_STEP];
+			for (int64_t y = 0; y < st; y++)
+				lane[y] = y < n ? compressor_pool_lane(c, w, m, s, y, st, n) : 0.0f;
+			for (int64_t off = st / 2; off > 0; off /= 2)
+				for (int64_t y = 0; y < off; y++)
+					lane[y] = hn_add(lane[y], lane[y + off]);
+			acc = lane[0];
+		}
+	} else {
+		for (int64_t p = 0; p < n; p++)
+			acc = hn_add(acc, compressor_pool_term(c, w, p, m, s));
 	}
 	return c->sum_bf16 ? align_round_bf16(acc) : acc;
 }
@@ -239,21 +321,23 @@ ALIGN_HD static inline float compressor_rsqrt(const struct rmsnorm_factor_cfg *f
 	return rmsnorm_rsqrt(f->rsqrt, x);
 }
 
-/* step 6's factor r of the norm input x[0..F) (compressor_bwd recomputes it with this code) */
-ALIGN_HD static inline float compressor_norm_factor(const struct compressor_cfg *c, const float *x, int64_t F)
+/* step 6's factor r of the norm input x[0..F), entry `row` (compressor_bwd recomputes it with this code);
+ * RMSNORM_REDUCE=torch: ATen's row reduction of the [rows, F] entries (rmsnorm.h's plan, its mean) */
+ALIGN_HD static inline float compressor_norm_factor(const struct compressor_cfg *c, const float *x, int64_t F,
+						    int64_t row)
 {
-	float ss = align_reduce_hn(c->f.order, x, F, 1, 0, 1); /* host NaN bits on the device too */
-	return compressor_rsqrt(&c->f, hn_add(hn_div(ss, (float)F), c->f.eps));
+	float ss = rmsnorm_rowsum(&c->f, x, F, row, 1, 1); /* host NaN bits on the device too */
+	return compressor_rsqrt(&c->f, hn_add(rmsnorm_mean(&c->f, ss, F), c->f.eps));
 }
 
-/* step 6: C[0..F) (binary32, overwritten with the norm input x) -> y[0..F) bf16 */
+/* step 6: C[0..F) (binary32, overwritten with the norm input x) of entry `row` -> y[0..F) bf16 */
 ALIGN_HD static inline void compressor_norm_row(const struct compressor_cfg *c, float *C, const float *w, int64_t F,
-						align_bf16 *y)
+						int64_t row, align_bf16 *y)
 {
 	if (!c->norm_fp32)
 		for (int64_t i = 0; i < F; i++)
 			C[i] = align_round_bf16(C[i]);
-	float r = compressor_norm_factor(c, C, F);
+	float r = compressor_norm_factor(c, C, F, row);
 	for (int64_t i = 0; i < F; i++) {
 		float wv = c->wbf16 ? align_round_bf16(w[i]) : w[i];
 		y[i] = align_f32_to_bf16(hn_mul(wv, hn_mul(C[i], r)));
@@ -320,11 +404,11 @@ ALIGN_HD static inline void compressor_qdq_row(int fp4, align_bf16 *y, int64_t F
 		compressor_qdq_block(y + i, n - i < b ? n - i : b, fp4);
 }
 
-/* steps 6-9 of one entry: C[0..F) (binary32 scratch, overwritten) -> y[0..F) bf16 at position pos */
+/* steps 6-9 of entry `row`: C[0..F) (binary32 scratch, overwritten) -> y[0..F) bf16 at position pos */
 ALIGN_HD static inline void compressor_finish_row(const struct compressor_cfg *c, float *C, const float *w, int64_t F,
-						  int32_t pos, align_bf16 *y)
+						  int64_t row, int32_t pos, align_bf16 *y)
 {
-	compressor_norm_row(c, C, w, F, y);
+	compressor_norm_row(c, C, w, F, row, y);
 	rope_row(&c->r, NULL, pos, F, y, y);
 	if (c->rotate) {
 		for (int64_t i = 0; i < F; i++)

@@ -1,4 +1,10 @@
 /* compressor_bwd.c: CPU twin of the DSv4 KV compressor's backward (contract in compressor_bwd.h). */
+/* NaN picks in the written operand order, as the CUDA twin makes them (nan_host.h): in attn_bwd under
+ * ROPE_ARITH=fma_ac / fma_bd with the extreme fill, NaNs of both signs meet in this op's sums (a sign-flipped
+ * default NaN from RoPE's backward against the default NaN), and gcc 12 -O2 commuted operands here (H100 and
+ * emulator, 2026-12-07: dwd, dvec, dx NaN signs) */
+#define ALIGN_NAN_WRITTEN_ORDER 1
+
 #include "compressor_bwd.h"
 
 #include <stdlib.h>
@@ -42,6 +48,9 @@ int compressor_bwd_cfg_init(struct compressor_bwd_cfg *c, const struct compresso
 	struct align_modes mm = *m; /* the QAT-off form whatever CSA_QAT says (not read: no backward) */
 	mm.v[MODE_CSA_QAT] = ALIGN_CSA_QAT_OFF;
 	ALIGN_TRY(err, compressor_cfg_init(&c->o, p, &mm, in, 5, &fo, 1, device, err));
+	if (c->o.c.f.order == ALIGN_REDUCE_TORCH) /* the norm backward's sum (step 3) has no torch model here */
+		return align_fail(err, ALIGN_ERR_UNSUPPORTED,
+				  "%s: ALIGN_RMSNORM_REDUCE=torch is modelled for the compressor forward only", op);
 	const int64_t TK = c->o.T * c->o.K, NF = c->o.N * c->o.F, D = c->o.D, F = c->o.F;
 	int64_t xs[2] = {TK, D}, ws[2] = {NF, D}, as[2] = {c->o.K, NF}, ns[1] = {F};
 	ALIGN_TRY(err, op_cfg_tensor(err, op, "output", "dx", &out[0], ALIGN_DT_BF16, 2, xs));
@@ -90,8 +99,8 @@ static void bwd_run(const struct compressor_bwd_cfg *c, const struct align_tenso
 			struct compressor_win win = compressor_window(Kv, Zv, g, ch, K, N, F);
 			C[ch] = compressor_pool(cc, &win);
 		}
-		compressor_norm_row(cc, C, w, F, gy); /* C: the norm input x; gy: scratch */
-		float r = compressor_norm_factor(cc, C, F);
+		compressor_norm_row(cc, C, w, F, g, gy); /* C: the norm input x; gy: scratch */
+		float r = compressor_norm_factor(cc, C, F, g);
 		compressor_bwd_grad_row(c, dc + g * F, (int32_t)(c->o.pos0 + g * K), gy, tmp);
 		compressor_bwd_norm_row(c, C, r, w, gy, tmp, dC, nb + g * F);
 		for (int64_t ch = 0; ch < F; ch++)
@@ -161,10 +170,23 @@ static int cfg_check(const void *params, const struct align_modes *m, const stru
 	return compressor_bwd_cfg_init(&c, params, m, in, 6, out, 5, device, err);
 }
 
-static const int modes_read[] = {MODE_MATH_IMPL,      MODE_CSA_COMP_GEMM, MODE_CSA_COMP_APE, MODE_CSA_COMP_POOL,
-				 MODE_CSA_COMP_SUM,   MODE_CSA_COMP_NORM, MODE_CSA_HADAMARD, MODE_RMSNORM_WEIGHT,
-				 MODE_RMSNORM_REDUCE, MODE_RMSNORM_RSQRT, MODE_RMSNORM_EPS,  MODE_RMSNORM_BWD_FORM,
-				 MODE_ROPE_YARN_FREQ, MODE_ROPE_COSSIN,	  MODE_ROPE_ARITH,   -1};
+static const int modes_read[] = {MODE_MATH_IMPL,
+				 MODE_CSA_COMP_GEMM,
+				 MODE_CSA_COMP_APE,
+				 MODE_CSA_COMP_POOL,
+				 MODE_CSA_COMP_SUM,
+				 MODE_CSA_COMP_SUM_ORDER,
+				 MODE_CSA_COMP_NORM,
+				 MODE_CSA_HADAMARD,
+				 MODE_RMSNORM_WEIGHT,
+				 MODE_RMSNORM_REDUCE,
+				 MODE_RMSNORM_RSQRT,
+				 MODE_RMSNORM_EPS,
+				 MODE_RMSNORM_BWD_FORM,
+				 MODE_ROPE_YARN_FREQ,
+				 MODE_ROPE_COSSIN,
+				 MODE_ROPE_ARITH,
+				 -1};
 
 const struct align_op_impl compressor_bwd_impl = {
 	6,

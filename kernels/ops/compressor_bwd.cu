@@ -72,8 +72,8 @@ __global__ void compb_row_kernel(compb_args a)
 	{
 		float *C = a.C + g * F, *tmp = a.tmp + g * F;
 		align_bf16 *gy = a.gy + g * F;
-		compressor_norm_row(&a.c.o.c, C, a.w, F, gy);
-		float r = compressor_norm_factor(&a.c.o.c, C, F);
+		compressor_norm_row(&a.c.o.c, C, a.w, F, g, gy);
+		float r = compressor_norm_factor(&a.c.o.c, C, F, g);
 		compressor_bwd_grad_row(&a.c, a.dc + g * F, (int32_t)(a.c.o.pos0 + g * a.c.o.K), gy, tmp);
 		compressor_bwd_norm_row(&a.c, C, r, a.w, gy, tmp, a.dC + g * F, a.n + g * F);
 	}

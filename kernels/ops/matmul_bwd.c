@@ -1,5 +1,11 @@
 /* matmul_bwd.c: CPU twin of the matmul backward (contract in matmul_bwd.h) and its configuration
  * (matmul_bwd_cfg_init), which the CUDA twin (matmul_bwd.cu) calls too. */
+/* NaN picks in the written operand order, as the CUDA twin makes them (nan_host.h): in attn_bwd under
+ * ROPE_ARITH=fma_ac / fma_bd with the extreme fill, NaNs of both signs meet in this op's sums (a sign-flipped
+ * default NaN from RoPE's backward against the default NaN), and gcc 12 -O2 commuted operands here (H100 and
+ * emulator, 2026-12-07: dwd, dvec, dx NaN signs) */
+#define ALIGN_NAN_WRITTEN_ORDER 1
+
 #include "matmul_bwd.h"
 
 #include "op_cfg.h"

@@ -1,4 +1,10 @@
 /* rmsnorm_bwd.c: CPU twin of the RMSNorm backward (contract in rmsnorm_bwd.h) and its configuration. */
+/* NaN picks in the written operand order, as the CUDA twin makes them (nan_host.h): in attn_bwd under
+ * ROPE_ARITH=fma_ac / fma_bd with the extreme fill, NaNs of both signs meet in this op's sums (a sign-flipped
+ * default NaN from RoPE's backward against the default NaN), and gcc 12 -O2 commuted operands here (H100 and
+ * emulator, 2026-12-07: dwd, dvec, dx NaN signs) */
+#define ALIGN_NAN_WRITTEN_ORDER 1
+
 #include "rmsnorm_bwd.h"
 
 #include <stdlib.h>

@@ -1,5 +1,10 @@
 /* sparse_attn_bwd.c: CPU twin of the sparse MQA attention backward (contract in sparse_attn_bwd.h) and its
  * configuration, which the CUDA twin (sparse_attn_bwd.cu) calls too. */
+/* NaN picks in the written operand order, as the CUDA twin makes them (nan_host.h): in attn_bwd, dq meets NaNs
+ * of both signs (RoPE's fma_ac / fma_bd flip the default NaN's sign), and gcc 12 -O2 commuted an operand
+ * here, so the C twin's dx NaN signs were the other operand's (16 of 1024 elements, extreme fill) */
+#define ALIGN_NAN_WRITTEN_ORDER 1
+
 #include "sparse_attn_bwd.h"
 
 #include <inttypes.h>

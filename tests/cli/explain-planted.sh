@@ -83,6 +83,9 @@ single.add("compressor_bwd")
 # op by op, as attn
 composed.add("mtp_bwd")
 dims["mtp_bwd"] = "T=4,S=2,V=16,N=2,D=16"
+# attn_bwd composes attn and matmul_bwd, rope_bwd, sparse_attn_bwd, qnorm_bwd, rmsnorm_bwd, compressor_bwd:
+# 41 switches; its own steps (the dx sum, casts) have none: explained op by op, as attn
+composed.add("attn_bwd")
 ops, switches, refused, cur = [], {}, {}, None
 for line in open("list.txt"):  # a block's lines (mhc, model: their own switches line) belong to no op
     if line[0].isalpha():

@@ -52,6 +52,6 @@ run_align 2 run router --variant x && expect_err "variant"
 
 # align modes marks the GPU-only values and resolves the *-cuda profiles on top of their base
 run_align 0 modes --format md && expect_out "portable\|libm\|cuda\*\|cuda_fast\*"
-run_align 0 modes --diff megatron megatron-cuda && expect_out "^13 switches differ between 'megatron' and 'megatron-cuda'"
+run_align 0 modes --diff megatron megatron-cuda && expect_out "^14 switches differ between 'megatron' and 'megatron-cuda'"
 run_align 0 modes --diff megatron megatron-cuda && expect_out "ALIGN_MATH_IMPL +portable +cuda"
 finish

@@ -6,10 +6,19 @@
 # C twin had changed, and sparse_attn_bwd's launch written outside ALIGN_CUDA_LAUNCH. It does not check the
 # GPU's own arithmetic (tests/gpu does). An argument OP+DEP+DEP checks OP and also compiles the twins it
 # calls (router_bwd+router: the backward runs the forward's twin); a twin called but not compiled in fails
-# the op ("not built into the emulator"). Exit 1 when an op fails, 2 when the build fails.
+# the op ("not built into the emulator"). Leading arguments that start with -- go to test-ops-cuda for every
+# op (--part I/N, --variant K: a sample of an op too long to run whole, like attn_bwd: 1800 quick cases at
+# about 7 s each in the emulator). Exit 1 when an op fails, 2 when the build fails.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-[ $# -gt 0 ] || { echo "usage: emu-ops.sh OP..." >&2; exit 2; }
+extra=()
+while [ $# -gt 0 ] && [ "${1#--}" != "$1" ]; do
+	case "$1" in
+	--part | --variant) [ $# -ge 2 ] || { echo "error: $1 needs a value" >&2; exit 2; }; extra+=("$1" "$2"); shift 2 ;;
+	*) echo "error: unknown option $1 (emu-ops.sh [--part I/N] [--variant K] OP...)" >&2; exit 2 ;;
+	esac
+done
+[ $# -gt 0 ] || { echo "usage: emu-ops.sh [--part I/N] [--variant K] OP..." >&2; exit 2; }
 command -v g++ >/dev/null 2>&1 || { echo "skip: no g++"; exit 77; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -23,7 +32,7 @@ for arg in "$@"; do
 done
 set -- "${ops[@]}"
 # the build (run-emu.sh runs the binary last: given --op of the first op)
-EMU_TWINS=$twins bash "$root/tests/emu/run-emu.sh" "$out" -- --op "$1" --quick >"$out/first.log" 2>&1
+EMU_TWINS=$twins bash "$root/tests/emu/run-emu.sh" "$out" -- --op "$1" --quick "${extra[@]}" >"$out/first.log" 2>&1
 rc=$?
 [ -x "$out/test-ops-cuda-emu" ] || { cat "$out/first.log"; echo "error: the emulator build failed" >&2; exit 2; }
 fails=0
@@ -33,7 +42,7 @@ for op in "$@"; do
 	else
 		log="$out/$op.log"
 		t0=$SECONDS
-		"$out/test-ops-cuda-emu" --op "$op" --quick >"$log" 2>&1
+		"$out/test-ops-cuda-emu" --op "$op" --quick "${extra[@]}" >"$log" 2>&1
 		r=$?
 		echo "($op: $((SECONDS - t0)) s)"
 	fi

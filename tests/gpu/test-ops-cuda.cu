@@ -418,8 +418,9 @@ static int check_invariance(struct ctx *c, const struct align_op *op, align_fwd_
 		e = dcase_run(op, fwd, params, m, &h, &g, &launches[0], 0xcd, c->dev, &rc);
 	if (!e && rc == 0 && h.rc == 0)
 		for (int i = 0; i < im->n_out && !*bad; i++) {
-			if (h.out[i].shape[0] != dh.v[ALIGN_DIM_T] || !full[i])
-				continue; /* not a per-row output */
+			if (im->out[i].shape[0] != 'T' || h.out[i].shape[0] != dh.v[ALIGN_DIM_T] || !full[i] ||
+			    ops_out_not_rows(op, i))
+				continue; /* not a per-row output (attn_bwd's dwo_b is D rows: D = T happens) */
 			if (memcmp(g.back[i] + GUARD, full[i], h.obytes[i])) {
 				*bad = 1;
 				snprintf(msg, len,

@@ -74,6 +74,10 @@ Cases (contracts in kernels/ops/swiglu.h, router.h, mhc_pre.h):
            * weights, fp32 head sum. Then -inf for c >= (t+1)//4, torch.topk(min(K,S), sorted=True),
            causal-invalid -> -1, others + offset 0; K=4 (bitonic sort) and K=36 (stable sort). Outputs idx
            and score.
+  compressor  deepseek-ref-cuda with CSA_QAT=off and RMSNORM_REDUCE=torch: DS-ref's Compressor.forward as eager
+           ops (fp32 projections on inputs that make them exact, + ape, the [T, N K, F] window, softmax(dim=1),
+           (kv * score).sum(dim=1), RMSNorm of the bf16 entry, RoPE on the last 64 dims at g K); K = 4 (N = 2,
+           overlapping) and K = 128 (N = 1). Output c.
   xent     F.cross_entropy(logits.float(), labels, ignore_index=-1) with reduction 'none' (output loss)
            and 'mean' (output mean) on CUDA, V = 512 and V = 1000 (<= 1024: PyTorch's persistent
            log_softmax kernel, XENT_SUM=torch; nll_loss's 32-lane mean, XENT_MEAN=torch32); logits bf16
@@ -761,6 +765,53 @@ def norm_bwd_inputs(shape, weight):
     return out
 
 
+CP_T, CP_D, CP_F = 8, 16, 128  # groups, hidden, entry width (rope_dim 64 <= F)
+
+
+def compressor_inputs(T, K, N, D, F):
+    """x and the projections small multiples of 1/8 (every dot product over D = 16 is exact in fp32 and in
+    bf16 whatever cuBLAS's order: only the window softmax, its sum, the norm and RoPE are measured), ape
+    random fp32 (distinct softmax weights), the norm weight near 1."""
+    r = random.Random(9090 + K)
+    x = [bf16_bits(r.randint(-3, 3)) for _ in range(T * K * D)]
+    wk = [bf16_bits(r.randint(-4, 4) / 8.0) for _ in range(N * F * D)]
+    wz = [bf16_bits(r.randint(-4, 4) / 8.0) for _ in range(N * F * D)]
+    ape = [f32_bits(r.uniform(-2.0, 2.0)) for _ in range(K * N * F)]
+    w = [f32_bits(1.0 + r.uniform(-0.25, 0.25)) for _ in range(F)]
+    return {"x": tensor("BF16", [T * K, D], x), "wkv": tensor("BF16", [N * F, D], wk),
+            "wgate": tensor("BF16", [N * F, D], wz), "ape": tensor("F32", [K, N * F], ape), "w": tensor("F32", [F], w)}
+
+
+def torch_compressor(torch, inp, dev, K, N, eps=1e-6):
+    """DS-ref Compressor.forward (QAT off, main compressor: no Hadamard) as PyTorch eager ops on CUDA:
+    fp32 projections, + ape, the [T, N K, F] window (the previous group's first F channels, -inf / 0 before
+    group 0, then the own group's last F), softmax(dim=1) (ATen's spatial softmax: F > 64, one thread per
+    (group, channel)), (kv * score).sum(dim=1) (ATen's strided-dim reduction), RMSNorm on the bf16 entry
+    (fp32 inside, x.square().mean(-1): ALIGN_RMSNORM_REDUCE=torch), RoPE on the last 64 dims at g K."""
+    x = to_torch(torch, inp["x"], dev).float()
+    kv = x @ to_torch(torch, inp["wkv"], dev).float().t()
+    sc = x @ to_torch(torch, inp["wgate"], dev).float().t()
+    F = inp["w"][1][0]
+    T = x.shape[0] // K
+    sc = (sc.view(T, K, N * F) + to_torch(torch, inp["ape"], dev)).view(T * K, N * F)
+    kv3, sc3 = kv.view(T, K, N * F), sc.view(T, K, N * F)
+    if N == 2:
+        kw = torch.zeros(T, 2 * K, F, dtype=torch.float32, device=dev)
+        sw = torch.full((T, 2 * K, F), float("-inf"), dtype=torch.float32, device=dev)
+        kw[1:, :K] = kv3[:-1, :, :F]
+        sw[1:, :K] = sc3[:-1, :, :F]
+        kw[:, K:] = kv3[:, :, F:]
+        sw[:, K:] = sc3[:, :, F:]
+    else:
+        kw, sw = kv3.contiguous(), sc3.contiguous()
+    c = (kw * sw.softmax(dim=1)).sum(dim=1)
+    xf = c.to(torch.bfloat16).float()
+    w = to_torch(torch, inp["w"], dev)
+    y = (w * (xf * torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps))).to(torch.bfloat16)
+    pos = {"pos": tensor("I32", [T], [i32_bits(g * K) for g in range(T)])}
+    return {"c": torch_rope(torch, pos, "deepseek-ref-cuda", dev, 0, x=y.unsqueeze(1))["y"].squeeze(1)}
+
+
 def torch_rmsnorm_bwd(torch, inp, dev, eps=1e-6):
     with torch.enable_grad():  # DS-ref RMSNorm: fp32 inside, fp32 weight, bf16 out
         x = to_torch(torch, inp["x"], dev).requires_grad_()
@@ -1112,6 +1163,17 @@ def cases():
             out.append(dict(op="mhc_pre[%s]" % name, label=prof, profile=prof, modes=[],
                             shape="T=%d,N=%d,D=%d" % (M_T, M_N, M_D), inputs=mi,
                             outputs=["comb", "pre", "post", "y"], ref=("mhc_pre", {})))
+    # the compressor's softmax pooling (issue 14): DS-ref's eager path, QAT off (its act_quant is a TileLang
+    # kernel), CSA_COMP_SUM_ORDER=torch (the profile's) and RMSNORM_REDUCE=torch (DS-ref's RMSNorm module);
+    # overlapping (K = 4, N = 2: n = 8 positions, one accumulator per four) and not (K = 128: n = 128, the
+    # reduction's block.y split in four lanes). The portable row for contrast.
+    for (K, N) in ((4, 2), (128, 1)):
+        ci = compressor_inputs(CP_T, K, N, CP_D, CP_F)
+        for prof, modes in (("deepseek-ref-cuda", ["ALIGN_CSA_QAT=off", "ALIGN_RMSNORM_REDUCE=torch"]),
+                            ("deepseek-ref", ["ALIGN_CSA_QAT=off"])):
+            out.append(dict(op="compressor[K=%d]" % K, label=prof, profile=prof, modes=modes,
+                            shape="T=%d,K=%d,N=%d,D=%d,F=%d" % (CP_T, K, N, CP_D, CP_F), inputs=ci, outputs=["c"],
+                            ref=("compressor", {"K": K, "N": N})))
     sa = sparse_attn_inputs(SA_T, SA_H, SA_D, SA_S, SA_N)
     for prof in ("megatron-cuda", "megatron"):
         out.append(dict(op="sparse_attn", label=prof, profile=prof, modes=[],
@@ -1794,6 +1856,8 @@ def compare_run(align, device, workdir, explain_ops=(), only_ops=None, only_prob
                 ref = torch_sparse_attn_bwd(torch, c["inputs"], dev, SA_D)
             elif kind == "indexer":
                 ref = torch_indexer(torch, c["inputs"], c["profile"], dev, extra["K"])
+            elif kind == "compressor":
+                ref = torch_compressor(torch, c["inputs"], dev, extra["K"], extra["N"])
             elif kind == "xent":
                 ref = torch_xent(torch, F, c["inputs"], dev)
             elif kind == "embedding_bwd":

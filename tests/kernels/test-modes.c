@@ -94,10 +94,10 @@ static void check_profiles(void)
 			own++;
 			CHECK(id == MODE_MATH_IMPL || id == MODE_RMSNORM_RSQRT || id == MODE_ROUTER_TOPK_ORDER ||
 				      id == MODE_ROUTER_SUM || id == MODE_MHC_SUM_ORDER || id == MODE_MATMUL_IMPL ||
-				      id == MODE_CSA_SUM_ORDER || id == MODE_INDEXER_TOPK_ORDER ||
-				      id == MODE_XENT_SUM || id == MODE_XENT_MEAN || id == MODE_RMSNORM_BWD_DW_ORDER ||
-				      id == MODE_XENT_BWD_PROB || id == MODE_XENT_BWD_FORM ||
-				      (i == 0 && id == MODE_CSA_BWD_SOFTMAX) ||
+				      id == MODE_CSA_SUM_ORDER || id == MODE_CSA_COMP_SUM_ORDER ||
+				      id == MODE_INDEXER_TOPK_ORDER || id == MODE_XENT_SUM || id == MODE_XENT_MEAN ||
+				      id == MODE_RMSNORM_BWD_DW_ORDER || id == MODE_XENT_BWD_PROB ||
+				      id == MODE_XENT_BWD_FORM || (i == 0 && id == MODE_CSA_BWD_SOFTMAX) ||
 				      (i == 1 && (id == MODE_ROPE_YARN_FREQ || id == MODE_MHC_BWD_SINKHORN ||
 						  id == MODE_MHC_BWD_DSUM || id == MODE_MHC_BWD_TSUM)),
 			      "%s changes %s beyond its base", pairs[i][1], modes_info(id)->env);
@@ -107,8 +107,9 @@ static void check_profiles(void)
 		 * (XENT_BWD_*); deepseek-ref-cuda takes autograd's
 		 * x.sum(0) for rmsnorm_bwd dw (megatron's is TE's dgamma, not torch's) and its freqs_cis divisions
 		 * by host scalars (torch's CUDA reciprocal product); autograd's backward forms: megatron-cuda the
-		 * unfused sink softmax's (CSA_BWD_SOFTMAX), deepseek-ref-cuda the mHC loop's (MHC_BWD_*) */
-		int want = i == 0 ? 13 : 16;
+		 * unfused sink softmax's (CSA_BWD_SOFTMAX), deepseek-ref-cuda the mHC loop's (MHC_BWD_*); both the
+		 * compressor's window softmax and sum (CSA_COMP_SUM_ORDER: torch eager in both) */
+		int want = i == 0 ? 14 : 17;
 		CHECK(own == want, "%s: %d own rows, got %d", pairs[i][1], want, own);
 		CHECK(modes_gpu_only_in(&c, NULL) >= 0 && modes_gpu_only_in(&b, NULL) < 0, "%s is GPU only",
 		      pairs[i][1]);

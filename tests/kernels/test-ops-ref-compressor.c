@@ -409,6 +409,124 @@ static int bwd_invariance(const char *dims, const char *half, int variant)
 	return fails;
 }
 
+/* CSA_COMP_SUM_ORDER=torch on one window: compressor_pool (and its stats) against the window's terms
+ * materialised and summed by torch_order.h's torch_sum_cols with torch_sum_cols_step_v (the model of ATen's
+ * strided-dim sum checked against PyTorch on a GPU for sparse_attn_bwd) and the softmax denominator by
+ * ATen's cunn_SpatialSoftMaxForward loop written out here (blockDim.x threads over the window, then
+ * spatialBlockReduceX's tree). Shapes: one thread per output (n = 8), the block.y split (n = 128, step 4),
+ * and F <= 64 with n >= 64 (the softmax split over 32 and 64 threads). Also: the torch order differs from
+ * seq somewhere (else this check would prove nothing). */
+static int torch_order_check(void)
+{
+	static const struct {
+		int64_t groups, K, N, F, want_t;
+	} cs[] = {{8, 4, 2, 128, 1}, {4, 128, 1, 128, 1}, {3, 128, 1, 32, 32}, {2, 64, 1, 16, 64}, {5, 32, 2, 24, 32}};
+	static const char *const sw[][2] = {{NULL, NULL}, {"ALIGN_CSA_COMP_POOL=bf16", "ALIGN_CSA_COMP_SUM=bf16"}};
+	int fails = 0;
+	uint64_t seed = 0x5eed;
+	for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++)
+		for (size_t si = 0; si < 2; si++) {
+			const int64_t G = cs[ci].groups, K = cs[ci].K, N = cs[ci].N, F = cs[ci].F, NF = N * F,
+				      n = N * K;
+			struct align_modes m, mseq;
+			char e[256];
+			modes_init_default(&m);
+			for (int k = 0; k < 2; k++)
+				if (sw[si][k] && modes_apply_kv(&m, sw[si][k], e, sizeof e)) {
+					printf("FAIL torch order: %s\n", e);
+					return 1;
+				}
+			mseq = m;
+			modes_apply_kv(&m, "ALIGN_CSA_COMP_SUM_ORDER=torch", e, sizeof e);
+			struct compressor_params p;
+			compressor_params_default(&p);
+			if (p.rope.rope_dim > F) /* the window code does not read RoPE; its check wants rope_dim <= F */
+				p.rope.rope_dim = 8;
+			struct compressor_cfg c, cq;
+			if (compressor_cfg_modes(&c, &p, F, G, &m, ALIGN_DEVICE_CPU, NULL) ||
+			    compressor_cfg_dims(&c, G, n, F, NULL) ||
+			    compressor_cfg_modes(&cq, &p, F, G, &mseq, ALIGN_DEVICE_CPU, NULL) ||
+			    compressor_cfg_dims(&cq, G, n, F, NULL)) {
+				printf("FAIL torch order: cfg for G=%lld K=%lld N=%lld F=%lld\n", (long long)G,
+				       (long long)K, (long long)N, (long long)F);
+				return 1;
+			}
+			if (c.sm_threads != cs[ci].want_t) {
+				printf("FAIL torch order: F=%lld n=%lld: %d softmax threads, ATen's block has %lld\n",
+				       (long long)F, (long long)n, c.sm_threads, (long long)cs[ci].want_t);
+				fails++;
+			}
+			float *Kv = malloc(sizeof(float) * (size_t)(G * K * NF)),
+			      *Zv = malloc(sizeof(float) * (size_t)(G * K * NF));
+			float *pr = malloc(sizeof(float) * (size_t)n), *ev = malloc(sizeof(float) * (size_t)n);
+			for (int64_t i = 0; i < G * K * NF; i++) {
+				seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+				Kv[i] = (float)((int64_t)(seed >> 40) - (1 << 23)) * 0x1p-21f;
+				Zv[i] = (float)((int64_t)((seed >> 8) & 0xffffff) - (1 << 23)) * 0x1p-20f;
+			}
+			const int64_t step = torch_sum_cols_step_v(n, G * F, F);
+			int bad = 0, differ = 0;
+			for (int64_t g = 0; g < G; g++)
+				for (int64_t ch = 0; ch < F; ch++) {
+					struct compressor_win w = compressor_window(Kv, Zv, g, ch, K, N, F);
+					float mx = -INFINITY;
+					for (int64_t q = 0; q < n; q++)
+						mx = compressor_max(mx, compressor_win_z(&w, q));
+					for (int64_t q = 0; q < n; q++)
+						ev[q] = align_expf(compressor_win_z(&w, q) - mx);
+					float lane[1024] = {0.0f}, sum;
+					const int t = (int)cs[ci].want_t;
+					for (int x = 0; x < t; x++) {
+						float a = 0.0f;
+						for (int64_t q = x; q < n; q += t)
+							a += ev[q];
+						lane[x] = a;
+					}
+					for (int o = t / 2; o > 0; o /= 2)
+						for (int x = 0; x < o; x++)
+							lane[x] = lane[x] + lane[x + o];
+					sum = lane[0];
+					for (int64_t q = 0; q < n; q++) {
+						float wq = ev[q] / sum;
+						if (c.pool_bf16)
+							wq = align_round_bf16(wq);
+						pr[q] = wq * compressor_win_k(&w, q);
+						if (c.sum_bf16)
+							pr[q] = align_round_bf16(pr[q]);
+					}
+					float want = torch_sum_cols(pr, 1, n, step);
+					if (c.sum_bf16)
+						want = align_round_bf16(want);
+					float got = compressor_pool(&c, &w), seq = compressor_pool(&cq, &w), ms, ss;
+					compressor_pool_stats(&c, &w, &ms, &ss);
+					if (memcmp(&got, &want, 4) || memcmp(&ss, &sum, 4)) {
+						if (bad++ < 3)
+							printf("FAIL torch order G=%lld K=%lld N=%lld F=%lld set %zu g "
+							       "%lld ch %lld: "
+							       "C %a (model %a), s %a (model %a)\n",
+							       (long long)G, (long long)K, (long long)N, (long long)F,
+							       si, (long long)g, (long long)ch, got, want, ss, sum);
+					}
+					differ += memcmp(&got, &seq, 4) != 0;
+				}
+			if (ci == 0 && si == 0 && differ == 0) {
+				printf("FAIL torch order: no window of G=8 K=4 N=2 F=128 differs from the seq order\n");
+				fails++;
+			}
+			printf("torch order G=%lld K=%lld N=%lld F=%lld set %zu: step %lld, %d softmax threads, %lld "
+			       "windows, "
+			       "%d differ from seq, %d from the model\n",
+			       (long long)G, (long long)K, (long long)N, (long long)F, si, (long long)step,
+			       c.sm_threads, (long long)(G * F), differ, bad);
+			fails += bad != 0;
+			free(Kv);
+			free(Zv);
+			free(pr);
+			free(ev);
+		}
+	return fails;
+}
+
 int main(void)
 {
 	static const char *const sets[][4] = {
@@ -416,6 +534,7 @@ int main(void)
 		{"ALIGN_CSA_COMP_NORM", "fp32", NULL},
 		{"ALIGN_RMSNORM_WEIGHT", "bf16", NULL},
 		{"ALIGN_RMSNORM_REDUCE", "fp64", "ALIGN_RMSNORM_EPS", "1e-5"},
+		{"ALIGN_CSA_COMP_SUM_ORDER", "torch", "ALIGN_RMSNORM_REDUCE", "torch"},
 	};
 	static const char *const dims[] = {"T=8,K=4,N=2,D=64,F=128", "T=4,K=16,N=1,D=64,F=128"};
 	int fails = 0;
@@ -461,6 +580,7 @@ int main(void)
 				fails += bwd_fd_check(fdims[di], var, fsets[s], fsets[s][0] ? 2 : 0);
 	fails += bwd_invariance("T=8,K=4,N=2,D=32,F=128", "T=4,K=4,N=2,D=32,F=128", 0);
 	fails += bwd_invariance("T=8,K=4,N=1,D=32,F=128", "T=4,K=4,N=1,D=32,F=128", 1);
+	fails += torch_order_check();
 	printf("test-ops-ref-compressor: %s\n", fails ? "FAILED" : "ok");
 	return fails ? 1 : 0;
 }

@@ -4,7 +4,8 @@
  *   - runs under the defaults, every profile and every value of every switch;
  *   - determinism: two runs give the same bytes;
  *   - batch invariance: the first T/2 rows are byte-identical when run with T/2 rows (outputs whose
- *     shape starts with T; an output reduced over the tokens, like xent's mean, is checked elsewhere);
+ *     shape starts with T, but ops_out_not_rows's; an output reduced over the tokens, like xent's mean, is
+ *     checked elsewhere);
  *   - mode effects: each switch an op reads changes its output bytes for every non-default
  *     value in at least one case (except the documented rarely-visible pairs below), and each
  *     switch it does not read leaves its bytes unchanged.
@@ -91,9 +92,13 @@ static int rarely_visible(const char *op, int mode)
 	 * the last bits of a binary32 factor that a bf16 store rarely shows (the rmsnorm op shows each); the YaRN
 	 * frequency forms differ in a last bit of a few frequencies, which its 8 rows at positions g*K do not
 	 * show (the rope op does); exp as above */
-	if (!strcmp(op, "compressor") && (mode == MODE_MATH_IMPL || mode == MODE_RMSNORM_REDUCE ||
-					  mode == MODE_RMSNORM_RSQRT || mode == MODE_ROPE_YARN_FREQ ||
-					  mode == MODE_ROPE_ARITH)) /* fma_ac/fma_bd: a last bit before a bf16 store */
+	/* CSA_COMP_SUM_ORDER: the window sums' orders differ in a last bit of the binary32 pooled value, which the
+	 * bf16 norm input and the bf16 output after the norm rarely keep at 8 x 128 entries (compressor_bwd shows it
+	 * through its fp32 gradients, test-ops-ref-compressor checks the order itself) */
+	if (!strcmp(op, "compressor") &&
+	    (mode == MODE_MATH_IMPL || mode == MODE_RMSNORM_REDUCE || mode == MODE_CSA_COMP_SUM_ORDER ||
+	     mode == MODE_RMSNORM_RSQRT || mode == MODE_ROPE_YARN_FREQ ||
+	     mode == MODE_ROPE_ARITH)) /* fma_ac/fma_bd: a last bit before a bf16 store */
 		return 1;
 	/* compressor_bwd recomputes the compressor and applies RoPE's backward to dc's rows at the same 4 positions
 	 * g*K: the YaRN frequency forms and the fma forms differ in a last bit the bf16 store of those rows rarely
@@ -117,7 +122,13 @@ static int rarely_visible(const char *op, int mode)
 	 * test-ops-ref-mtp checks both */
 	if (!strcmp(op, "mtp_loss_bwd") && mode == MODE_MTP_LOSS_COMBINE)
 		return 1;
-	return !strcmp(op, "attn") &&
+	/* attn_bwd: attn's own (its recomputed forward), plus two of matmul_bwd's that its contract makes near
+	 * invisible (attn_bwd.h): the layer is one sequence (S = T), so WGRAD_ORDER=sb visits the bs order;
+	 * main_grad is +0, so WGRAD_ACCUM=main_grad is fresh but for a -0 wgrad, and add's bf16 .grad rounding
+	 * is the default WGRAD_DTYPE=bf16's own (it shows under fp32). Each is shown by matmul_bwd itself. */
+	if (!strcmp(op, "attn_bwd") && (mode == MODE_WGRAD_ORDER || mode == MODE_WGRAD_ACCUM))
+		return 1;
+	return (!strcmp(op, "attn") || !strcmp(op, "attn_bwd")) &&
 	       (mode == MODE_MATH_IMPL || mode == MODE_RMSNORM_REDUCE || mode == MODE_RMSNORM_RSQRT ||
 		mode == MODE_ROPE_YARN_FREQ || mode == MODE_CSA_HADAMARD || mode == MODE_INDEXER_SCORE ||
 		mode == MODE_INDEXER_WEIGHT_SCALE || mode == MODE_INDEXER_TOPK_ORDER || mode == MODE_CSA_SUM_ORDER ||
@@ -204,7 +215,7 @@ static void check_op(const struct align_op *op)
 			struct run half;
 			if (run_op(op, params, &dh, &def, set, &half) == 0) {
 				for (int i = 0; i < im->n_out; i++)
-					if (im->out[i].shape[0] == 'T' &&
+					if (im->out[i].shape[0] == 'T' && !ops_out_not_rows(op, i) &&
 					    (im->out[i].shape[1] == ',' || im->out[i].shape[1] == 0) &&
 					    memcmp(half.out[i].data, base.out[i].data, bytes(&half.out[i])) != 0) {
 						printf("FAIL %s variant %d set %d: output %s not batch invariant\n",
