@@ -1,5 +1,5 @@
 /* cuda-emu.h (emulator): force-included (g++ -include) into a CUDA twin's .cu compiled as C++, so that
- * its kernels run on the host: every CUDA thread of a block is a cooperative fiber (ucontext);
+ * its kernels run on the host: every CUDA thread of a block is a cooperative fiber;
  * __syncthreads, __syncwarp and the warp shuffles are barriers between those fibers; blocks run one
  * after another. Only what the twins use is provided. Launches go through ALIGN_CUDA_LAUNCH
  * (kernels/cuda/rows_cuda.cuh), dynamic shared memory through align_cuda_dyn_smem().
@@ -60,7 +60,13 @@ struct align_emu_thread {
 	dim3 bdim, gdim;
 	unsigned char *smem;
 };
-extern "C" struct align_emu_thread *align_emu_cur(void);
+/* set by the scheduler (emu.cpp) before each switch into a fiber: a variable, not a call, because the twins
+ * read threadIdx in their inner loops */
+extern "C" struct align_emu_thread *align_emu_tcur;
+static inline struct align_emu_thread *align_emu_cur(void)
+{
+	return align_emu_tcur;
+}
 extern "C" void align_emu_syncthreads(void);
 extern "C" void align_emu_syncwarp(void);
 extern "C" uint64_t align_emu_shfl(uint64_t v, int src_lane_abs);

@@ -1,14 +1,18 @@
 /* emu.cpp (emulator): the host implementation behind tests/emu/cuda_runtime_api.h and cuda-emu.h.
- * Blocks run one after another; the threads of a block are ucontext fibers scheduled round robin, each
- * running until it finishes or waits at a barrier (__syncthreads, __syncwarp, a shuffle). A round in which
- * every live fiber is waiting and no barrier opens is a deadlock (a barrier not reached by every thread):
- * reported and aborted. Shuffles exchange through a per-warp slot array between two warp barriers.
+ * Blocks run one after another; the threads of a block are fibers scheduled round robin, each running
+ * until it finishes or waits at a barrier (__syncthreads, __syncwarp, a shuffle); a fiber whose barrier has
+ * not opened is passed over without a switch. A round in which no fiber can run while some live is a
+ * deadlock (a barrier not reached by every thread): reported and aborted. On x86-64 a fiber switch is a
+ * stack switch of a few instructions (emu_switch below: the callee-saved registers, MXCSR and the x87
+ * control word); elsewhere ucontext, whose every switch is a system call (it took 40% of an emulator run). Shuffles exchange through a per-warp slot array between two warp barriers.
  * Every CUDA twin of ops.def that is not compiled in gets a weak stub returning ALIGN_ERR_UNSUPPORTED.
  * The device context (kernels/cuda/dev.h) is emulated in dev-emu.cpp. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if !defined(__x86_64__)
 #include <ucontext.h>
+#endif
 
 #include <vector>
 
@@ -18,21 +22,31 @@
 namespace
 {
 
-struct fiber {
-	ucontext_t ctx;
-	align_emu_thread t;
-	bool done;
-	bool waiting;
-};
-
 struct barrier {
 	unsigned arrived = 0;
 	unsigned long gen = 0;
 };
 
+struct fiber {
+#if defined(__x86_64__)
+	void *sp; /* the saved stack pointer while switched out */
+#else
+	ucontext_t ctx;
+#endif
+	align_emu_thread t;
+	bool done;
+	bool waiting;
+	const barrier *wait_bar; /* while waiting: the barrier and its generation when the fiber arrived */
+	unsigned long wait_gen;
+};
+
 struct block_run {
 	std::vector<fiber> fibers;
+#if defined(__x86_64__)
+	void *sched_sp;
+#else
 	ucontext_t sched;
+#endif
 	unsigned live = 0;
 	barrier block_bar;
 	std::vector<barrier> warp_bar;
@@ -40,13 +54,90 @@ struct block_run {
 	std::vector<uint64_t> slots;
 	void (*body)(void *) = nullptr;
 	void *ctx = nullptr;
-	unsigned long progress = 0;
 };
 
 block_run *g_run;
 fiber *g_cur;
 cudaError_t g_last = cudaSuccess;
 const size_t STACK = 256 * 1024;
+
+void fiber_main(unsigned idx);
+unsigned cur_index(void);
+
+#if defined(__x86_64__)
+} // namespace
+/* align_emu_switch(from, to): push the callee-saved registers and the FP control state (MXCSR, x87 control
+ * word) on the current stack, store the stack pointer in *from, load `to` and pop the same frame from it */
+extern "C" void align_emu_switch(void **from, void *to);
+asm(".text\n"
+    ".globl align_emu_switch\n"
+    ".type align_emu_switch, @function\n"
+    "align_emu_switch:\n"
+    "\tpushq %rbp\n\tpushq %rbx\n\tpushq %r12\n\tpushq %r13\n\tpushq %r14\n\tpushq %r15\n"
+    "\tsubq $8, %rsp\n\tstmxcsr (%rsp)\n\tfnstcw 4(%rsp)\n"
+    "\tmovq %rsp, (%rdi)\n\tmovq %rsi, %rsp\n"
+    "\tldmxcsr (%rsp)\n\tfldcw 4(%rsp)\n\taddq $8, %rsp\n"
+    "\tpopq %r15\n\tpopq %r14\n\tpopq %r13\n\tpopq %r12\n\tpopq %rbx\n\tpopq %rbp\n\tret\n"
+    ".size align_emu_switch, .-align_emu_switch\n");
+namespace
+{
+
+void to_fiber(fiber *f)
+{
+	align_emu_switch(&g_run->sched_sp, f->sp);
+}
+
+void to_sched(fiber *f)
+{
+	align_emu_switch(&f->sp, g_run->sched_sp);
+}
+
+/* a new fiber's first switch "returns" into fiber_start with the stack as a call would leave it */
+[[noreturn]] void fiber_start(void)
+{
+	fiber_main(cur_index());
+	abort(); /* fiber_main switched away for good */
+}
+
+void fiber_init(fiber &f, char *stack, block_run *)
+{
+	void **top = (void **)(((uintptr_t)stack + STACK) & ~(uintptr_t)15);
+	top[-1] = nullptr;		/* padding: fiber_start is entered with rsp = 8 mod 16 */
+	top[-2] = (void *)&fiber_start; /* taken by ret */
+	for (int r = 3; r <= 8; r++)	/* rbp rbx r12 r13 r14 r15 */
+		top[-r] = nullptr;
+	uint32_t *fp = (uint32_t *)&top[-9];
+	fp[1] = 0;
+	asm volatile("stmxcsr %0" : "=m"(fp[0]));
+	asm volatile("fnstcw %0" : "=m"(*(uint16_t *)&fp[1]));
+	f.sp = &top[-9];
+}
+#else
+void to_fiber(fiber *f)
+{
+	swapcontext(&g_run->sched, &f->ctx);
+}
+
+void to_sched(fiber *f)
+{
+	swapcontext(&f->ctx, &g_run->sched);
+}
+
+void fiber_entry(unsigned lo, unsigned hi)
+{
+	fiber_main(lo | (hi << 16));
+}
+
+void fiber_init(fiber &f, char *stack, block_run *run)
+{
+	unsigned i = (unsigned)(&f - &run->fibers[0]);
+	getcontext(&f.ctx);
+	f.ctx.uc_stack.ss_sp = stack;
+	f.ctx.uc_stack.ss_size = STACK;
+	f.ctx.uc_link = &run->sched;
+	makecontext(&f.ctx, (void (*)())fiber_entry, 2, i & 0xffffu, i >> 16);
+}
+#endif
 
 void fiber_main(unsigned idx)
 {
@@ -56,7 +147,6 @@ void fiber_main(unsigned idx)
 	g_run->live--;
 	unsigned w = idx / 32;
 	g_run->warp_live[w]--;
-	g_run->progress++;
 	/* exited threads no longer count: open barriers that now have everyone */
 	barrier *bs[2] = {&g_run->block_bar, &g_run->warp_bar[w]};
 	unsigned need[2] = {g_run->live, g_run->warp_live[w]};
@@ -65,12 +155,7 @@ void fiber_main(unsigned idx)
 			bs[k]->arrived = 0;
 			bs[k]->gen++;
 		}
-	swapcontext(&f->ctx, &g_run->sched);
-}
-
-void fiber_entry(unsigned lo, unsigned hi)
-{
-	fiber_main(lo | (hi << 16));
+	to_sched(f); /* never resumed */
 }
 
 void wait_at(barrier *b, unsigned expected)
@@ -79,14 +164,13 @@ void wait_at(barrier *b, unsigned expected)
 	if (++b->arrived >= expected) {
 		b->arrived = 0;
 		b->gen++;
-		g_run->progress++;
 		return;
 	}
-	while (b->gen == gen) {
-		g_cur->waiting = true;
-		swapcontext(&g_cur->ctx, &g_run->sched);
-		g_cur->waiting = false;
-	}
+	g_cur->waiting = true;
+	g_cur->wait_bar = b;
+	g_cur->wait_gen = gen;
+	to_sched(g_cur); /* the scheduler resumes this fiber only once b->gen has moved */
+	g_cur->waiting = false;
 }
 
 unsigned cur_index(void)
@@ -96,9 +180,8 @@ unsigned cur_index(void)
 
 } // namespace
 
-extern "C" align_emu_thread *align_emu_cur(void)
-{
-	return &g_cur->t;
+extern "C" {
+align_emu_thread *align_emu_tcur;
 }
 
 extern "C" void align_emu_syncthreads(void)
@@ -139,12 +222,16 @@ extern "C" void align_emu_run_grid(dim3 grid, dim3 block, size_t smem, void (*bo
 {
 	unsigned nt = block.x * block.y * block.z;
 	std::vector<unsigned char> shared(smem + 16);
-	std::vector<char *> stacks(nt);
-	for (unsigned i = 0; i < nt; i++)
-		if (!(stacks[i] = (char *)malloc(STACK))) {
+	/* fiber stacks kept from launch to launch (allocating them anew faulted their pages in each time) */
+	static std::vector<char *> stacks;
+	while (stacks.size() < nt) {
+		char *p = (char *)malloc(STACK);
+		if (!p) {
 			fprintf(stderr, "emu: out of memory for fiber stacks\n");
 			abort();
 		}
+		stacks.push_back(p);
+	}
 	for (unsigned bz = 0; bz < grid.z; bz++)
 		for (unsigned by = 0; by < grid.y; by++)
 			for (unsigned bx = 0; bx < grid.x; bx++) {
@@ -167,40 +254,32 @@ extern "C" void align_emu_run_grid(dim3 grid, dim3 block, size_t smem, void (*bo
 					f.t.bdim = block;
 					f.t.gdim = grid;
 					f.t.smem = shared.data();
-					getcontext(&f.ctx);
-					f.ctx.uc_stack.ss_sp = stacks[i];
-					f.ctx.uc_stack.ss_size = STACK;
-					f.ctx.uc_link = &run.sched;
-					makecontext(&f.ctx, (void (*)())fiber_entry, 2, i & 0xffffu, i >> 16);
+					fiber_init(f, stacks[i], &run);
 				}
 				while (run.live > 0) {
-					unsigned long before = run.progress;
 					bool ran = false;
 					for (unsigned i = 0; i < nt; i++) {
-						if (run.fibers[i].done)
+						fiber &f = run.fibers[i];
+						if (f.done || (f.waiting && f.wait_bar->gen == f.wait_gen))
 							continue;
-						g_cur = &run.fibers[i];
-						swapcontext(&run.sched, &g_cur->ctx);
+						g_cur = &f;
+						align_emu_tcur = &f.t;
+						to_fiber(&f);
 						ran = true;
 					}
-					if (ran && run.progress == before) {
-						unsigned waiting = 0;
-						for (auto &f : run.fibers)
-							waiting += !f.done && f.waiting;
-						if (waiting == run.live) {
-							fprintf(stderr,
-								"emu: deadlock in block (%u,%u,%u): %u threads wait at "
-								"barriers that never open\n",
-								bx, by, bz, waiting);
-							abort();
-						}
+					if (!ran) {
+						fprintf(stderr,
+							"emu: deadlock in block (%u,%u,%u): %u threads wait at "
+							"barriers "
+							"that never open\n",
+							bx, by, bz, run.live);
+						abort();
 					}
 				}
 				g_run = nullptr;
 				g_cur = nullptr;
+				align_emu_tcur = nullptr;
 			}
-	for (char *p : stacks)
-		free(p);
 }
 
 /* ---- runtime API ---- */
