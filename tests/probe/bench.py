@@ -2,6 +2,15 @@
 
     bench.py --framework torch|paddle [--steps 20] [--warmup 3] [--tokens 256] [--dim 512]
     bench.py --framework torch --device cuda [--dtype fp32|bf16]   # defaults T=4096, D=F=2048
+    bench.py --framework torch --device mock --mock-lib DIR        # defaults T=64, D=F=128
+
+--device mock (tests/probe/bench-host.sh): the probe's host-side cost of a record on the deferred GPU path,
+measured on the CPU. The CPU tensors are declared CUDA tensors to the probe and its native part is
+harness/probe/native/probe_cuda.cu built against tests/probe/cuda-mock.h (DIR/libalign_probe_cuda.so:
+device memory is host memory, the leaf digests run on the host), so everything the probe does per record
+on a GPU (hooks, bookkeeping, the ctypes calls, the batch, writing the records) runs as there; the step is
+small so that this dominates. It prints the probe's CPU time a record: (cpu ms of the mode - cpu ms of
+plain) / records a step (the mock's host digests of the small tensors included: an upper bound).
 
 On the GPU (--device cuda: torch; Paddle where it has CUDA) the model, inputs and optimizer live on the
 device, the step is timed between two torch.cuda.synchronize() calls, and the probe modes are
@@ -41,7 +50,7 @@ import dsv4_block as B  # noqa: E402
 def on_device(fw, device, m, to_input):
     """The model and its inputs moved to the GPU (the optimizer keeps the same parameter objects);
     sync(): wait for the device."""
-    if device == "cpu":
+    if device in ("cpu", "mock"):
         return m, to_input, lambda: None
     if fw == "torch":
         import torch
@@ -58,14 +67,31 @@ def on_device(fw, device, m, to_input):
     return m, to_gpu, paddle.device.synchronize
 
 
-def run(fw, w, steps, warmup, mode, tmp, device="cpu", dtype="fp32"):
+def mock_cuda(lib_dir):
+    """--device mock: CPU tensors are CUDA tensors to the probe (tests/probe/deferred.py does the same), so
+    it takes the deferred GPU path through the mock library in lib_dir."""
+    import align_probe.frameworks as F
+    if not os.path.exists(os.path.join(lib_dir, "libalign_probe_cuda.so")):
+        sys.exit("error: --mock-lib %s: no libalign_probe_cuda.so there (tests/probe/bench-host.sh builds it)" % lib_dir)
+    info = F.Torch.info
+
+    def cuda_info(self, t):
+        i = info(self, t)
+        i.cuda = True
+        return i
+    F.Torch.info = cuda_info
+    F.Torch.stream = lambda self, t: 0
+
+
+def run(fw, w, steps, warmup, mode, tmp, device="cpu", dtype="fp32", mock_lib=None):
     m, step, to_input = (B.build_torch if fw == "torch" else B.build_paddle)(w, dtype)
     m, to_input, sync = on_device(fw, device, m, to_input)
     probe = dbg = None
     if mode.startswith("probe"):
         from align_probe import Probe
         probe = Probe(os.path.join(tmp, mode), run=mode, payload=["*"] if mode == "probe-payloads" else [],
-                      defer=mode != "probe-digests-eager", side_stream="-side" in mode, dedup="-dedup" in mode)
+                      defer=mode != "probe-digests-eager", side_stream="-side" in mode, dedup="-dedup" in mode,
+                      native=mock_lib if device == "mock" else None)
         probe.watch(m)
         split = os.environ.get("ALIGN_BENCH_DIGEST_SPLIT_BELOW")
         if split is not None and device == "cuda":  # which leaf kernel the GPU digests take (digest_cuda.h)
@@ -117,8 +143,8 @@ def run(fw, w, steps, warmup, mode, tmp, device="cpu", dtype="fp32"):
         profile_cuda(cuda_prof, mode, lambda s: one_step(s, probe, step, to_input, w, m), sync, warmup + steps)
     if probe:
         path = probe.close()
-        if path and mode == "probe-digests":
-            count_records(path, warmup + steps)
+        if path and mode.startswith("probe-digests"):
+            run.records = count_records(path, warmup + steps, mode)
     if prof:
         dump_profile(prof, os.environ["ALIGN_BENCH_PROFILE"], steps)
     if probe is not None and probe.dedup:
@@ -158,8 +184,9 @@ def profile_cuda(where, mode, run_step, sync, done, n=5):
     print(text)
 
 
-def count_records(path, steps):
-    """Prints the records a step and the bytes they digest (from the trace: dtype and shape)."""
+def count_records(path, steps, mode):
+    """Prints the records a step and the bytes they digest (from the trace: dtype and shape); returns the
+    records a step."""
     size = {"fp32": 4, "bf16": 2, "fp16": 2, "fp64": 8, "int64": 8, "int32": 4, "bool": 1}
     n = nbytes = 0
     with open(path) as f:
@@ -172,7 +199,8 @@ def count_records(path, steps):
             for d in r.get("shape", []):
                 e *= d
             nbytes += e
-    print("  (probe-digests: %.1f digested records a step, %.1f MB a step)" % (n / steps, nbytes / steps / 1e6))
+    print("  (%s: %.1f digested records a step, %.1f MB a step)" % (mode, n / steps, nbytes / steps / 1e6))
+    return n / steps
 
 
 def dump_profile(prof, where, steps):
@@ -195,7 +223,8 @@ def main():
     ap.add_argument("--framework", default="torch")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda", "mock"])
+    ap.add_argument("--mock-lib", default=None, help="--device mock: the folder of the mock libalign_probe_cuda.so")
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--tokens", type=int, default=None, help="T (default 256 on the CPU, 4096 on the GPU)")
     ap.add_argument("--dim", type=int, default=None, help="D = F (default 512 on the CPU, 2048 on the GPU)")
@@ -203,8 +232,13 @@ def main():
                     help="comma-separated modes to run, in order (default: all that apply; the first should be plain)")
     a = ap.parse_args()
     gpu = a.device == "cuda"
-    B.T = a.tokens or (4096 if gpu else 256)
-    B.D = B.F = a.dim or (2048 if gpu else 512)
+    mock = a.device == "mock"
+    if mock:
+        if a.framework != "torch" or not a.mock_lib:
+            ap.error("--device mock takes --framework torch and --mock-lib DIR")
+        mock_cuda(a.mock_lib)
+    B.T = a.tokens or (4096 if gpu else 64 if mock else 256)
+    B.D = B.F = a.dim or (2048 if gpu else 128 if mock else 512)
     # one thread: the figures should not depend on what else the machine runs on its other cores
     if a.framework == "torch":
         import torch
@@ -212,7 +246,8 @@ def main():
         if gpu and not torch.cuda.is_available():
             print("SKIP: torch %s has no CUDA device" % torch.__version__)
             sys.exit(77)
-        where = ("GPU: %s" % torch.cuda.get_device_name()) if gpu else None
+        where = ("GPU: %s" % torch.cuda.get_device_name()) if gpu else \
+            ("CPU through the mock CUDA runtime (%s)" % a.mock_lib) if mock else None
     else:
         import paddle
         if gpu and not paddle.device.is_compiled_with_cuda():
@@ -222,9 +257,11 @@ def main():
         where = ("GPU: %s" % paddle.device.cuda.get_device_name()) if gpu else None
     w = B.make_weights()
     modes = ["plain", "probe-digests", "probe-payloads", "plain"]
-    if gpu:
+    if mock:
+        modes = ["plain", "probe-digests", "probe-digests-dedup", "plain"]
+    elif gpu:
         modes = ["plain", "probe-digests", "probe-digests-eager", "plain", "probe-payloads", "plain"]
-    if a.framework == "torch":
+    if a.framework == "torch" and not mock:
         try:
             import msprobe  # noqa: F401
             modes += ["msprobe-L0", "msprobe-L1", "plain"]  # last: msprobe patches torch for the process
@@ -250,26 +287,37 @@ def main():
     tmp = tempfile.mkdtemp()
     base = None
     plain_w = {}  # (steps, warmup) -> weights after a plain run of that length
+    base_cpu = [0.0]
+    host = {}  # --device mock: mode -> (median CPU seconds a step, digested records a step)
     for mode in modes:
         steps, warmup = a.steps, a.warmup
         if gpu and mode == "probe-payloads":  # every tensor to the host and base64: ~1.7 GB of trace a step
             steps, warmup = min(steps, 3), min(warmup, 1)
-        times, weights, cpu = run(a.framework, w, steps, warmup, mode, tmp, a.device, a.dtype)
+        run.records = None
+        times, weights, cpu = run(a.framework, w, steps, warmup, mode, tmp, a.device, a.dtype, a.mock_lib)
         shutil.rmtree(os.path.join(tmp, mode), ignore_errors=True)
         med = statistics.median(times)
         if base is None:
             base = med
+            base_cpu[0] = statistics.median(cpu)
         # weights after the same number of steps without the probe (the payload mode runs fewer on the GPU):
         # a difference there is an observer effect, a difference in step count is not
         if (steps, warmup) not in plain_w:
             plain_w[(steps, warmup)] = weights if mode == "plain" else \
                 run(a.framework, w, steps, warmup, "plain", tmp, a.device, a.dtype)[1]
         nd = sum(x != y for x, y in zip(weights, plain_w[(steps, warmup)]))
+        if mock and run.records:
+            host[mode] = (statistics.median(cpu), run.records)
         print("%-16s %10.2f %10.2f %10.2f %7.2fx %10.2f  %s" % (mode, 1e3 * med, 1e3 * min(times), 1e3 * max(times),
                                                                 med / base, 1e3 * statistics.median(cpu),
                                                                 "equal" if nd == 0 else "%d of %d tensors differ" % (nd, len(weights))))
     print("ratio = median step time / plain median step time; cpu ms = the process's median CPU time a step up to "
           "the closing synchronize (all threads; near the step time, the step waits for the CPU, not the GPU)")
+    if mock:
+        plain_cpu = base_cpu[0]
+        for mode, (c, n) in host.items():
+            print("%s: the probe's CPU time %.1f us a record ((%.3f - %.3f ms) / %.1f records a step)"
+                  % (mode, (c - plain_cpu) * 1e6 / n, 1e3 * c, 1e3 * plain_cpu, n))
 
 
 if __name__ == "__main__":

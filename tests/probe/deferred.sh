@@ -6,11 +6,17 @@
 . "$SRCROOT/tests/probe/lib.sh"
 probe_env
 export PYTHONPATH=$SRCROOT/harness/probe
-mkdir -p mock
-if ! ${CXX:-g++} -std=c++17 -O1 -fPIC -shared -Wall -Wextra -Werror -include "$SRCROOT/tests/probe/cuda-mock.h" \
-	-I"$SRCROOT/kernels/cuda" -x c++ "$SRCROOT/harness/probe/native/probe_cuda.cu" -o mock/libalign_probe_cuda.so \
-	-lxxhash >build.txt 2>&1; then
-	fail "probe_cuda.cu does not build against the mock runtime: $(cat build.txt)"
+if ! build_probe_mock mock; then
+	fail "probe_cuda.cu does not build against the mock runtime: $(cat mock/build.txt)"
 fi
 if "$PY" "$SRCROOT/tests/probe/deferred.py" "$PWD/mock" >d.txt 2>&1; then ok "$(tail -2 d.txt | head -1)"; else fail "$(cat d.txt)"; fi
+# bench.py --device mock (the probe-host-torch benchmark) on the same library, 3 steps: it runs and prints
+# the CPU time a record
+if "$PY" "$SRCROOT/tests/probe/bench.py" --framework torch --device mock --mock-lib "$PWD/mock" --steps 3 \
+	--warmup 1 >b.txt 2>&1 && grep -Eq '^probe-digests: the probe.s CPU time [0-9.]+ us a record' b.txt &&
+	grep -q '^probe-digests-dedup .* equal$' b.txt; then
+	ok "bench.py --device mock: $(grep '^probe-digests:' b.txt)"
+else
+	fail "bench.py --device mock: $(cat b.txt)"
+fi
 [ "$FAILS" = 0 ]

@@ -13,3 +13,12 @@ probe_env() {
 	PROBE_LIB=$PROBE_LIB_DIR
 	export ALIGNPROBE_LIB_DIR=$PROBE_LIB_DIR
 }
+
+# build_probe_mock DIR: harness/probe/native/probe_cuda.cu built as host C++ against tests/probe/cuda-mock.h
+# into DIR/libalign_probe_cuda.so (DIR/build.txt holds the compiler's output); status 1 when it does not build
+build_probe_mock() {
+	mkdir -p "$1"
+	${CXX:-g++} -std=c++17 -O1 -fPIC -shared -Wall -Wextra -Werror -include "$SRCROOT/tests/probe/cuda-mock.h" \
+		-I"$SRCROOT/kernels/cuda" -x c++ "$SRCROOT/harness/probe/native/probe_cuda.cu" \
+		-o "$1/libalign_probe_cuda.so" -lxxhash >"$1/build.txt" 2>&1
+}
