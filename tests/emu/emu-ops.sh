@@ -5,7 +5,7 @@
 # it caught by hand on 2026-11-28: mhc_pre_bwd / mhc_head_bwd NaN signs that gcc's operand commutation in the
 # C twin had changed, and sparse_attn_bwd's launch written outside ALIGN_CUDA_LAUNCH. It does not check the
 # GPU's own arithmetic (tests/gpu does). An argument OP+DEP+DEP checks OP and also compiles the twins it
-# calls (router_bwd+router: the backward runs the forward's twin); a twin called but not compiled in fails
+# calls (router_bwd+router: the backward runs the forward's twin; allreduce+coll: the twin is in coll.cu); a twin called but not compiled in fails
 # the op ("not built into the emulator"). Leading arguments that start with -- go to test-ops-cuda for every
 # op (--part I/N, --variant K: a sample of an op too long to run whole, like attn_bwd: 1800 quick cases at
 # about 7 s each in the emulator). Exit 1 when an op fails, 2 when the build fails.
@@ -26,6 +26,8 @@ twins="" ops=()
 for arg in "$@"; do
 	ops+=("${arg%%+*}")
 	for t in ${arg//+/ }; do
+		# an op whose twin lives in another file (allreduce+coll: kernels/ops/coll.cu) names that file after it
+		[ "$t" = "${arg%%+*}" ] && [ "$t" != "$arg" ] && [ ! -f "$root/kernels/ops/$t.cu" ] && continue
 		[ -f "$root/kernels/ops/$t.cu" ] || { echo "error: no CUDA twin kernels/ops/$t.cu" >&2; exit 2; }
 		case " $twins " in *" $t.cu "*) ;; *) twins="$twins $t.cu" ;; esac
 	done
