@@ -161,6 +161,8 @@ template <class K> static inline cudaError_t cudaFuncGetAttributes(struct cudaFu
 /* Run kernel k on grid x block with `smem` bytes of dynamic shared memory (emu.cpp runs the fibers). */
 extern "C" void align_emu_run_grid(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ctx);
 extern "C" void align_emu_set_error(cudaError_t e);
+/* on: later launches run their blocks, and the threads of each scheduling round, last to first (emu.cpp) */
+extern "C" void align_emu_set_reverse(int on);
 
 template <class F> static void align_emu_trampoline(void *ctx)
 {

@@ -6,6 +6,8 @@
  *   fpenv      a fiber that changes the rounding mode (fesetround) gets it back after a switch, and the
  *              launching thread's mode is unchanged after the launch (the switch keeps MXCSR per fiber)
  *   stack      deep recursion (64 KiB of stack) in every fiber across barriers
+ *   reverse    align_emu_set_reverse: a read of another thread's write without a barrier between them gives
+ *              other bytes in reverse order (how test-ops-cuda's second run finds a missing barrier)
  *   deadlock   (argument "deadlock") half the threads wait at a barrier the others never reach: the
  *              emulator must report it and abort (the script checks the message and the signal)
  * Prints "emu-selftest: N passed, N failed"; exit 1 on any failure. */
@@ -87,6 +89,18 @@ __global__ void k_stack(unsigned *out)
 	out[threadIdx.x] = deep(64);
 }
 
+/* thread t reads what thread t-1 wrote: with the barrier (sync = 1) in any order, without it only when the
+ * threads run first to last (reverse: align_emu_set_reverse) */
+__global__ void k_race(unsigned *out, int sync)
+{
+	unsigned *s = (unsigned *)align_emu_cur()->smem;
+	unsigned t = threadIdx.x;
+	s[t] = t + 1;
+	if (sync)
+		__syncthreads();
+	out[t] = t ? s[t - 1] : 0;
+}
+
 __global__ void k_deadlock(void)
 {
 	if (threadIdx.x < 16)
@@ -157,6 +171,22 @@ int main(int argc, char **argv)
 		for (unsigned t = 0; t < 128; t++)
 			ok &= out[t] == 64;
 		check(ok, "stack: 64 KiB deep in every fiber across barriers");
+	}
+	{
+		unsigned fwd[64], rev[64], fwd_s[64], rev_s[64];
+		bool ok = true;
+		align_emu_launch(k_race, dim3(1), dim3(64), 64 * sizeof(unsigned), nullptr, fwd, 0);
+		align_emu_launch(k_race, dim3(1), dim3(64), 64 * sizeof(unsigned), nullptr, fwd_s, 1);
+		align_emu_set_reverse(1);
+		align_emu_launch(k_race, dim3(1), dim3(64), 64 * sizeof(unsigned), nullptr, rev, 0);
+		align_emu_launch(k_race, dim3(1), dim3(64), 64 * sizeof(unsigned), nullptr, rev_s, 1);
+		align_emu_set_reverse(0);
+		for (unsigned t = 0; t < 64; t++)
+			ok &= fwd[t] == t && fwd_s[t] == t && rev_s[t] == t;
+		check(ok,
+		      "reverse: with a barrier both orders agree (and without it the forward order hides the race)");
+		check(memcmp(fwd, rev, sizeof fwd) != 0,
+		      "reverse: a missing barrier changes the bytes in reverse order");
 	}
 	printf("emu-selftest: %d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;

@@ -1,7 +1,9 @@
 /* emu.cpp (emulator): the host implementation behind tests/emu/cuda_runtime_api.h and cuda-emu.h.
  * Blocks run one after another; the threads of a block are fibers scheduled round robin, each running
  * until it finishes or waits at a barrier (__syncthreads, __syncwarp, a shuffle); a fiber whose barrier has
- * not opened is passed over without a switch. A round in which no fiber can run while some live is a
+ * not opened is passed over without a switch. align_emu_set_reverse(1) runs the blocks, and the fibers of
+ * each round, last to first: a kernel whose result depends on that order (a read of shared or global memory
+ * that another thread writes without a barrier between them) then gives other bytes. A round in which no fiber can run while some live is a
  * deadlock (a barrier not reached by every thread): reported and aborted. On x86-64 a fiber switch is a
  * stack switch of a few instructions (emu_switch below: the callee-saved registers, MXCSR and the x87
  * control word); elsewhere ucontext, whose every switch is a system call (it took 40% of an emulator run). Shuffles exchange through a per-warp slot array between two warp barriers.
@@ -59,6 +61,7 @@ struct block_run {
 block_run *g_run;
 fiber *g_cur;
 cudaError_t g_last = cudaSuccess;
+bool g_reverse; /* align_emu_set_reverse: blocks, and the fibers of each round, in reverse order */
 const size_t STACK = 256 * 1024;
 
 void fiber_main(unsigned idx);
@@ -232,9 +235,13 @@ extern "C" void align_emu_run_grid(dim3 grid, dim3 block, size_t smem, void (*bo
 		}
 		stacks.push_back(p);
 	}
-	for (unsigned bz = 0; bz < grid.z; bz++)
-		for (unsigned by = 0; by < grid.y; by++)
-			for (unsigned bx = 0; bx < grid.x; bx++) {
+	unsigned long nb = (unsigned long)grid.x * grid.y * grid.z;
+	for (unsigned long k = 0; k < nb; k++) {
+		unsigned long b = g_reverse ? nb - 1 - k : k;
+		unsigned bx = (unsigned)(b % grid.x), by = (unsigned)(b / grid.x % grid.y),
+			 bz = (unsigned)(b / ((unsigned long)grid.x * grid.y));
+		{
+			{
 				block_run run;
 				g_run = &run;
 				run.body = body;
@@ -258,8 +265,8 @@ extern "C" void align_emu_run_grid(dim3 grid, dim3 block, size_t smem, void (*bo
 				}
 				while (run.live > 0) {
 					bool ran = false;
-					for (unsigned i = 0; i < nt; i++) {
-						fiber &f = run.fibers[i];
+					for (unsigned j = 0; j < nt; j++) {
+						fiber &f = run.fibers[g_reverse ? nt - 1 - j : j];
 						if (f.done || (f.waiting && f.wait_bar->gen == f.wait_gen))
 							continue;
 						g_cur = &f;
@@ -280,6 +287,13 @@ extern "C" void align_emu_run_grid(dim3 grid, dim3 block, size_t smem, void (*bo
 				g_cur = nullptr;
 				align_emu_tcur = nullptr;
 			}
+		}
+	}
+}
+
+extern "C" void align_emu_set_reverse(int on)
+{
+	g_reverse = on != 0;
 }
 
 /* ---- runtime API ---- */
