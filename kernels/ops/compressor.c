@@ -36,7 +36,8 @@ void compressor_params_default(struct compressor_params *p)
 int compressor_cfg_modes(struct compressor_cfg *c, const struct compressor_params *p, int64_t F, int64_t rows,
 			 const struct align_modes *m, int device, struct align_err *err)
 {
-	const char *op = "compressor", *fn = "compressor_cfg_modes";
+	/* rows < 0: attn's pipe (attn, attn_bwd) sets up its compressors; its messages say so */
+	const char *op = rows < 0 ? "attn's compressor" : "compressor", *fn = "compressor_cfg_modes";
 	if (!p)
 		return align_fail(err, ALIGN_ERR_INPUT, "%s: no params", op);
 	if (F < 1 || F > COMPRESSOR_MAX_F)

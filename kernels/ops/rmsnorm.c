@@ -35,11 +35,11 @@ int rmsnorm_factor_cfg_init(struct rmsnorm_factor_cfg *f, const char *op, const 
 		break;
 	case ALIGN_RMSNORM_REDUCE_TORCH:
 		if (rows < 0)
-			return align_fail(
-				err, ALIGN_ERR_UNSUPPORTED,
-				"%s: ALIGN_RMSNORM_REDUCE=torch is not modelled for this op (ATen's row "
-				"reduction is modelled for rmsnorm, rmsnorm_bwd, mtp's norms and the compressor's)",
-				op);
+			return align_fail(err, ALIGN_ERR_UNSUPPORTED,
+					  "%s: ALIGN_RMSNORM_REDUCE=torch is not modelled for this op (ATen's row "
+					  "reduction is modelled for rmsnorm, rmsnorm_bwd, mtp's norms and the "
+					  "compressor op's own)",
+					  op);
 		f->order = ALIGN_REDUCE_TORCH;
 		f->tr = torch_rowsum_plan(rows, n);
 		if (!f->tr.ok)
