@@ -71,6 +71,24 @@ class Writer:
             self.records += 1
             self._f.write(line + "\n")
 
+    def write_tensor(self, r, digest):
+        """Writes a plain tensor record given as the tuple (step, micro, name, phase, call, io, dtype, shape)
+        (call and io None: no call) and its digest (16 lowercase hex digits): the line write() gives for
+        the same record as a dict, from the repeating fields' encoding made once."""
+        mid = self._mid.get(r[1:])
+        if mid is None:
+            if len(self._mid) > 1 << 16:
+                self._mid.clear()
+            f = {"micro": r[1], "name": r[2], "phase": r[3]}
+            if r[4]:
+                f["call"], f["io"] = r[4], r[5]
+            f["dtype"], f["shape"] = r[6], list(r[7])
+            mid = self._mid[r[1:]] = self._enc.encode(f)[1:-1]
+        with self._lock:
+            self._f.write('{"step": %d, "seq": %d, %s, "digest": "%s"}\n' % (r[0], self._seq, mid, digest))
+            self._seq += 1
+            self.records += 1
+
     def _fast(self, rec):
         """The line of a plain tensor record (micro, name, phase, [call, io], dtype, shape, digest: the fields
         repeat every step but step, seq and digest), from an encoding of the repeating fields made once: the

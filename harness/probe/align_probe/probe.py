@@ -72,6 +72,15 @@ def _flatten(x, adapter, out):
     return out
 
 
+def _trec_dict(r):
+    """The record dict of a _TRec tuple (step, micro, name, phase, call, io, dtype, shape), digest None."""
+    rec = {"step": r[0], "micro": r[1], "name": r[2], "phase": r[3]}
+    if r[4]:
+        rec["call"], rec["io"] = r[4], r[5]
+    rec.update(atf.tensor_fields(r[6], r[7], None))
+    return rec
+
+
 def _names(base, n):
     return [base] if n == 1 else ["%s.%d" % (base, i) for i in range(n)]
 
@@ -183,23 +192,36 @@ class Probe:
     def _tensor(self, name, t, phase, call=None, io=None, step=None, micro=None):
         a = self._adapter
         info = a.info(t)
-        rec = {"step": self._step if step is None else step, "micro": self._cur_micro() if micro is None else micro,
-               "name": name, "phase": phase}
+        step = self._step if step is None else step
+        micro = self._cur_micro() if micro is None else micro
+        # a plain tensor record (no payload) waiting for its digest is kept as a tuple, _TRec's fields,
+        # and written by the writer's shortcut (atf.Writer.write_tensor): no dict per record
+        wants = self._wants_payload(name)
+        known = self._seen_before(t, info) if self.dedup and info.dtype is not None else None
+        if info.dtype is not None and not wants:
+            if known is not None and known[0] == "slot":
+                self.dedup_hits += 1
+                with self._plock:
+                    self._pending.append(((step, micro, name, phase, call, io, info.dtype, info.shape), known[1]))
+                return
+            if known is None and info.cuda and self.defer and \
+                    self._defer((step, micro, name, phase, call, io, info.dtype, info.shape), t, info, None):
+                return
+        rec = {"step": step, "micro": micro, "name": name, "phase": phase}
         if call:
             rec["call"], rec["io"] = call, io
-        known = self._seen_before(t, info) if self.dedup and info.dtype is not None else None
         if info.dtype is None:
             rec["missing"] = "dtype %s has no ATF name" % info.fw_dtype
         elif known is not None:
             self.dedup_hits += 1
-            payload = a.raw_bytes(t, info.nbytes) if self._wants_payload(name) else None
+            payload = a.raw_bytes(t, info.nbytes) if wants else None
             if known[0] == "slot":
                 rec.update(atf.tensor_fields(info.dtype, info.shape, None, payload))
                 with self._plock:
                     self._pending.append((rec, known[1]))
                 return
             rec.update(atf.tensor_fields(info.dtype, info.shape, known[1], payload))
-        elif info.cuda and self.defer and self._defer(rec, t, info, name):
+        elif info.cuda and self.defer and self._defer(rec, t, info, a.raw_bytes(t, info.nbytes) if wants else None):
             return
         else:
             if info.cuda:  # strided: a row-major copy on the device (the caching allocator's memory)
@@ -209,7 +231,7 @@ class Probe:
                 del copy
             else:
                 digest = self._digest.host(info.ptr, info.elem_size, info.shape, info.strides)
-            payload = a.raw_bytes(t, info.nbytes) if self._wants_payload(name) else None
+            payload = a.raw_bytes(t, info.nbytes) if wants else None
             rec.update(atf.tensor_fields(info.dtype, info.shape, digest, payload))
             if self.dedup:
                 self._remember(t, info, ("digest", digest))
@@ -234,19 +256,21 @@ class Probe:
             return
         self._seen[id(t)] = (ref, v, (info.ptr, info.shape, info.strides, info.dtype), result)
 
-    def _defer(self, rec, t, info, name):
-        """Enqueues the digest of a CUDA tensor; the record waits for it. False: digest it now."""
+    def _defer(self, rec, t, info, payload):
+        """Enqueues the digest of a CUDA tensor; the record (a dict, or a _TRec tuple: no payload) waits
+        for it. False: digest it now."""
         a = self._adapter
-        payload = a.raw_bytes(t, info.nbytes) if self._wants_payload(name) else None
         with self._plock:
             if self._batch is None:
-                self._batch = self._digest.batch(self.side_stream, self._adapter.version_counter)
+                self._batch = self._digest.batch(self.side_stream, a.version_counter)
             slot = len(self._batch)
             strides = None if info.row_major else info.strides
             if not self._batch.add(info.ptr, info.elem_size, info.shape, strides, info.nbytes, a.stream(t), t):
                 return False
-            rec.update(atf.tensor_fields(info.dtype, info.shape, None, payload))
-            self._open(a)
+            if type(rec) is dict:
+                rec.update(atf.tensor_fields(info.dtype, info.shape, None, payload))
+            if self._writer is None:
+                self._open(a)
             self._pending.append((rec, slot))
             if self.dedup:
                 self._remember(t, info, ("slot", slot))
@@ -264,9 +288,15 @@ class Probe:
     def _write_batch(self, batch, pending):
         """Waits for batch's kernels (once), completes its records and writes them, in order."""
         got = batch.finish() if batch is not None else []
+        w = self._writer
         for rec, slot in pending:
             if slot is not None:
                 v = got[slot]
+                if type(rec) is tuple:  # a _TRec: a plain tensor record
+                    if v is not None:
+                        w.write_tensor(rec, v)
+                        continue
+                    rec = _trec_dict(rec)
                 if v is None:  # written in place before its side-stream digest surely ran (DeviceBatch)
                     self._unknown(rec)
                 elif isinstance(v, bytes):  # a one-element tensor's bits (Probe.record)
@@ -274,7 +304,7 @@ class Probe:
                     rec.update(atf.scalar_fields(info[0], info[1], v))
                 else:
                     rec["digest"] = v
-            self._writer.write(rec)
+            w.write(rec)
 
     def _unknown(self, rec):
         """rec's tensor was written in place while its digest ran on the side stream: the digest of its
