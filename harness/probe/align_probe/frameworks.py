@@ -46,6 +46,8 @@ class Torch:
                 self._dtypes[d] = v
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         self._raw_stream = raw if callable(raw) else None
+        task = getattr(torch._C, "_current_graph_task_id", None)
+        self._graph_task = task if callable(task) else None
 
     def is_tensor(self, x):
         return isinstance(x, self.torch.Tensor)
@@ -91,6 +93,12 @@ class Torch:
     def requires_grad(self, t):
         return t.requires_grad
 
+    def in_backward(self):
+        """Whether the autograd engine is running a backward on this thread (a forward called now is
+        activation recomputation: torch.utils.checkpoint, reentrant or not, Megatron's CheckpointFunction).
+        False where this torch has no _current_graph_task_id (before 1.13?): then nothing is skipped."""
+        return self._graph_task is not None and self._graph_task() != -1
+
     def version_counter(self, t):
         """The tensor's version counter (bumped by every in-place write autograd sees), for dedup."""
         return t._version
@@ -125,6 +133,9 @@ class Paddle:
         import paddle
         self.paddle = paddle
         self.version = paddle.__version__
+        eager = getattr(getattr(getattr(paddle, "base", None), "core", None), "eager", None)
+        f = getattr(eager, "_is_run_in_backward", None)
+        self._in_bwd = f if callable(f) else None
 
     def is_tensor(self, x):
         return isinstance(x, self.paddle.Tensor)
@@ -171,6 +182,11 @@ class Paddle:
 
     def requires_grad(self, t):
         return not t.stop_gradient
+
+    def in_backward(self):
+        """Whether Paddle's eager engine is running a backward (a forward called now is recompute:
+        fleet.utils.recompute, reentrant or not). False where this Paddle lacks _is_run_in_backward."""
+        return self._in_bwd is not None and bool(self._in_bwd())
 
     def version_counter(self, t):
         """The tensor's in-place version (None where this Paddle has none: never deduplicated)."""

@@ -39,6 +39,16 @@ the digest read it: a record whose tensor's version counter moved before its dig
 gets its payload's digest when it has a payload, else `missing` with that reason (never a digest of
 other bytes). Writes the counter does not see (dedup, below) are not caught. Default False.
 
+Activation recomputation (torch.utils.checkpoint, Megatron's recompute, Paddle's fleet.utils.recompute,
+reentrant or not): a watched module's forward that runs inside the framework's backward (the engine says
+so: torch._C._current_graph_task_id, Paddle's core.eager._is_run_in_backward) re-runs a forward the step
+has recorded, so by default (recompute=False) it writes no record and counts no call; only its outputs'
+gradient hooks are registered, since with reentrant recompute the gradients flow through the recomputed
+outputs. Whether a framework recomputes, and how much (torch's non-reentrant checkpoint stops early), is
+a memory setting, so a run with recompute traces as one without. recompute=True records those forwards
+as further calls (MOD#1, ...) of the same names, to compare a recompute with the first forward. A watched
+module called by a custom backward is treated the same way.
+
 dedup=True: a tensor recorded again within a step (a module's output that the next module takes as its
 input, a gradient seen by two hooks) is digested once when it is the very same tensor object with the same
 shape, strides, dtype and address, and its version counter (torch `_version`, Paddle
@@ -88,7 +98,7 @@ def _names(base, n):
 class Probe:
     def __init__(self, out_dir, run="run", framework=None, payload=(), inputs=True, grads=True,
                  rank=None, world_size=None, root="model", native=None, defer=True, side_stream=False,
-                 dedup=False):
+                 dedup=False, recompute=False):
         self.out_dir = out_dir
         self.run = run
         self.framework = framework
@@ -106,6 +116,7 @@ class Probe:
         self.defer = defer
         self.side_stream = side_stream
         self.dedup = dedup
+        self.recompute = recompute
         self._seen = {}           # dedup: id(tensor) -> (weakref, version, signature, ("slot", k) | ("digest", hex))
         self.dedup_hits = 0       # records that took an earlier record's digest (dedup=True)
         self._batch = None        # DeviceBatch of the deferred CUDA digests (this step's)
@@ -128,7 +139,7 @@ class Probe:
             raise ValueError("align_probe: step must be an integer >= 0, not %r" % (step,))
         with self._lock:
             self._step, self._micro, self._root_calls, self._calls = step, None, 0, {}
-            self._seen = {}
+            self._seen, self._open_calls = {}, {}  # calls a recompute left open (recompute=True) end here
         try:
             yield self
         finally:
@@ -364,6 +375,8 @@ class Probe:
 
     def _pre_hook(self, name, is_root):
         def pre(args, kwargs):
+            if not self.recompute and self._adapter.in_backward():
+                return  # activation recomputation: the step's forward records are written already
             if is_root:
                 self._root_calls += 1
             key = (self._cur_micro(), name)
@@ -379,13 +392,19 @@ class Probe:
 
     def _post_hook(self, name):
         def post(out):
-            stack = self._open_calls.get(name)
-            call = stack.pop() if stack else None
-            ts = _flatten(out, self._adapter, [])
+            a = self._adapter
+            rec = self.recompute or not a.in_backward()
+            if rec:
+                stack = self._open_calls.get(name)
+                call = stack.pop() if stack else None
+            ts = _flatten(out, a, [])
             for n, t in zip(_names(name + ".out", len(ts)), ts):
-                self._tensor(n, t, "fwd", call, "out" if call else None)
-                if self.grads and self._adapter.requires_grad(t):
-                    self._adapter.hook_grad(t, self._grad_fn(n + ".grad", "bwd"))
+                if rec:
+                    self._tensor(n, t, "fwd", call, "out" if call else None)
+                # a recomputed output still gets its gradient hook: in reentrant recompute it is the
+                # tensor the gradient flows through (the first forward ran without autograd)
+                if self.grads and a.requires_grad(t):
+                    a.hook_grad(t, self._grad_fn(n + ".grad", "bwd"))
         return post
 
     def _grad_fn(self, name, phase):
