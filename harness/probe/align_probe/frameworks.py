@@ -103,6 +103,20 @@ class Torch:
         """The tensor's version counter (bumped by every in-place write autograd sees), for dedup."""
         return t._version
 
+    # data-parallel and precision wrappers (class name -> the attribute holding the wrapped module):
+    # torch's DistributedDataParallel and DataParallel, Megatron-Core's DistributedDataParallel and
+    # Float16Module (megatron/core/distributed, megatron/core/transformer/module.py)
+    WRAPPERS = {"DistributedDataParallel": "module", "DataParallel": "module", "Float16Module": "module"}
+
+    def unwrap(self, model):
+        """The module that model wraps, through every wrapper of WRAPPERS (model itself if none)."""
+        while True:
+            attr = self.WRAPPERS.get(type(model).__name__)
+            inner = getattr(model, attr, None) if attr else None
+            if not isinstance(inner, self.torch.nn.Module):
+                return model
+            model = inner
+
     def modules(self, model):
         return list(model.named_modules())
 
@@ -192,6 +206,17 @@ class Paddle:
         """The tensor's in-place version (None where this Paddle has none: never deduplicated)."""
         f = getattr(t, "_inplace_version", None)
         return f() if callable(f) else None
+
+    def unwrap(self, model):
+        """The layer that model wraps: paddle.DataParallel and fleet's distributed_model wrappers
+        (PipelineParallel and its interleaved kinds, TensorParallel, ShardingParallel, SegmentParallel:
+        a class named DataParallel or *Parallel* holding the layer in `_layers`), model itself if none."""
+        while True:
+            name = type(model).__name__
+            inner = getattr(model, "_layers", None) if "Parallel" in name else None
+            if not isinstance(inner, self.paddle.nn.Layer):
+                return model
+            model = inner
 
     def modules(self, model):
         return list(model.named_sublayers(include_self=True))

@@ -39,6 +39,12 @@ the digest read it: a record whose tensor's version counter moved before its dig
 gets its payload's digest when it has a payload, else `missing` with that reason (never a digest of
 other bytes). Writes the counter does not see (dedup, below) are not caught. Default False.
 
+Wrappers (unwrap=True, the default): watch() and params() look through data-parallel and precision
+wrappers (torch and Megatron-Core DistributedDataParallel, DataParallel, Megatron's Float16Module;
+paddle.DataParallel and fleet.distributed_model's *Parallel wrappers), so names are the model's own
+(decoder.layers.3.mlp, not module.module.decoder.layers.3.mlp: the names of its checkpoints and of the
+name maps). unwrap=False keeps the wrapper's names.
+
 Activation recomputation (torch.utils.checkpoint, Megatron's recompute, Paddle's fleet.utils.recompute,
 reentrant or not): a watched module's forward that runs inside the framework's backward (the engine says
 so: torch._C._current_graph_task_id, Paddle's core.eager._is_run_in_backward) re-runs a forward the step
@@ -98,7 +104,7 @@ def _names(base, n):
 class Probe:
     def __init__(self, out_dir, run="run", framework=None, payload=(), inputs=True, grads=True,
                  rank=None, world_size=None, root="model", native=None, defer=True, side_stream=False,
-                 dedup=False, recompute=False):
+                 dedup=False, recompute=False, unwrap=True):
         self.out_dir = out_dir
         self.run = run
         self.framework = framework
@@ -117,6 +123,7 @@ class Probe:
         self.side_stream = side_stream
         self.dedup = dedup
         self.recompute = recompute
+        self.unwrap = unwrap
         self._seen = {}           # dedup: id(tensor) -> (weakref, version, signature, ("slot", k) | ("digest", hex))
         self.dedup_hits = 0       # records that took an earlier record's digest (dedup=True)
         self._batch = None        # DeviceBatch of the deferred CUDA digests (this step's)
@@ -354,10 +361,13 @@ class Probe:
 
     # --- watching a model ----------------------------------------------------------------------
     def watch(self, model):
-        """Hooks every submodule / sublayer of model (and the model itself, named `root`)."""
+        """Hooks every submodule / sublayer of model (and the model itself, named `root`). A data-parallel
+        or precision wrapper (unwrap=True) is looked through: names are the wrapped model's."""
         a = self._adapter_for(model)
         if not a.is_module(model):
             raise TypeError("align_probe: watch() takes a torch.nn.Module or a paddle.nn.Layer")
+        if self.unwrap:
+            model = a.unwrap(model)
         self._open(a)
         for qual, mod in a.modules(model):
             name = qual or self.root
@@ -459,7 +469,7 @@ class Probe:
         """Records every parameter of model (its values now: after the optimizer step, or the initial
         weights before the first step)."""
         a = self._adapter_for(model)
-        for pname, p in a.params(model):
+        for pname, p in a.params(a.unwrap(model) if self.unwrap else model):
             self._tensor(pname, p, phase)
         if self._writer:
             self._writer.flush()

@@ -1,0 +1,130 @@
+"""wrappers.py: Probe.watch / Probe.params look through data-parallel and precision wrappers.
+
+The same model trains 2 steps bare and wrapped: torch DistributedDataParallel (gloo, one rank) around
+a Float16Module-named wrapper (Megatron-Core's class name and attribute, `module`) and
+torch.nn.DataParallel; paddle.DataParallel. With the default (unwrap=True) each wrapped run's trace
+holds the bare run's records (names, calls, digests) exactly; with unwrap=False the names carry the
+wrappers' prefixes (module.module.0, _layers.0). Exit 0 when all holds.
+"""
+import json
+import os
+import sys
+import tempfile
+
+from align_probe import Probe
+
+tmp = tempfile.mkdtemp()
+fails = []
+
+
+def records(path):
+    out = []
+    for line in open(path).read().splitlines()[1:]:
+        r = json.loads(line)
+        out.append((r["step"], r.get("micro"), r["name"], r["phase"], r.get("call"), r.get("io"),
+                    r.get("digest") or r.get("bits")))
+    return out
+
+
+def train(fw, name, make, unwrap=True):
+    m, wrapped, opt, x = make()
+    p = Probe(os.path.join(tmp, fw, name), run=name, unwrap=unwrap)
+    p.watch(wrapped)
+    for step in (1, 2):
+        with p.step(step):
+            loss = (wrapped(x) ** 2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad() if fw == "torch" else opt.clear_grad()
+            p.record("loss", loss)
+        p.params(wrapped)
+    return records(p.close())
+
+
+def check(fw, runs, bare_name, prefixed):
+    bare = runs[bare_name]
+    if not any(r[2].endswith(".grad") for r in bare) or not any(r[3] == "param" for r in bare):
+        fails.append("%s: the bare trace lacks gradient or parameter records" % fw)
+    for name, rs in runs.items():
+        if name in (bare_name, "raw"):
+            continue
+        if rs != bare:
+            diff = next((a, b) for a, b in zip(rs + [None] * len(bare), bare + [None] * len(rs)) if a != b)
+            fails.append("%s: %s: the trace differs from the bare model's (first: %r vs %r)" % (fw, name, diff[0], diff[1]))
+    raw = {r[2] for r in runs["raw"]}
+    if not any(n.startswith(prefixed) for n in raw):
+        fails.append("%s: unwrap=False: no name starts with %r (%r)" % (fw, prefixed, sorted(raw)[:4]))
+
+
+# torch
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+os.environ.setdefault("MASTER_PORT", str(20000 + os.getpid() % 20000))
+dist.init_process_group("gloo", rank=0, world_size=1)
+
+
+class Float16Module(torch.nn.Module):  # Megatron-Core's precision wrapper: the wrapped model in .module
+    def __init__(self, module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, *a):
+        return self.module(*a)
+
+
+torch.manual_seed(0)
+init = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.SiLU(), torch.nn.Linear(16, 8))
+tx = torch.randn(4, 8)
+
+
+def torch_make(wrap):
+    def make():
+        m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.SiLU(), torch.nn.Linear(16, 8))
+        m.load_state_dict(init.state_dict())
+        w = wrap(m)
+        return m, w, torch.optim.SGD(m.parameters(), lr=0.1), tx
+    return make
+
+
+runs = {
+    "bare": train("torch", "bare", torch_make(lambda m: m)),
+    "ddp-f16": train("torch", "ddp-f16", torch_make(
+        lambda m: torch.nn.parallel.DistributedDataParallel(Float16Module(m)))),
+    "dp": train("torch", "dp", torch_make(torch.nn.DataParallel)),
+    "raw": train("torch", "raw", torch_make(
+        lambda m: torch.nn.parallel.DistributedDataParallel(Float16Module(m))), unwrap=False),
+}
+check("torch", runs, "bare", "module.module.")
+dist.destroy_process_group()
+
+# paddle
+import paddle  # noqa: E402
+
+paddle.seed(0)
+pinit = paddle.nn.Sequential(paddle.nn.Linear(8, 16), paddle.nn.Silu(), paddle.nn.Linear(16, 8))
+px = paddle.randn([4, 8])
+
+
+def paddle_make(wrap):
+    def make():
+        m = paddle.nn.Sequential(paddle.nn.Linear(8, 16), paddle.nn.Silu(), paddle.nn.Linear(16, 8))
+        m.set_state_dict(pinit.state_dict())
+        return m, wrap(m), paddle.optimizer.SGD(learning_rate=0.1, parameters=m.parameters()), px
+    return make
+
+
+pruns = {
+    "bare": train("paddle", "bare", paddle_make(lambda m: m)),
+    "dp": train("paddle", "dp", paddle_make(paddle.DataParallel)),
+    "raw": train("paddle", "raw", paddle_make(paddle.DataParallel), unwrap=False),
+}
+check("paddle", pruns, "bare", "_layers.")
+
+for f in fails:
+    print("FAIL: " + f)
+if fails:
+    sys.exit(1)
+print("torch DDP(Float16Module), DataParallel and paddle.DataParallel trace as the bare model (%d and %d "
+      "records); unwrap=False keeps module.module. / _layers." % (len(runs["bare"]), len(pruns["bare"])))
