@@ -95,7 +95,54 @@ if r.returncode == 0:
     fails.append("a Probe without its native library was created")
 elif "DigestUnavailable" not in r.stderr or "ninja -C build" not in r.stderr:
     fails.append("the missing-library error does not say how to build it: %s" % r.stderr[-400:])
+
+
+# Megatron's gradient_accumulation_fusion (and Transformer Engine's fuse_wgrad_accumulation): the layer adds
+# its weight gradient into weight.main_grad, sets weight.grad_added_to_main_grad and delivers a placeholder
+# (torch.empty: uninitialised bytes); the probe records PARAM.main_grad, the accumulated gradient
+class FusedWgradLinear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x @ w.t()
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        w.main_grad.add_(dy.t() @ x)
+        w.grad_added_to_main_grad = True
+        return dy @ w, torch.empty(w.main_grad.shape, dtype=x.dtype).fill_(float("nan"))
+
+
+class Fused(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.arange(12, dtype=torch.float32).reshape(3, 4) / 7)
+        self.weight.main_grad = torch.zeros(3, 4)
+        self.weight.grad_added_to_main_grad = False
+        self.bias = torch.nn.Parameter(torch.ones(3))
+
+    def forward(self, x):
+        return FusedWgradLinear.apply(x, self.weight) + self.bias
+
+
+fm = Fused()
+fp = Probe(os.path.join(tmp, "fused"), run="fused")
+fp.watch(fm)
+mains = []
+with fp.step(1):
+    for k in range(2):  # two micro-batches: main_grad accumulates
+        fm(torch.arange(8, dtype=torch.float32).reshape(2, 4) + k).sum().backward()
+        mains.append(fp._digest.host(fm.weight.main_grad.data_ptr(), 4, (3, 4), None))
+frecs = [json.loads(line) for line in open(fp.close())][1:]
+got = sorted((r["name"], r["micro"], r.get("digest")) for r in frecs if r["phase"] == "grad")
+names = [(n, m) for n, m, _ in got]
+if names != [("bias.grad", 0), ("bias.grad", 1), ("weight.main_grad", 0), ("weight.main_grad", 1)] or \
+        [d for n, _, d in got if n == "weight.main_grad"] != mains:
+    fails.append("fused wgrad: parameter gradient records %r, want bias.grad and weight.main_grad (digests %r) "
+                 "for micro-batches 0 and 1, no weight.grad" % (got, mains))
+
 for f in fails:
     print("FAIL: " + f)
-print("%d records; micro-batches, calls, scalars, rank, refusals checked" % (len(recs) - 1))
+print("%d records; micro-batches, calls, scalars, rank, refusals, fused-wgrad main_grad checked" % (len(recs) - 1))
 sys.exit(1 if fails else 0)

@@ -14,6 +14,9 @@ Records (names are the framework's qualified module/parameter names; `root` name
   MOD.out / MOD.out.I   outputs of that call      phase fwd, call "MOD#K", io "out"
   MOD.out.grad / MOD.out.I.grad   gradient w.r.t. that output   phase bwd
   PARAM.grad            gradient delivered to a parameter by a backward   phase grad
+  PARAM.main_grad       instead of PARAM.grad where the layer accumulated into param.main_grad itself
+                        and delivered a placeholder (Megatron / Transformer Engine wgrad fusion:
+                        param.grad_added_to_main_grad); the accumulated main_grad, phase grad
   PARAM                 parameter values (Probe.params)   phase param (or the phase given)
 K counts the calls of MOD within (step, micro-batch). The micro-batch is the one Probe.micro(k) set,
 or else counts the calls of the watched model within the step (0, 1, ...). Tensors carry the xxh3t64
@@ -375,7 +378,7 @@ class Probe:
         if self.grads:
             for pname, p in a.params(model):
                 if a.requires_grad(p):
-                    self._handles.append(a.hook_grad(p, self._grad_fn(pname + ".grad", "grad")))
+                    self._handles.append(a.hook_grad(p, self._param_grad_fn(pname, p)))
         return self
 
     def unwatch(self):
@@ -416,6 +419,25 @@ class Probe:
                 if self.grads and a.requires_grad(t):
                     a.hook_grad(t, self._grad_fn(n + ".grad", "bwd"))
         return post
+
+    def _param_grad_fn(self, pname, p):
+        """The gradient a backward delivers to parameter p, as PARAM.grad; or, where the layer added it
+        into p.main_grad itself and delivered a placeholder (Megatron's gradient_accumulation_fusion and
+        Transformer Engine's fuse_wgrad_accumulation: p.grad_added_to_main_grad set, the gradient a
+        torch.empty or torch.zeros of main_grad's shape, or None), p.main_grad as PARAM.main_grad: the
+        accumulated gradient, never the placeholder's uninitialised bytes."""
+        grad_name, main_name = pname + ".grad", pname + ".main_grad"
+
+        def fn(g):
+            if g is None:
+                return
+            if getattr(p, "grad_added_to_main_grad", False):
+                main = getattr(p, "main_grad", None)
+                if main is not None:
+                    self._tensor(main_name, main, "grad")
+                return
+            self._tensor(grad_name, g, "grad")
+        return fn
 
     def _grad_fn(self, name, phase):
         def fn(g):
