@@ -4,7 +4,8 @@ The same model trains 2 steps bare and wrapped: torch DistributedDataParallel (g
 a Float16Module-named wrapper (Megatron-Core's class name and attribute, `module`) and
 torch.nn.DataParallel; paddle.DataParallel. With the default (unwrap=True) each wrapped run's trace
 holds the bare run's records (names, calls, digests) exactly; with unwrap=False the names carry the
-wrappers' prefixes (module.module.0, _layers.0). Exit 0 when all holds.
+wrappers' prefixes (module.module.0, _layers.0). A DTensor is recorded as its local shard; sparse, meta and
+storage-less subclass tensors as `missing` records with the reason. Exit 0 when all holds.
 """
 import json
 import os
@@ -97,6 +98,38 @@ runs = {
         lambda m: torch.nn.parallel.DistributedDataParallel(Float16Module(m))), unwrap=False),
 }
 check("torch", runs, "bare", "module.module.")
+
+# tensors whose memory is not their own: a DTensor is digested as its local shard; sparse, meta and
+# storage-less wrapper subclasses are `missing` records with the reason (never a crash of the run)
+from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
+from torch.distributed.tensor import Shard, distribute_tensor  # noqa: E402
+
+
+class NoStorage(torch.Tensor):  # a wrapper subclass without storage, as Transformer Engine's Float8Tensor
+    @staticmethod
+    def __new__(cls, shape):
+        return torch.Tensor._make_wrapper_subclass(cls, shape, dtype=torch.float32)
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        raise NotImplementedError(str(func))
+
+
+local = torch.arange(16, dtype=torch.float32).reshape(4, 4) / 3
+dt = distribute_tensor(local, init_device_mesh("cpu", (1,)), [Shard(0)])
+sp = Probe(os.path.join(tmp, "torch", "special"), run="special")
+with sp.step(1):
+    sp.record("dtensor", dt)
+    sp.record("sparse", torch.eye(3).to_sparse())
+    sp.record("meta", torch.ones(3, device="meta"))
+    sp.record("nostorage", NoStorage((2, 3)))
+got = {r["name"]: r for r in (json.loads(line) for line in open(sp.close()).read().splitlines()[1:])}
+want_digest = sp._digest.host(local.data_ptr(), 4, (4, 4), None)
+if got.get("dtensor", {}).get("digest") != want_digest:
+    fails.append("DTensor: %r, want the local shard's digest %s" % (got.get("dtensor"), want_digest))
+for name, word in (("sparse", "sparse_coo"), ("meta", "meta"), ("nostorage", "NoStorage")):
+    if word not in got.get(name, {}).get("missing", ""):
+        fails.append("%s tensor: %r, want a missing record naming %r" % (name, got.get(name), word))
 dist.destroy_process_group()
 
 # paddle
@@ -127,4 +160,5 @@ for f in fails:
 if fails:
     sys.exit(1)
 print("torch DDP(Float16Module), DataParallel and paddle.DataParallel trace as the bare model (%d and %d "
-      "records); unwrap=False keeps module.module. / _layers." % (len(runs["bare"]), len(pruns["bare"])))
+      "records); unwrap=False keeps module.module. / _layers.; DTensor = its local shard; sparse, meta, "
+      "storage-less subclass: missing" % (len(runs["bare"]), len(pruns["bare"])))

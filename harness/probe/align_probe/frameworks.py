@@ -27,7 +27,16 @@ PADDLE_DTYPES = {"paddle.float64": "fp64", "paddle.float32": "fp32", "paddle.bfl
 
 
 class TensorInfo:
-    __slots__ = ("dtype", "fw_dtype", "shape", "strides", "elem_size", "ptr", "cuda", "nbytes", "row_major")
+    __slots__ = ("dtype", "fw_dtype", "shape", "strides", "elem_size", "ptr", "cuda", "nbytes", "row_major",
+                 "missing")
+
+
+def _missing(shape, fw_dtype, why):
+    """The TensorInfo of a tensor the probe does not digest: dtype None, `missing` says why."""
+    i = TensorInfo()
+    i.dtype, i.fw_dtype, i.shape, i.missing = None, fw_dtype, shape, why
+    i.strides, i.elem_size, i.ptr, i.cuda, i.nbytes, i.row_major = (), 0, 0, False, 0, True
+    return i
 
 
 class Torch:
@@ -44,6 +53,8 @@ class Torch:
             d = getattr(torch, k.split(".", 1)[1], None)
             if d is not None:
                 self._dtypes[d] = v
+        self._plain = (torch.Tensor, torch.nn.Parameter)  # types whose memory is their own, as strided
+        self._strided = torch.strided
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         self._raw_stream = raw if callable(raw) else None
         task = getattr(torch._C, "_current_graph_task_id", None)
@@ -55,8 +66,22 @@ class Torch:
     def is_module(self, x):
         return isinstance(x, self.torch.nn.Module)
 
+    def local(self, t):
+        """The tensor whose memory holds t's values on this rank: a DTensor's local shard (FSDP2, torch
+        tensor parallel, Megatron-FSDP); t itself otherwise."""
+        if type(t) in self._plain:
+            return t
+        loc = getattr(t, "_local_tensor", None)
+        return loc if isinstance(loc, self.torch.Tensor) else t
+
     def info(self, t):
+        if t.layout is not self._strided or t.is_meta or (type(t) not in self._plain and not self._has_storage(t)):
+            what = ("a %s tensor" % str(t.layout).replace("torch.", "") if t.layout is not self._strided
+                    else "a meta tensor (no data)" if t.is_meta
+                    else "a %s without storage of its own (a wrapper subclass)" % type(t).__name__)
+            return _missing(tuple(t.shape), t.dtype, "%s: not digested" % what)
         i = TensorInfo()
+        i.missing = None
         d = t.dtype
         i.fw_dtype = d  # printed (as "torch.float32") only when it has no ATF name
         i.dtype = self._dtypes.get(d)
@@ -70,6 +95,15 @@ class Torch:
         # digest's sense (the logical bytes are the memory's, in order)
         i.row_major = t.is_contiguous()
         return i
+
+    @staticmethod
+    def _has_storage(t):
+        """Whether a tensor subclass has memory of its own (a wrapper subclass's storage is a stand-in
+        whose data pointer cannot be read, or there is none)."""
+        try:
+            return t.numel() == 0 or (t.data_ptr() != 0 and t.untyped_storage().data_ptr() != 0)
+        except (RuntimeError, NotImplementedError, TypeError):
+            return False
 
     def contiguous_device(self, t):
         """A row-major copy on the tensor's device, for the device digest of a strided tensor."""
@@ -157,8 +191,18 @@ class Paddle:
     def is_module(self, x):
         return isinstance(x, self.paddle.nn.Layer)
 
+    def local(self, t):
+        """The tensor whose memory holds t's values on this rank: an auto-parallel DistTensor's local
+        value; t itself otherwise."""
+        f = getattr(t, "is_dist", None)
+        return t._local_value() if callable(f) and f() else t
+
     def info(self, t):
+        sp = getattr(t, "is_sparse", None)
+        if callable(sp) and sp():
+            return _missing(tuple(t.shape), str(t.dtype), "a sparse tensor: not digested")
         i = TensorInfo()
+        i.missing = None
         i.fw_dtype = str(t.dtype)
         i.dtype = PADDLE_DTYPES.get(i.fw_dtype)
         i.shape = tuple(t.shape)

@@ -212,6 +212,7 @@ class Probe:
 
     def _tensor(self, name, t, phase, call=None, io=None, step=None, micro=None):
         a = self._adapter
+        t = a.local(t)
         info = a.info(t)
         step = self._step if step is None else step
         micro = self._cur_micro() if micro is None else micro
@@ -232,7 +233,7 @@ class Probe:
         if call:
             rec["call"], rec["io"] = call, io
         if info.dtype is None:
-            rec["missing"] = "dtype %s has no ATF name" % info.fw_dtype
+            rec["missing"] = info.missing or "dtype %s has no ATF name" % info.fw_dtype
         elif known is not None:
             self.dedup_hits += 1
             payload = a.raw_bytes(t, info.nbytes) if wants else None
@@ -461,6 +462,7 @@ class Probe:
             rec.update(atf.scalar_fields("fp64", [], struct.pack("<d", value)))
         else:
             a = self._adapter_for(value)
+            value = a.local(value)
             info = a.info(value)
             n = 1
             for s in info.shape:
