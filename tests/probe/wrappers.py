@@ -5,7 +5,8 @@ a Float16Module-named wrapper (Megatron-Core's class name and attribute, `module
 torch.nn.DataParallel; paddle.DataParallel. With the default (unwrap=True) each wrapped run's trace
 holds the bare run's records (names, calls, digests) exactly; with unwrap=False the names carry the
 wrappers' prefixes (module.module.0, _layers.0). A DTensor is recorded as its local shard; sparse, meta and
-storage-less subclass tensors as `missing` records with the reason. Exit 0 when all holds.
+storage-less subclass tensors as `missing` records with the reason. Two pipeline stages of a Megatron-style
+model (decoder layers with layer_number) trace their layers as the whole model does. Exit 0 when all holds.
 """
 import json
 import os
@@ -132,6 +133,78 @@ for name, word in (("sparse", "sparse_coo"), ("meta", "meta"), ("nostorage", "No
         fails.append("%s tensor: %r, want a missing record naming %r" % (name, got.get(name), word))
 dist.destroy_process_group()
 
+
+# pipeline stages: Megatron numbers a stage's decoder layers from 0 in module names, and keeps the global
+# 1-based number in TransformerLayer.layer_number; the two stages of a 4-layer model trace their layers
+# as the whole model does (decoder.layers.2 and .3 on stage 1), and global_layers=False keeps 0 and 1
+class Layer(torch.nn.Module):
+    def __init__(self, number):
+        super().__init__()
+        self.layer_number = number
+        self.mlp = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return x + self.mlp(x)
+
+
+class Decoder(torch.nn.Module):
+    def __init__(self, numbers):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(Layer(n) for n in numbers)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+class GPT(torch.nn.Module):
+    def __init__(self, numbers):
+        super().__init__()
+        self.decoder = Decoder(numbers)
+
+    def forward(self, x):
+        return self.decoder(x)
+
+
+torch.manual_seed(1)
+full = GPT([1, 2, 3, 4])
+stages = [GPT([1, 2]), GPT([3, 4])]
+for k, st in enumerate(stages):
+    for i in range(2):
+        st.decoder.layers[i].load_state_dict(full.decoder.layers[2 * k + i].state_dict())
+
+
+def layer_records(path):
+    return sorted((r[2], r[6]) for r in records(path) if r[2].startswith("decoder.layers."))
+
+
+def stage_run(global_layers):
+    ps = [Probe(os.path.join(tmp, "pp%d" % global_layers, "s%d" % k), run="s%d" % k, global_layers=global_layers)
+          for k in range(2)]
+    for p, st in zip(ps, stages):
+        p.watch(st)
+    with ps[0].step(1), ps[1].step(1):
+        stages[1](stages[0](tx)).sum().backward()
+    for p, st in zip(ps, stages):
+        p.params(st)
+    return sorted(layer_records(ps[0].close()) + layer_records(ps[1].close()))
+
+
+pf = Probe(os.path.join(tmp, "pp", "full"), run="full")
+pf.watch(full)
+with pf.step(1):
+    full(tx).sum().backward()
+pf.params(full)
+want_pp = layer_records(pf.close())
+got_pp = stage_run(True)
+if got_pp != want_pp or not any(n.startswith("decoder.layers.3.mlp.weight") for n, _ in want_pp):
+    fails.append("pipeline stages: the stages' decoder-layer records differ from the whole model's (first: %r)"
+                 % (next((a, b) for a, b in zip(got_pp + [None], want_pp + [None]) if a != b),))
+local = {n.split(".")[2] for n, _ in stage_run(False)}
+if local != {"0", "1"}:
+    fails.append("global_layers=False: layer indices %r, want the local 0 and 1" % sorted(local))
+
 # paddle
 import paddle  # noqa: E402
 
@@ -161,4 +234,4 @@ if fails:
     sys.exit(1)
 print("torch DDP(Float16Module), DataParallel and paddle.DataParallel trace as the bare model (%d and %d "
       "records); unwrap=False keeps module.module. / _layers.; DTensor = its local shard; sparse, meta, "
-      "storage-less subclass: missing" % (len(runs["bare"]), len(pruns["bare"])))
+      "storage-less subclass: missing; pipeline stages named as the whole model" % (len(runs["bare"]), len(pruns["bare"])))

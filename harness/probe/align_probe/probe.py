@@ -48,6 +48,12 @@ paddle.DataParallel and fleet.distributed_model's *Parallel wrappers), so names 
 (decoder.layers.3.mlp, not module.module.decoder.layers.3.mlp: the names of its checkpoints and of the
 name maps). unwrap=False keeps the wrapper's names.
 
+Layer numbers (global_layers=True, the default): Megatron numbers the decoder layers of each pipeline
+stage (and virtual stage) from 0 in module names, but each TransformerLayer's layer_number is its
+1-based number in the whole model; records under decoder.layers.N take layer_number - 1 as N, so stage 2
+of 4 writes decoder.layers.30.mlp.out for its first layer, as a run without pipeline parallelism does and
+as the name maps expect. global_layers=False keeps the local numbers.
+
 Activation recomputation (torch.utils.checkpoint, Megatron's recompute, Paddle's fleet.utils.recompute,
 reentrant or not): a watched module's forward that runs inside the framework's backward (the engine says
 so: torch._C._current_graph_task_id, Paddle's core.eager._is_run_in_backward) re-runs a forward the step
@@ -107,7 +113,7 @@ def _names(base, n):
 class Probe:
     def __init__(self, out_dir, run="run", framework=None, payload=(), inputs=True, grads=True,
                  rank=None, world_size=None, root="model", native=None, defer=True, side_stream=False,
-                 dedup=False, recompute=False, unwrap=True):
+                 dedup=False, recompute=False, unwrap=True, global_layers=True):
         self.out_dir = out_dir
         self.run = run
         self.framework = framework
@@ -127,6 +133,8 @@ class Probe:
         self.dedup = dedup
         self.recompute = recompute
         self.unwrap = unwrap
+        self.global_layers = global_layers
+        self._param_names = {}  # id(model) -> (model, [(record name, parameter)]) for params()
         self._seen = {}           # dedup: id(tensor) -> (weakref, version, signature, ("slot", k) | ("digest", hex))
         self.dedup_hits = 0       # records that took an earlier record's digest (dedup=True)
         self._batch = None        # DeviceBatch of the deferred CUDA digests (this step's)
@@ -373,14 +381,41 @@ class Probe:
         if self.unwrap:
             model = a.unwrap(model)
         self._open(a)
-        for qual, mod in a.modules(model):
-            name = qual or self.root
+        mods = a.modules(model)
+        ren = self._renamer(mods)
+        for qual, mod in mods:
+            name = ren(qual) or self.root
             self._handles += a.hook_module(mod, self._pre_hook(name, mod is model), self._post_hook(name))
         if self.grads:
             for pname, p in a.params(model):
                 if a.requires_grad(p):
-                    self._handles.append(a.hook_grad(p, self._param_grad_fn(pname, p)))
+                    self._handles.append(a.hook_grad(p, self._param_grad_fn(ren(pname), p)))
         return self
+
+    def _renamer(self, mods):
+        """global_layers=True: a function mapping qualified names under a Megatron decoder layer (a
+        `decoder.layers.N` module with an integer `layer_number`, the 1-based number in the whole model:
+        pipeline stages and virtual stages number their layers from 0 locally) to the global index,
+        decoder.layers.N -> decoder.layers.(layer_number - 1); identity where there is none."""
+        pre = {}
+        if self.global_layers:
+            for qual, mod in mods:
+                head, _, idx = qual.rpartition(".")
+                num = getattr(mod, "layer_number", None)
+                if idx.isdigit() and (head == "decoder.layers" or head.endswith(".decoder.layers")) and \
+                        type(num) is int and num >= 1 and num - 1 != int(idx):
+                    pre[qual] = "%s.%d" % (head, num - 1)
+        if not pre:
+            return lambda q: q
+
+        def ren(q):
+            parts = q.split(".")
+            for k in range(len(parts), 0, -1):  # the longest renamed prefix
+                new = pre.get(".".join(parts[:k]))
+                if new is not None:
+                    return ".".join([new] + parts[k:])
+            return q
+        return ren
 
     def unwatch(self):
         for h in self._handles:
@@ -493,7 +528,12 @@ class Probe:
         """Records every parameter of model (its values now: after the optimizer step, or the initial
         weights before the first step)."""
         a = self._adapter_for(model)
-        for pname, p in a.params(a.unwrap(model) if self.unwrap else model):
+        m = a.unwrap(model) if self.unwrap else model
+        key = id(m)
+        if self._param_names.get(key, (None,))[0] is not m:  # names worked out once per model
+            ren = self._renamer(a.modules(m))
+            self._param_names[key] = (m, [(ren(n), p) for n, p in a.params(m)])
+        for pname, p in self._param_names[key][1]:
             self._tensor(pname, p, phase)
         if self._writer:
             self._writer.flush()
