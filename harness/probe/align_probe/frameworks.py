@@ -181,6 +181,11 @@ class Paddle:
         import paddle
         self.paddle = paddle
         self.version = paddle.__version__
+        import inspect
+        try:  # Paddle 2.6+ hands keyword arguments to forward pre-hooks that ask for them
+            self._kwargs = "with_kwargs" in inspect.signature(paddle.nn.Layer.register_forward_pre_hook).parameters
+        except (TypeError, ValueError):
+            self._kwargs = False
         eager = getattr(getattr(getattr(paddle, "base", None), "core", None), "eager", None)
         f = getattr(eager, "_is_run_in_backward", None)
         self._in_bwd = f if callable(f) else None
@@ -269,7 +274,11 @@ class Paddle:
         return list(model.named_parameters())
 
     def hook_module(self, mod, pre, post):
-        h1 = mod.register_forward_pre_hook(lambda m, inputs: pre(inputs, {}))
+        """pre(args, kwargs) before forward (kwargs {} on a Paddle without with_kwargs); post(output)."""
+        if self._kwargs:
+            h1 = mod.register_forward_pre_hook(lambda m, args, kwargs: pre(args, kwargs), with_kwargs=True)
+        else:
+            h1 = mod.register_forward_pre_hook(lambda m, inputs: pre(inputs, {}))
         h2 = mod.register_forward_post_hook(lambda m, inputs, out: post(out))
         return [h1, h2]
 
