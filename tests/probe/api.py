@@ -97,6 +97,20 @@ elif "DigestUnavailable" not in r.stderr or "ninja -C build" not in r.stderr:
     fails.append("the missing-library error does not say how to build it: %s" % r.stderr[-400:])
 
 
+# include / exclude: only the modules and parameters whose names pass, the micro-batches still counted
+m2 = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh(), torch.nn.Linear(4, 4))
+ip = Probe(os.path.join(tmp, "filter"), run="filter", include=["0*", "2.weight"], exclude=["*.bias*"])
+ip.watch(m2)
+with ip.step(1):
+    for _ in range(2):
+        m2(torch.ones(2, 4)).sum().backward()
+ip.params(m2)
+got = sorted({(r["name"], r["micro"]) for r in (json.loads(line) for line in open(ip.close())) if "name" in r})
+want = sorted({(n, mi) for mi in (0, 1) for n in ("0.in", "0.out", "0.out.grad", "0.weight.grad", "2.weight.grad")}
+              | {("0.weight", 1), ("2.weight", 1)})
+if got != want:
+    fails.append("include/exclude: records %r, want %r" % (got, want))
+
 # Megatron's gradient_accumulation_fusion (and Transformer Engine's fuse_wgrad_accumulation): the layer adds
 # its weight gradient into weight.main_grad, sets weight.grad_added_to_main_grad and delivers a placeholder
 # (torch.empty: uninitialised bytes); the probe records PARAM.main_grad, the accumulated gradient
@@ -144,5 +158,6 @@ if names != [("bias.grad", 0), ("bias.grad", 1), ("weight.main_grad", 0), ("weig
 
 for f in fails:
     print("FAIL: " + f)
-print("%d records; micro-batches, calls, scalars, rank, refusals, fused-wgrad main_grad checked" % (len(recs) - 1))
+print("%d records; micro-batches, calls, scalars, rank, refusals, include/exclude, fused-wgrad main_grad checked"
+      % (len(recs) - 1))
 sys.exit(1 if fails else 0)

@@ -48,6 +48,12 @@ paddle.DataParallel and fleet.distributed_model's *Parallel wrappers), so names 
 (decoder.layers.3.mlp, not module.module.decoder.layers.3.mlp: the names of its checkpoints and of the
 name maps). unwrap=False keeps the wrapper's names.
 
+include / exclude (fnmatch patterns, like payload): which modules and parameters are recorded, by the
+names the records would carry ("decoder.layers.3.*", "*.experts.*"): a module or parameter is recorded
+when some include pattern matches its name (or there is none) and no exclude pattern does; the records
+under a module are its calls' .in / .out / .out.grad, a parameter's its .grad and its values. A model
+left out still counts the micro-batches.
+
 Layer numbers (global_layers=True, the default): Megatron numbers the decoder layers of each pipeline
 stage (and virtual stage) from 0 in module names, but each TransformerLayer's layer_number is its
 1-based number in the whole model; records under decoder.layers.N take layer_number - 1 as N, so stage 2
@@ -113,11 +119,13 @@ def _names(base, n):
 class Probe:
     def __init__(self, out_dir, run="run", framework=None, payload=(), inputs=True, grads=True,
                  rank=None, world_size=None, root="model", native=None, defer=True, side_stream=False,
-                 dedup=False, recompute=False, unwrap=True, global_layers=True):
+                 dedup=False, recompute=False, unwrap=True, global_layers=True, include=(), exclude=()):
         self.out_dir = out_dir
         self.run = run
         self.framework = framework
         self.payload = [payload] if isinstance(payload, str) else list(payload)
+        self.include = [include] if isinstance(include, str) else list(include)
+        self.exclude = [exclude] if isinstance(exclude, str) else list(exclude)
         self._payload_names = {}
         self.inputs = inputs
         self.grads = grads
@@ -385,12 +393,22 @@ class Probe:
         ren = self._renamer(mods)
         for qual, mod in mods:
             name = ren(qual) or self.root
-            self._handles += a.hook_module(mod, self._pre_hook(name, mod is model), self._post_hook(name))
+            if self._watched(name):
+                self._handles += a.hook_module(mod, self._pre_hook(name, mod is model), self._post_hook(name))
+            elif mod is model:  # left out, but its calls still count the micro-batches
+                self._handles += a.hook_module(mod, self._pre_hook(name, True, count_only=True), lambda out: None)
         if self.grads:
             for pname, p in a.params(model):
-                if a.requires_grad(p):
-                    self._handles.append(a.hook_grad(p, self._param_grad_fn(ren(pname), p)))
+                pname = ren(pname)
+                if a.requires_grad(p) and self._watched(pname):
+                    self._handles.append(a.hook_grad(p, self._param_grad_fn(pname, p)))
         return self
+
+    def _watched(self, name):
+        """Whether records under name (a module's or parameter's) are written: include / exclude."""
+        if self.include and not any(fnmatch.fnmatchcase(name, p) for p in self.include):
+            return False
+        return not any(fnmatch.fnmatchcase(name, p) for p in self.exclude)
 
     def _renamer(self, mods):
         """global_layers=True: a function mapping qualified names under a Megatron decoder layer (a
@@ -422,12 +440,14 @@ class Probe:
             h.remove()
         self._handles = []
 
-    def _pre_hook(self, name, is_root):
+    def _pre_hook(self, name, is_root, count_only=False):
         def pre(args, kwargs):
             if not self.recompute and self._adapter.in_backward():
                 return  # activation recomputation: the step's forward records are written already
             if is_root:
                 self._root_calls += 1
+            if count_only:
+                return
             key = (self._cur_micro(), name)
             k = self._calls.get(key, 0)
             self._calls[key] = k + 1
@@ -532,7 +552,7 @@ class Probe:
         key = id(m)
         if self._param_names.get(key, (None,))[0] is not m:  # names worked out once per model
             ren = self._renamer(a.modules(m))
-            self._param_names[key] = (m, [(ren(n), p) for n, p in a.params(m)])
+            self._param_names[key] = (m, [(ren(n), p) for n, p in a.params(m) if self._watched(ren(n))])
         for pname, p in self._param_names[key][1]:
             self._tensor(pname, p, phase)
         if self._writer:
