@@ -15,6 +15,7 @@ with CPU torch tensors standing in for device tensors:
 import ctypes
 import json
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -196,6 +197,39 @@ if len(got) != len(want) or sorted(odd) != sorted(miss) or {n for _, n in miss} 
     fails += 1
 print("Probe(side_stream=True), a module writing its input in place: 1.in says missing in %d steps, 0.out "
       "(payload) has its payload's digest, the rest as on the host" % len(miss))
+
+# a run that stops: an exception inside step 2 (deferred digests pending for steps 1 and 2) writes every
+# record made before it; a run that ends without close() gets its records at exit
+crash = r"""
+import sys, torch
+import align_probe.frameworks as F
+from align_probe import Probe
+info = F.Torch.info
+def cuda_info(self, t):
+    i = info(self, t)
+    i.cuda = True
+    return i
+F.Torch.info, F.Torch.stream = cuda_info, lambda self, t: 0
+m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh())
+p = Probe(sys.argv[1], run="crash", native=sys.argv[2])
+p.watch(m)
+for step in (1, 2):
+    with p.step(step):
+        m(torch.ones(2, 8)).sum().backward()
+        if step == 2 and sys.argv[3] == "raise":
+            raise RuntimeError("loss is nan")
+"""
+for how in ("raise", "exit"):
+    d = tempfile.mkdtemp()
+    r = subprocess.run([sys.executable, "-c", crash, d, mock, how], capture_output=True, text=True)
+    path = os.path.join(d, "crash-rank0.atf")
+    recs = [json.loads(x) for x in open(path).read().splitlines()[1:]] if os.path.exists(path) else []
+    steps = sorted({(x["step"], x["name"]) for x in recs if x["name"] == "1.out"})
+    if steps != [(1, "1.out"), (2, "1.out")] or (how == "raise") != ("loss is nan" in r.stderr):
+        print("FAIL: a run stopped by %s: the trace holds %s of 1.out (want steps 1 and 2); stderr %s"
+              % (how, steps, r.stderr[-300:]))
+        fails += 1
+print("a run stopped by an exception in a step, or ending without close(): every record written")
 
 # dedup: the same records (digests included) as without it, deferred and on the host, with fewer digests
 # enqueued; a tensor written in place between two records (Inc) is digested again

@@ -70,6 +70,10 @@ a memory setting, so a run with recompute traces as one without. recompute=True 
 as further calls (MOD#1, ...) of the same names, to compare a recompute with the first forward. A watched
 module called by a custom backward is treated the same way.
 
+A run that stops: an exception leaving `with probe.step(...)` (a NaN check, an OOM, Ctrl-C) writes every
+pending record before it propagates, so the trace ends with the failing step; a probe not closed when the
+interpreter exits is closed then (atexit).
+
 dedup=True: a tensor recorded again within a step (a module's output that the next module takes as its
 input, a gradient seen by two hooks) is digested once when it is the very same tensor object with the same
 shape, strides, dtype and address, and its version counter (torch `_version`, Paddle
@@ -77,9 +81,11 @@ shape, strides, dtype and address, and its version counter (torch `_version`, Pa
 makes. A write it does not count (through `.data`, or by a native extension or collective that bypasses
 the counter) between the two records would go unseen, so the default is False.
 """
+import atexit
 import contextlib
 import fnmatch
 import os
+import sys
 import threading
 import weakref
 
@@ -156,6 +162,8 @@ class Probe:
         self._calls = {}
         self._open_calls = {}
         self.path = None
+        self._closed = False
+        atexit.register(self._at_exit)  # a run that ends without close() still gets its last records
 
     # --- run structure -------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -168,10 +176,22 @@ class Probe:
             self._seen, self._open_calls = {}, {}  # calls a recompute left open (recompute=True) end here
         try:
             yield self
-        finally:
-            self._flush_device(lag=True)
-            if self._writer:
-                self._writer.flush()
+        except BaseException:
+            # the run is stopping (a NaN check, an OOM, Ctrl-C): this step's records, the ones that show
+            # what went wrong, reach the file now instead of waiting for a next step that will not come
+            self._flush_on_error()
+            raise
+        self._flush_device(lag=True)
+        if self._writer:
+            self._writer.flush()
+
+    def _flush_on_error(self):
+        """Writes every record made so far, as flush() does; an error doing so (the GPU failing is often
+        why the run stops) is printed, not raised over the run's own."""
+        try:
+            self.flush()
+        except Exception as e:  # noqa: BLE001 - the run's exception is the one to see
+            sys.stderr.write("align_probe: the records pending at the error could not be written: %s\n" % e)
 
     def flush(self):
         """Writes every record made so far (one wait for the GPU), as close() does, and keeps the probe
@@ -558,9 +578,18 @@ class Probe:
         if self._writer:
             self._writer.flush()
 
+    def _at_exit(self):
+        if not self._closed:
+            try:
+                self.close()
+            except Exception as e:  # noqa: BLE001 - at interpreter exit: report, do not raise
+                sys.stderr.write("align_probe: closing %s at exit failed: %s\n" % (self.path, e))
+
     def close(self):
         """Removes the hooks, writes the records waiting for GPU digests, closes the trace; returns its
         path."""
+        self._closed = True
+        atexit.unregister(self._at_exit)
         self.unwatch()
         self._flush_device()
         for b in (self._batch, self._spare):
