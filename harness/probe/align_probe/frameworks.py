@@ -59,6 +59,8 @@ class Torch:
         self._raw_stream = raw if callable(raw) else None
         task = getattr(torch._C, "_current_graph_task_id", None)
         self._graph_task = task if callable(task) else None
+        cap = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
+        self._capturing = cap if callable(cap) and torch.cuda.is_available() else None
 
     def is_tensor(self, x):
         return isinstance(x, self.torch.Tensor)
@@ -127,6 +129,10 @@ class Torch:
     def requires_grad(self, t):
         return t.requires_grad
 
+    def capturing(self):
+        """Whether the current CUDA stream is capturing a CUDA graph (CUDA tensors only ask)."""
+        return self._capturing is not None and self._capturing()
+
     def in_backward(self):
         """Whether the autograd engine is running a backward on this thread (a forward called now is
         activation recomputation: torch.utils.checkpoint, reentrant or not, Megatron's CheckpointFunction).
@@ -189,6 +195,12 @@ class Paddle:
         eager = getattr(getattr(getattr(paddle, "base", None), "core", None), "eager", None)
         f = getattr(eager, "_is_run_in_backward", None)
         self._in_bwd = f if callable(f) else None
+        cap = getattr(getattr(getattr(paddle, "base", None), "core", None), "is_cuda_graph_capturing", None)
+        self._capturing = cap if callable(cap) else None
+
+    def capturing(self):
+        """Whether a CUDA graph is being captured (CUDA tensors only ask)."""
+        return self._capturing is not None and bool(self._capturing())
 
     def is_tensor(self, x):
         return isinstance(x, self.paddle.Tensor)

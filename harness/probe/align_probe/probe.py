@@ -70,6 +70,11 @@ a memory setting, so a run with recompute traces as one without. recompute=True 
 as further calls (MOD#1, ...) of the same names, to compare a recompute with the first forward. A watched
 module called by a custom backward is treated the same way.
 
+CUDA graphs (Megatron's --cuda-graph-impl, Transformer Engine's make_graphed_callables): a CUDA tensor
+recorded while a graph is captured gets no record (its digest kernel would be captured into the graph,
+and the graph's replays run no hooks); stderr says so once. Graphed layers are not traced: leave them out
+of the graph to trace them.
+
 A run that stops: an exception leaving `with probe.step(...)` (a NaN check, an OOM, Ctrl-C) writes every
 pending record before it propagates, so the trace ends with the failing step; a probe not closed when the
 interpreter exits is closed then (atexit).
@@ -163,6 +168,7 @@ class Probe:
         self._open_calls = {}
         self.path = None
         self._closed = False
+        self._capture_warned = False
         atexit.register(self._at_exit)  # a run that ends without close() still gets its last records
 
     # --- run structure -------------------------------------------------------------------------
@@ -250,6 +256,9 @@ class Probe:
         a = self._adapter
         t = a.local(t)
         info = a.info(t)
+        if info.cuda and a.capturing():
+            self._captured(name)
+            return
         step = self._step if step is None else step
         micro = self._cur_micro() if micro is None else micro
         # a plain tensor record (no payload) waiting for its digest is kept as a tuple, _TRec's fields,
@@ -294,6 +303,14 @@ class Probe:
             if self.dedup:
                 self._remember(t, info, ("digest", digest))
         self._emit(rec)
+
+    def _captured(self, name):
+        """A CUDA tensor recorded while a CUDA graph is captured: no record (its digest kernel would be
+        captured into the graph, and hooks do not run when the graph is replayed); said once."""
+        if not self._capture_warned:
+            self._capture_warned = True
+            sys.stderr.write("align_probe: records made while a CUDA graph is captured are left out (the graph's "
+                             "replays run no hooks), the first: %s\n" % name)
 
     def _seen_before(self, t, info):
         """dedup: what an earlier record of this step made of the same tensor object, if nothing the
@@ -544,6 +561,9 @@ class Probe:
                 n *= s
             if n != 1 or info.dtype is None:
                 self._tensor(name, value, phase)
+                return
+            if info.cuda and a.capturing():
+                self._captured(name)
                 return
             if info.cuda and self.defer and 0 < info.nbytes <= 16:
                 self._defer_scalar(rec, value, info)
