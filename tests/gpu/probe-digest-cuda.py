@@ -259,5 +259,41 @@ else:
             fails += 1
         print("no observer effect on the GPU (%s): %d tensors over 3 steps equal bitwise with and without the "
               "probe" % (kw or "defaults", len(b)))
+
+# --- CUDA graphs: a watched module captured into a graph (torch.cuda.graph) ---------------------------------
+# the capture runs the hooks: they must leave the capture intact and write nothing (said once on stderr);
+# the graph's replays give the eager outputs; records outside the capture are written as usual
+gm = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU()).cuda()
+gp = Probe(tempfile.mkdtemp(), run="graph", grads=False)
+gp.watch(gm)
+static_x = torch.randn(8, 64, device="cuda")
+with torch.no_grad():
+    with gp.step(1):
+        want_y = gm(static_x).clone()  # eager, recorded
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up on a side stream, as torch.cuda.graph's docs ask
+        with gp.step(2):
+            gm(static_x)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    try:
+        with gp.step(3):
+            with torch.cuda.graph(g):
+                static_y = gm(static_x)
+        g.replay()
+        torch.cuda.synchronize()
+        ok = torch.equal(static_y, want_y)
+    except Exception as e:  # noqa: BLE001 - the capture broken by the probe is the failure
+        ok = False
+        print("FAIL: CUDA graph capture with the probe watching: %s" % e)
+graph_recs = [json.loads(x) for x in open(gp.close()).read().splitlines()[1:]]
+per = [sum(1 for r in graph_recs if r["step"] == k) for k in (1, 2, 3)]
+if not ok or per[0] == 0 or per[1] != per[0] or per[2] != 0:
+    print("FAIL: CUDA graph: replay equal to eager %s, records per step %s (want none in the captured step 3)"
+          % (ok, per))
+    fails += 1
+print("CUDA graph capture with the probe watching: the capture holds, replay equals eager, records per step %s"
+      % per)
 print("%d failures" % fails)
 sys.exit(1 if fails else 0)
