@@ -97,6 +97,19 @@ elif "DigestUnavailable" not in r.stderr or "ninja -C build" not in r.stderr:
     fails.append("the missing-library error does not say how to build it: %s" % r.stderr[-400:])
 
 
+# a second watch() of the same model would write every record twice: refused, naming unwatch()
+wp = Probe(os.path.join(tmp, "twice"), run="twice")
+wp.watch(m)
+try:
+    wp.watch(torch.nn.DataParallel(m))
+    fails.append("a second watch() of the same model (through a wrapper) was accepted")
+except ValueError as e:
+    if "unwatch()" not in str(e):
+        fails.append("the second watch() refusal does not say what to do: %s" % e)
+wp.unwatch()
+wp.watch(m)  # after unwatch(), watching again is fine
+wp.close()
+
 # include / exclude: only the modules and parameters whose names pass, the micro-batches still counted
 m2 = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh(), torch.nn.Linear(4, 4))
 ip = Probe(os.path.join(tmp, "filter"), run="filter", include=["0*", "2.weight"], exclude=["*.bias*"])

@@ -168,6 +168,7 @@ class Probe:
         self._open_calls = {}
         self.path = None
         self._closed = False
+        self._watched_ids = set()  # id() of the models watch() hooked (a second watch() is refused)
         self._capture_warned = False
         atexit.register(self._at_exit)  # a run that ends without close() still gets its last records
 
@@ -425,8 +426,12 @@ class Probe:
             raise TypeError("align_probe: watch() takes a torch.nn.Module or a paddle.nn.Layer")
         if self.unwrap:
             model = a.unwrap(model)
+        if id(model) in self._watched_ids:
+            raise ValueError("align_probe: this model is watched already (a second watch() would write every "
+                             "record twice); unwatch() first")
         self._open(a)
         mods = a.modules(model)
+        self._watched_ids.add(id(model))
         ren = self._renamer(mods)
         for qual, mod in mods:
             name = ren(qual) or self.root
@@ -476,6 +481,7 @@ class Probe:
         for h in self._handles:
             h.remove()
         self._handles = []
+        self._watched_ids = set()
 
     def _pre_hook(self, name, is_root, count_only=False):
         def pre(args, kwargs):
