@@ -169,6 +169,7 @@ class Probe:
         self.path = None
         self._closed = False
         self._watched_ids = set()  # id() of the models watch() hooked (a second watch() is refused)
+        self._followed = None  # follow(): (optimizer, whether its step attribute is the probe's wrapper)
         self._capture_warned = False
         atexit.register(self._at_exit)  # a run that ends without close() still gets its last records
 
@@ -178,9 +179,9 @@ class Probe:
         """Records inside belong to `step` (1 is the first optimizer step; 0 is before it)."""
         if not isinstance(step, int) or step < 0:
             raise ValueError("align_probe: step must be an integer >= 0, not %r" % (step,))
-        with self._lock:
-            self._step, self._micro, self._root_calls, self._calls = step, None, 0, {}
-            self._seen, self._open_calls = {}, {}  # calls a recompute left open (recompute=True) end here
+        if self._followed:
+            raise ValueError("align_probe: step() and follow() both count steps; use one of them")
+        self._begin_step(step)
         try:
             yield self
         except BaseException:
@@ -191,6 +192,55 @@ class Probe:
         self._flush_device(lag=True)
         if self._writer:
             self._writer.flush()
+
+    def _begin_step(self, step):
+        with self._lock:
+            self._step, self._micro, self._root_calls, self._calls = step, None, 0, {}
+            self._seen, self._open_calls = {}, {}  # calls a recompute left open (recompute=True) end here
+
+    def follow(self, optimizer, first_step=1, params=None):
+        """Steps counted by the optimizer instead of `with probe.step(...)`: records belong to first_step
+        until optimizer.step() returns, then to the next step, and so on (Megatron counts an iteration whose
+        update was skipped as well; so does this). params: a model whose parameters are recorded after each
+        optimizer step (Probe.params). Works with any object with a step() method (torch.optim, Megatron's
+        MegatronOptimizer, paddle.optimizer): step is wrapped on the instance, and close() restores it
+        (unwatch() does not: unwatch() before an evaluation pass and watch() after it keeps the count).
+        With watch(), two lines instrument a training loop."""
+        if not callable(getattr(optimizer, "step", None)):
+            raise TypeError("align_probe: follow() takes an optimizer (an object with a step() method)")
+        if not isinstance(first_step, int) or first_step < 0:
+            raise ValueError("align_probe: first_step must be an integer >= 0, not %r" % (first_step,))
+        if self._followed:
+            raise ValueError("align_probe: follow() was called already (one optimizer counts the steps)")
+        orig = optimizer.step
+        probe = self
+
+        def step(*args, **kwargs):
+            out = orig(*args, **kwargs)
+            probe._end_followed_step(params)
+            return out
+        optimizer.step = step  # the instance attribute shadows the class's method
+        self._followed = (optimizer, "step" in vars(optimizer) and vars(optimizer)["step"] is step)
+        self._begin_step(first_step)
+        return self
+
+    def _end_followed_step(self, model):
+        if model is not None:
+            self.params(model)
+        self._flush_device(lag=True)
+        if self._writer:
+            self._writer.flush()
+        self._begin_step(self._step + 1)
+
+    def _unfollow(self):
+        if self._followed:
+            opt, own = self._followed
+            if own:
+                try:
+                    del opt.step  # the class's method again
+                except AttributeError:
+                    pass
+            self._followed = None
 
     def _flush_on_error(self):
         """Writes every record made so far, as flush() does; an error doing so (the GPU failing is often
@@ -617,6 +667,7 @@ class Probe:
         self._closed = True
         atexit.unregister(self._at_exit)
         self.unwatch()
+        self._unfollow()
         self._flush_device()
         for b in (self._batch, self._spare):
             if b is not None:
