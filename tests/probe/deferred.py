@@ -198,9 +198,8 @@ if len(got) != len(want) or sorted(odd) != sorted(miss) or {n for _, n in miss} 
 print("Probe(side_stream=True), a module writing its input in place: 1.in says missing in %d steps, 0.out "
       "(payload) has its payload's digest, the rest as on the host" % len(miss))
 
-# a run that stops: an exception inside step 2 (deferred digests pending for steps 1 and 2) writes every
-# record made before it; a run that ends without close() gets its records at exit
-crash = r"""
+# child processes: CPU tensors declared CUDA tensors to the probe (its deferred path, through the mock library)
+MOCK_CHILD = r"""
 import sys, torch
 import align_probe.frameworks as F
 from align_probe import Probe
@@ -210,6 +209,11 @@ def cuda_info(self, t):
     i.cuda = True
     return i
 F.Torch.info, F.Torch.stream = cuda_info, lambda self, t: 0
+"""
+
+# a run that stops: an exception inside step 2 (deferred digests pending for steps 1 and 2) writes every
+# record made before it; a run that ends without close() gets its records at exit
+crash = MOCK_CHILD + r"""
 m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh())
 p = Probe(sys.argv[1], run="crash", native=sys.argv[2])
 p.watch(m)
@@ -233,16 +237,7 @@ print("a run stopped by an exception in a step, or ending without close(): every
 
 # CUDA graph capture: CUDA tensors recorded while the current stream captures are left out (said once);
 # steps outside the capture are traced as usual
-capture = r"""
-import sys, torch
-import align_probe.frameworks as F
-from align_probe import Probe
-info = F.Torch.info
-def cuda_info(self, t):
-    i = info(self, t)
-    i.cuda = True
-    return i
-F.Torch.info, F.Torch.stream = cuda_info, lambda self, t: 0
+capture = MOCK_CHILD + r"""
 state = {"on": False}
 F.Torch.capturing = lambda self: state["on"]
 m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh())
