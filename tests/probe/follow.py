@@ -78,6 +78,36 @@ for fw, setup in (("torch", torch_setup), ("paddle", paddle_setup)):
     if "step" in vars(opt):
         fails.append("%s: close() left the probe's wrapper on optimizer.step" % fw)
 
+# torch's LR schedulers wrap optimizer.step on the instance (through its __func__): one made before follow()
+# is put back by close(); one made after it wraps the probe's bound-method wrapper, which then only calls
+# through once the probe is closed
+for when in ("before", "after"):
+    m, opt, micro, zero = torch_setup()
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1) if when == "before" else None
+    theirs = vars(opt).get("step")
+    p = Probe(os.path.join(tmp, "sched-" + when), run="sched")
+    p.watch(m)
+    p.follow(opt, params=m)
+    try:
+        if sched is None:
+            sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1)
+        for s in (1, 2):
+            micro(0, s)
+            opt.step()
+            sched.step()
+            zero()
+        p.close()
+        micro(0, 3)
+        opt.step()  # after close(): no record, no error
+    except Exception as e:  # noqa: BLE001 - the failure to report
+        fails.append("LR scheduler made %s follow(): %s: %s" % (when, type(e).__name__, e))
+        continue
+    if when == "before" and vars(opt).get("step") is not theirs:
+        fails.append("close() did not put back the step wrapper of an LR scheduler made before follow()")
+    steps = sorted({r["step"] for r in records(p.path)})
+    if steps != [1, 2]:
+        fails.append("LR scheduler made %s follow(): steps %r in the trace, want [1, 2]" % (when, steps))
+
 for f in fails:
     print("FAIL: " + f)
 if fails:

@@ -92,6 +92,7 @@ import fnmatch
 import os
 import sys
 import threading
+import types
 import weakref
 
 from . import atf
@@ -169,7 +170,7 @@ class Probe:
         self.path = None
         self._closed = False
         self._watched_ids = set()  # id() of the models watch() hooked (a second watch() is refused)
-        self._followed = None  # follow(): (optimizer, whether its step attribute is the probe's wrapper)
+        self._followed = None  # follow(): (optimizer, the probe's wrapper of its step, the step it replaced)
         self._capture_warned = False
         atexit.register(self._at_exit)  # a run that ends without close() still gets its last records
 
@@ -213,14 +214,25 @@ class Probe:
         if self._followed:
             raise ValueError("align_probe: follow() was called already (one optimizer counts the steps)")
         orig = optimizer.step
-        probe = self
+        prev = getattr(optimizer, "__dict__", {}).get("step")  # an instance wrapper already there (an LR
+        probe = self                                            # scheduler's step counter): put back at close
 
-        def step(*args, **kwargs):
+        def step_fn(opt, *args, **kwargs):
             out = orig(*args, **kwargs)
-            probe._end_followed_step(params)
+            if probe._followed is not None and probe._followed[0] is opt:  # not after close()
+                probe._end_followed_step(params)
             return out
-        optimizer.step = step  # the instance attribute shadows the class's method
-        self._followed = (optimizer, "step" in vars(optimizer) and vars(optimizer)["step"] is step)
+        # a bound method, as the class's step is: torch's LR schedulers wrap optimizer.step through __func__;
+        # where one already did, its mark is kept (its wrapper, called inside, still counts the steps)
+        if getattr(orig, "_wrapped_by_lr_sched", False):
+            step_fn._wrapped_by_lr_sched = True
+        step = types.MethodType(step_fn, optimizer)
+        try:
+            optimizer.step = step  # the instance attribute shadows the class's method
+        except AttributeError:
+            raise TypeError("align_probe: follow() cannot wrap %s.step (no instance attributes)"
+                            % type(optimizer).__name__) from None
+        self._followed = (optimizer, step, prev)
         self._begin_step(first_step)
         return self
 
@@ -234,13 +246,13 @@ class Probe:
 
     def _unfollow(self):
         if self._followed:
-            opt, own = self._followed
-            if own:
-                try:
-                    del opt.step  # the class's method again
-                except AttributeError:
-                    pass
-            self._followed = None
+            opt, wrapper, prev = self._followed
+            self._followed = None  # the wrapper, if something wrapped it in turn, now only calls through
+            if getattr(opt, "__dict__", {}).get("step") is wrapper:
+                if prev is None:
+                    del opt.step  # the class's step() again
+                else:
+                    opt.step = prev
 
     def _flush_on_error(self):
         """Writes every record made so far, as flush() does; an error doing so (the GPU failing is often
