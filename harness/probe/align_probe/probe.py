@@ -172,6 +172,7 @@ class Probe:
         self._watched_ids = set()  # id() of the models watch() hooked (a second watch() is refused)
         self._followed = None  # follow(): (optimizer, the probe's wrapper of its step, the step it replaced)
         self._capture_warned = False
+        self._pid = os.getpid()
         atexit.register(self._at_exit)  # a run that ends without close() still gets its last records
 
     # --- run structure -------------------------------------------------------------------------
@@ -667,7 +668,7 @@ class Probe:
             self._writer.flush()
 
     def _at_exit(self):
-        if not self._closed:
+        if not self._closed and os.getpid() == self._pid:  # not in a forked child: the trace is the parent's
             try:
                 self.close()
             except Exception as e:  # noqa: BLE001 - at interpreter exit: report, do not raise
