@@ -107,7 +107,13 @@ except ValueError as e:
     if "unwatch()" not in str(e):
         fails.append("the second watch() refusal does not say what to do: %s" % e)
 wp.unwatch()
-wp.watch(m)  # after unwatch(), watching again is fine
+wp.watch([m])  # after unwatch(), watching again is fine; Megatron's list of one model chunk is that chunk
+try:
+    wp.params([m, m])
+    fails.append("params() of a list of two model chunks was accepted")
+except TypeError as e:
+    if "one Probe per chunk" not in str(e):
+        fails.append("the refusal of two model chunks does not say what to do: %s" % e)
 wp.close()
 
 # include / exclude: only the modules and parameters whose names pass, the micro-batches still counted

@@ -115,6 +115,18 @@ def _flatten(x, adapter, out):
     return out
 
 
+def _one_chunk(model, what):
+    """Megatron passes its model as a list of chunks: a list of one is its chunk; several chunks (virtual
+    pipeline stages) are refused, since their roots and micro-batch counts would mix."""
+    if isinstance(model, (list, tuple)):
+        if len(model) != 1:
+            raise TypeError("align_probe: %s() takes one model, not a list of %d chunks (virtual pipeline "
+                            "stages): one Probe per chunk (run='...-chunk0', ...), or %s(model[i])"
+                            % (what, len(model), what))
+        return model[0]
+    return model
+
+
 def _trec_dict(r):
     """The record dict of a _TRec tuple (step, micro, name, phase, call, io, dtype, shape), digest None."""
     rec = {"step": r[0], "micro": r[1], "name": r[2], "phase": r[3]}
@@ -484,6 +496,7 @@ class Probe:
     def watch(self, model):
         """Hooks every submodule / sublayer of model (and the model itself, named `root`). A data-parallel
         or precision wrapper (unwrap=True) is looked through: names are the wrapped model's."""
+        model = _one_chunk(model, "watch")
         a = self._adapter_for(model)
         if not a.is_module(model):
             raise TypeError("align_probe: watch() takes a torch.nn.Module or a paddle.nn.Layer")
@@ -656,6 +669,7 @@ class Probe:
     def params(self, model, phase="param"):
         """Records every parameter of model (its values now: after the optimizer step, or the initial
         weights before the first step)."""
+        model = _one_chunk(model, "params")
         a = self._adapter_for(model)
         m = a.unwrap(model) if self.unwrap else model
         key = id(m)
